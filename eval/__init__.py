@@ -1,0 +1,1 @@
+"""Benchmark evaluation: pass@k (unbiased), maj@k, best-of-n, with bootstrap intervals and reports."""

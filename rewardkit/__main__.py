@@ -1,0 +1,5 @@
+import sys
+
+from rewardkit.cli import main
+
+sys.exit(main())

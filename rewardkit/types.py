@@ -1,0 +1,137 @@
+"""Core data types: what a reward source reads (:class:`Record`) and what it returns (:class:`Result`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+RECORD_FIELDS = ("id", "prompt", "completion", "reference", "verifier", "metadata")
+
+
+@dataclass
+class Record:
+    """One item to score.
+
+    Attributes:
+        id: Stable identifier of the row (the input line number when the input has none).
+        prompt: The prompt the completion answers (a string, or a list of chat messages).
+        completion: The model output to score (a string, or a list of chat messages: the last
+            assistant message is scored).
+        reference: What the verifier checks against: a gold answer string for math, tests for code,
+            a gold query and database for SQL, instruction ids and kwargs for IFEval.
+        verifier: Name of the verifier for this row; ``None`` uses the run's default.
+        metadata: Anything else carried along (subset, level, source, ...).
+    """
+
+    id: Any = None
+    prompt: Any = ""
+    completion: Any = ""
+    reference: Any = None
+    verifier: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any], *, field_map: dict[str, str] | None = None) -> Record:
+        """Builds a record from a row, mapping differently named columns through ``field_map``.
+
+        ``field_map`` maps record field -> row key, e.g. ``{"reference": "answer"}``. Unknown keys are
+        kept in ``metadata`` so nothing in the row is lost.
+        """
+        field_map = field_map or {}
+        values: dict[str, Any] = {}
+        used = set()
+        for name in RECORD_FIELDS:
+            key = field_map.get(name, name)
+            if key in row:
+                values[name] = row[key]
+                used.add(key)
+        metadata = dict(values.pop("metadata", None) or {})
+        for key, value in row.items():
+            if key not in used and key not in metadata:
+                metadata[key] = value
+        return cls(**values, metadata=metadata)
+
+    @property
+    def completion_text(self) -> str:
+        """The completion as plain text (the last message's content for chat-format completions)."""
+        return message_text(self.completion)
+
+    @property
+    def prompt_text(self) -> str:
+        """The prompt as plain text (messages joined by newlines for chat-format prompts)."""
+        if isinstance(self.prompt, list):
+            return "\n".join(message_text(m) for m in self.prompt)
+        return message_text(self.prompt)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def message_text(value: Any) -> str:
+    """Text of a completion given as a string, a chat message dict, or a list of messages."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return str(value.get("content", ""))
+    if isinstance(value, list):
+        if not value:
+            return ""
+        return message_text(value[-1])
+    return str(value)
+
+
+@dataclass
+class Result:
+    """The outcome of scoring one record.
+
+    Attributes:
+        reward: The reward. Failures (no answer, crash, timeout) are 0.0 with ``error`` set.
+        details: What was extracted, what was compared and how: enough to tell why the reward is what it is.
+        error: ``None`` when scoring worked; else a short reason (``"timeout"``, ``"no answer found"``...).
+            Errors are kinds, not tracebacks: the summary groups rows by the text before the first colon.
+    """
+
+    reward: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @classmethod
+    def failure(cls, error: str, **details: Any) -> Result:
+        return cls(reward=0.0, details=details, error=error)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reward": self.reward, "details": self.details, "error": self.error}
+
+
+def error_kind(error: str | None) -> str | None:
+    """The kind of an error message: the text before the first colon (``"timeout"``, ``"invalid JSON"``)."""
+    if error is None:
+        return None
+    head = error.split(":", 1)[0].strip()
+    if head.startswith("invalid JSON"):
+        return "invalid JSON"
+    return head or "error"
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made JSON-serialisable (sets to sorted lists, unknown objects to ``str``)."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        pass
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((jsonable(v) for v in value), key=repr)
+    if hasattr(value, "item"):
+        try:
+            return value.item()
+        except Exception:
+            pass
+    return str(value)

@@ -1,0 +1,1 @@
+"""Reward models (outcome, process, generative judges) and reward-shaping transforms."""

@@ -1,0 +1,33 @@
+"""Shared fixtures: the tiny tokenizer and model, and a temporary run folder."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    from rewardkit.tiny import load_tiny_tokenizer
+
+    return load_tiny_tokenizer()
+
+
+@pytest.fixture()
+def tiny_model():
+    from rewardkit.tiny import build_tiny_model
+
+    return build_tiny_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny Qwen2 model and the tokenizer saved in Hugging Face format (loads with from_pretrained)."""
+    from rewardkit.tiny import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-model"))

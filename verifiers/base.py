@@ -1,0 +1,57 @@
+"""The verifier interface: ``score(record) -> Result`` that never raises, and a batch path."""
+
+from __future__ import annotations
+
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from rewardkit.types import Record, Result
+
+
+@runtime_checkable
+class RewardSource(Protocol):
+    """Anything that turns records into results: a verifier, a reward model, a judge, a weighted sum."""
+
+    name: str
+
+    def score_batch(self, records: Sequence[Record]) -> list[Result]: ...
+
+
+class Verifier(ABC):
+    """Base class of rule-based verifiers.
+
+    Subclasses implement :meth:`verify`; callers use :meth:`score` / :meth:`score_batch`, which turn any
+    exception into a ``Result`` with reward 0 and an ``error``, so a completion can never crash a run.
+    ``config`` holds the keyword arguments the verifier was built with; it must be picklable so that
+    worker processes can rebuild the verifier.
+    """
+
+    name: ClassVar[str] = "verifier"
+
+    def __init__(self, **config: Any) -> None:
+        self.config = config
+
+    @abstractmethod
+    def verify(self, record: Record) -> Result:
+        """Scores one record. May raise; :meth:`score` catches."""
+
+    def score(self, record: Record) -> Result:
+        try:
+            result = self.verify(record)
+        except Exception as exc:  # a verifier never raises on a completion
+            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            return Result.failure(f"verifier error: {last}")
+        if not isinstance(result, Result):
+            return Result.failure(
+                f"verifier error: {type(self).__name__}.verify returned {type(result).__name__}"
+            )
+        return result
+
+    def score_batch(self, records: Sequence[Record]) -> list[Result]:
+        """Scores many records. Subclasses override when batching pays (shared gold parsing, models)."""
+        return [self.score(record) for record in records]
+
+    def __call__(self, record: Record) -> Result:
+        return self.score(record)
