@@ -1,0 +1,91 @@
+"""The rollout interface: sampling parameters, one generated sample, and the backend protocol.
+
+Every backend returns the same shape: for each prompt, ``n`` :class:`Generation` objects with the sampled
+token ids (the end-of-sequence token included when the model emitted it, as vLLM reports it), the text
+(special tokens skipped, cut before a stop string unless ``include_stop_str_in_output``), the
+log-probability of each sampled token under the temperature-scaled policy, and why the sample ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass
+class SamplingParams:
+    """How to sample completions (names and meanings as vLLM's ``SamplingParams``).
+
+    Attributes:
+        n: Samples per prompt (the GRPO group size).
+        temperature: Softmax temperature; 0 means greedy decoding.
+        top_p: Nucleus sampling mass (1.0 disables it).
+        top_k: Keep only the k most likely tokens (0 disables it).
+        max_new_tokens: Most tokens generated per sample; a sample that reaches it ends with
+            ``finish_reason="length"``.
+        stop: Strings that end a sample (``finish_reason="stop"``); the text is cut before the first one.
+        seed: Seeds the sampling of this call (the global RNG is left untouched); ``None`` uses the
+            global RNG.
+        logprobs: Report the log-probability of each sampled token.
+        include_stop_str_in_output: Keep the matched stop string at the end of ``text``.
+    """
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 256
+    stop: list[str] = field(default_factory=list)
+    seed: int | None = None
+    logprobs: bool = True
+    include_stop_str_in_output: bool = False
+
+
+@dataclass
+class Generation:
+    """One sampled completion.
+
+    Attributes:
+        text: Decoded completion (special tokens skipped; cut before a stop string by default).
+        token_ids: The sampled token ids, through the token that ended the sample (EOS included).
+        prompt_token_ids: The prompt's token ids (no padding).
+        logprobs: Log-probability of each token of ``token_ids`` under ``softmax(logits / temperature)``
+            (before top-k / top-p truncation), or ``None`` when not requested.
+        finish_reason: ``"stop"`` (EOS or a stop string) or ``"length"`` (hit ``max_new_tokens``).
+    """
+
+    text: str
+    token_ids: list[int]
+    prompt_token_ids: list[int]
+    logprobs: list[float] | None
+    finish_reason: FinishReason
+
+    @property
+    def truncated(self) -> bool:
+        """True when the sample was cut at ``max_new_tokens`` instead of ending by itself."""
+        return self.finish_reason == "length"
+
+
+class RolloutBackend:
+    """Base class of rollout backends: ``generate`` samples, ``update_weights`` syncs the policy."""
+
+    name = "base"
+
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+        """Samples ``params.n`` completions of each prompt; outer list: prompts, inner: samples."""
+        raise NotImplementedError
+
+    def update_weights(self, model: Any) -> None:
+        """Makes the backend sample from ``model``'s current weights (after an optimiser step)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Releases engines or worker processes (a no-op where there are none)."""
+
+    def __enter__(self) -> RolloutBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

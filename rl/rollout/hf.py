@@ -1,0 +1,210 @@
+"""The ``hf`` rollout backend: transformers ``generate``, batched with left padding.
+
+* Prompts are sorted by length and generated in chunks of at most ``batch_size`` sequences (prompt x n),
+  so padding stays small; the output keeps the input order.
+* Log-probabilities of the sampled tokens are gathered on the fly by a logits processor that runs before
+  the temperature / top-k / top-p warpers (it holds one step of log-softmax at a time, never the whole
+  ``(steps, batch, vocab)`` logits tensor that ``output_logits=True`` would keep). They are
+  ``log_softmax(logits / temperature)``: the same distribution the trainer recomputes.
+* Stop strings use transformers' ``StopStringCriteria`` to end a sequence early, then each sample is cut
+  at the first token whose prefix contains a stop string (the same rule as vLLM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
+from transformers import LogitsProcessor, LogitsProcessorList
+
+
+class _SampledLogprobs(LogitsProcessor):
+    """Records log p(sampled token) at each step without changing the scores.
+
+    At step t it sees ``input_ids`` ending with the token sampled at step t-1, gathers that token's
+    log-probability from the distribution it stored at t-1, and stores step t's distribution.
+    """
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature if temperature > 0 else 1.0
+        self.prev: torch.Tensor | None = None
+        self.gathered: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.prev is not None:
+            self.gathered.append(self.prev.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.prev = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """The ``(batch, steps)`` log-probabilities, given the tokens sampled at the final step."""
+        if self.prev is not None:
+            self.gathered.append(self.prev.gather(-1, last_tokens[:, None]).squeeze(-1))
+            self.prev = None
+        if not self.gathered:
+            return torch.zeros(last_tokens.shape[0], 0)
+        return torch.stack(self.gathered, dim=1)
+
+
+class HFBackend(RolloutBackend):
+    """Generates with ``model.generate`` of a transformers causal LM (the policy itself, no copy).
+
+    Args:
+        model: The policy (a ``PreTrainedModel``). Generation runs in eval mode under ``inference_mode``
+            and the previous train/eval mode is restored afterwards.
+        tokenizer: Its tokenizer; a pad token is taken from EOS when it has none.
+        batch_size: Most sequences (prompts x samples) per ``generate`` call.
+        add_special_tokens: Passed to the tokenizer for the prompts (BOS for Llama-style tokenizers), as
+            vLLM does by default.
+    """
+
+    name = "hf"
+
+    def __init__(
+        self, model: Any, tokenizer: Any, *, batch_size: int = 64, add_special_tokens: bool = True
+    ) -> None:
+        if tokenizer is None:
+            raise ValueError("the hf backend needs the tokenizer")
+        if isinstance(model, str):
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(model)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = max(1, int(batch_size))
+        self.add_special_tokens = add_special_tokens
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        eos = getattr(model.generation_config, "eos_token_id", None)
+        if eos is None:
+            eos = tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+        if tokenizer.eos_token_id is not None:
+            self.eos_ids.add(tokenizer.eos_token_id)
+
+    def update_weights(self, model: Any) -> None:
+        # The backend samples from the policy object itself, so an optimiser step is already visible; a
+        # different object (e.g. an unwrapped copy) is loaded into ours.
+        if model is not self.model:
+            self.model.load_state_dict(model.state_dict())
+
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+        if not prompts:
+            return []
+        encoded = self.tokenizer(list(prompts), add_special_tokens=self.add_special_tokens)["input_ids"]
+        n = max(1, int(params.n))
+        # One entry per sequence to sample, sorted by prompt length to keep padding small.
+        jobs = [(i, k) for i in range(len(prompts)) for k in range(n)]
+        jobs.sort(key=lambda job: len(encoded[job[0]]))
+        out: list[list[Generation | None]] = [[None] * n for _ in prompts]
+        rng = torch.random.fork_rng(devices=[]) if params.seed is not None else contextlib.nullcontext()
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with rng, torch.inference_mode():
+                if params.seed is not None:
+                    torch.manual_seed(params.seed)
+                for start in range(0, len(jobs), self.batch_size):
+                    chunk = jobs[start : start + self.batch_size]
+                    gens = self._generate_chunk([encoded[i] for i, _ in chunk], params)
+                    for (i, k), gen in zip(chunk, gens, strict=False):
+                        out[i][k] = gen
+        finally:
+            self.model.train(was_training)
+        return out  # type: ignore[return-value]
+
+    def _generate_chunk(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in prompt_ids)
+        input_ids = torch.full((len(prompt_ids), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, ids in enumerate(prompt_ids):  # left padding: the prompt ends where generation starts
+            if ids:
+                input_ids[row, width - len(ids) :] = torch.tensor(ids)
+                attention_mask[row, width - len(ids) :] = 1
+        greedy = params.temperature <= 0
+        recorder = _SampledLogprobs(params.temperature) if params.logprobs else None
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": params.max_new_tokens,
+            "do_sample": not greedy,
+            "pad_token_id": self.pad_id,
+            "eos_token_id": sorted(self.eos_ids) or None,
+            "use_cache": True,
+            "logits_processor": LogitsProcessorList([recorder]) if recorder else None,
+        }
+        if not greedy:
+            # top_k=0 must be passed explicitly: generation configs often default to 50.
+            kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        if params.stop:
+            kwargs.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
+        sequences = self.model.generate(
+            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs
+        )
+        new_tokens = sequences[:, width:].cpu()
+        logprobs = recorder.finish(new_tokens[:, -1]).cpu() if recorder is not None else None
+        if new_tokens.shape[1] == 0:
+            logprobs = None if logprobs is None else logprobs[:, :0]
+        gens = []
+        for row, ids in enumerate(prompt_ids):
+            tokens = new_tokens[row].tolist()
+            lp = logprobs[row].tolist() if logprobs is not None else None
+            gens.append(self._finish_sample(tokens, list(ids), lp, params))
+        return gens
+
+    def _finish_sample(
+        self, tokens: list[int], prompt_ids: list[int], logprobs: list[float] | None, params: SamplingParams
+    ) -> Generation:
+        end, reason = len(tokens), "length"
+        for pos, tok in enumerate(tokens):
+            if tok in self.eos_ids:
+                end, reason = pos + 1, "stop"
+                break
+        # A stopped sequence is padded after its end; with pad == EOS the scan above already cut it.
+        text = self._decode(tokens[:end])
+        if params.stop:
+            hit = _first_stop(text, params.stop)
+            if hit is not None:
+                # The shortest token prefix whose text contains the stop string: the token that completed
+                # it ends the sample. Containment only grows with the prefix, so binary search works.
+                lo, hi = 1, end
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if _first_stop(self._decode(tokens[:mid]), params.stop) is not None:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                end, reason = lo, "stop"
+                text = self._decode(tokens[:end])
+                idx, stop = _first_stop(text, params.stop)  # type: ignore[misc]
+                text = text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
+        if reason == "length" and len(tokens) < params.max_new_tokens:
+            # The whole chunk ended early, so generate() saw this sample stop (a stop-string match our
+            # decoding did not reproduce): drop its padding.
+            reason = "stop"
+            while end > 0 and tokens[end - 1] == self.pad_id:
+                end -= 1
+        return Generation(
+            text=text,
+            token_ids=tokens[:end],
+            prompt_token_ids=prompt_ids,
+            logprobs=logprobs[:end] if logprobs is not None else None,
+            finish_reason=reason,  # type: ignore[arg-type]
+        )
+
+    def _decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=True)
+
+
+def _first_stop(text: str, stops: list[str]) -> tuple[int, str] | None:
+    """Position and value of the earliest stop string in ``text`` (ties: the longest), or ``None``."""
+    best: tuple[int, str] | None = None
+    for stop in stops:
+        if not stop:
+            continue
+        idx = text.find(stop)
+        if idx >= 0 and (best is None or idx < best[0] or (idx == best[0] and len(stop) > len(best[1]))):
+            best = (idx, stop)
+    return best
