@@ -1,0 +1,18 @@
+"""Math answers: extraction (boxed, "the answer is", ``####``, last number, ``<answer>`` tags, strict)
+and equivalence on top of math-verify and sympy. See ``docs/math.md``."""
+
+from __future__ import annotations
+
+from rewardkit.verifiers.math.extract import EXTRACTORS, MODES, extract_answer
+from rewardkit.verifiers.math.normalize import normalize_answer, parse_number
+from rewardkit.verifiers.math.verifier import MathConfig, MathVerifier
+
+__all__ = [
+    "EXTRACTORS",
+    "MODES",
+    "MathConfig",
+    "MathVerifier",
+    "extract_answer",
+    "normalize_answer",
+    "parse_number",
+]

@@ -1,0 +1,258 @@
+"""The math verifier: extract the final answer, normalise it, compare with the gold answer.
+
+Pipeline for one record:
+
+1. **Extract** the answer from the completion with the configured mode (``auto``: ``<answer>`` tags,
+   last ``\\boxed{}``/``\\fbox{}``, ``#### N``, "the answer is ...", last ``$...$``, last number;
+   ``strict``: boxed only). The gold answer is extracted the same way when it is a full solution (a
+   ``\\boxed{}`` or a ``####`` line), else used whole. Gold answers are cached per distinct reference.
+2. **Normalise** both (:mod:`.normalize`): wrappers, ``\\text{}``, units, degrees, currency, thousands
+   separators, ``x = ...``.
+3. **Compare**: two plain numbers exactly (fractions; decimals rounded like math-verify, or a relative
+   tolerance), identical strings directly, everything else with ``math_verify.parse`` + ``math_verify.verify``
+   (sympy: expressions, intervals, sets, tuples, matrices, equations), retrying the raw extracted text when
+   normalisation changed it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import math_verify
+import math_verify.grader
+import math_verify.parser
+from math_verify.errors import TimeoutException
+from rewardkit.verifiers.base import Verifier
+from rewardkit.verifiers.math.extract import extract_answer, extract_boxed, extract_gsm8k, resolve_mode
+from rewardkit.verifiers.math.normalize import NumericAnswer, normalize_answer, numbers_equal, parse_number
+
+from rewardkit.types import Record, Result
+
+# math-verify warns once when its signal timeout is disabled; here the scoring engine owns the hard timeout
+# (worker processes it kills), so the warning would only confuse.
+math_verify.parser.TIMEOUT_WARNING_SHOWN = True
+math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+
+
+@dataclass(frozen=True)
+class MathConfig:
+    """Settings of :class:`MathVerifier` (all keyword arguments of ``get_verifier("math", ...)``)."""
+
+    mode: str | tuple[str, ...] = "auto"
+    """Extraction mode for the completion: ``auto``, ``strict`` (= ``boxed``: last ``\\boxed{}`` only, for RL),
+    ``answer_is``, ``gsm8k``, ``last_number``, ``answer_tag``, or a tuple of extractor names tried in order
+    (``answer_tag``, ``boxed``, ``gsm8k``, ``answer_is``, ``last_math``, ``last_number``)."""
+    gold_mode: str | tuple[str, ...] = "auto"
+    """How to read the reference: ``auto`` takes the last ``\\boxed{}`` or the ``####`` line of a full
+    solution, else the whole reference; any extraction mode name forces that extractor."""
+    float_rounding: int = 6
+    """Decimals both sides are rounded to when either is written as a decimal (math-verify's default)."""
+    numeric_precision: int = 15
+    """Significant digits sympy evaluates to when comparing expressions numerically (math-verify's default)."""
+    rel_tol: float | None = None
+    """Relative tolerance for numeric answers instead of rounding (e.g. ``1e-2`` for 2-significant-digit
+    physics answers); ``None`` uses ``float_rounding``."""
+    strict: bool = True
+    """math-verify's strict mode: variable names matter and sets don't equal tuples."""
+    timeout: float | None = 5.0
+    """Seconds math-verify may spend on one parse or comparison (its ``signal.alarm``, only active on a
+    process's main thread). The scoring engine's per-item timeout is the hard limit that always fires."""
+    gold_cache_size: int = 65536
+    """Distinct references whose parsed form is kept (RL scores many completions per problem)."""
+    correct_reward: float = 1.0
+    """Reward of a matching answer."""
+    incorrect_reward: float = 0.0
+    """Reward of a wrong answer (failures, e.g. no answer found, are always 0.0 with ``error`` set)."""
+
+
+@dataclass
+class _Answer:
+    """An extracted answer in all the forms the comparison needs; ``parsed`` is filled lazily (sympy)."""
+
+    raw: str
+    normalized: str
+    extracted_by: str | None
+    number: NumericAnswer | None
+    parsed: dict[str, list] = field(default_factory=dict)
+
+
+_EXPLAIN_FIELDS = ("raw", "normalized", "extracted_by")
+
+
+class MathVerifier(Verifier):
+    """Rewards a completion whose final answer equals the reference mathematically (1.0) or not (0.0).
+
+    ``details`` holds ``extracted`` / ``extracted_by`` / ``normalized`` for the completion, ``gold`` /
+    ``gold_extracted_by`` / ``gold_normalized`` for the reference, and ``method`` (``numeric``, ``string``,
+    ``math-verify``) plus ``reason``: why they matched or not.
+    """
+
+    name: ClassVar[str] = "math"
+    runs_in_process: ClassVar[bool] = False
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        if isinstance(config.get("mode"), list):
+            config["mode"] = tuple(config["mode"])
+        if isinstance(config.get("gold_mode"), list):
+            config["gold_mode"] = tuple(config["gold_mode"])
+        self.settings = MathConfig(**config)
+        self._chain = resolve_mode(self.settings.mode)
+        self._gold_chain = (
+            None if self.settings.gold_mode == "auto" else resolve_mode(self.settings.gold_mode)
+        )
+        self._gold_cache: OrderedDict[str, list[_Answer]] = OrderedDict()
+
+    # -- extraction ---------------------------------------------------------------------------------------
+    def _gold_answers(self, reference: Any) -> list[_Answer]:
+        refs = reference if isinstance(reference, (list, tuple)) else [reference]
+        key = repr(refs)
+        cached = self._gold_cache.get(key)
+        if cached is not None:
+            self._gold_cache.move_to_end(key)
+            return cached
+        answers = []
+        for ref in refs:
+            if ref is None:
+                continue
+            text = str(ref).strip()
+            if not text:
+                continue
+            if self._gold_chain is not None:
+                raw, how = extract_answer(text, self._gold_chain)
+            else:
+                raw, how = extract_boxed(text), "boxed"
+                if raw is None:
+                    raw, how = extract_gsm8k(text), "gsm8k"
+                if raw is None:
+                    raw, how = text, "whole"
+            if raw is None:
+                continue
+            normalized = normalize_answer(raw)
+            answers.append(_Answer(raw, normalized, how, parse_number(normalized)))
+        self._gold_cache[key] = answers
+        if len(self._gold_cache) > self.settings.gold_cache_size:
+            self._gold_cache.popitem(last=False)
+        return answers
+
+    def extract(self, completion: str) -> _Answer | None:
+        """The answer found in ``completion`` (``None`` if the extraction mode finds none)."""
+        raw, how = extract_answer(completion, self._chain)
+        if raw is None:
+            return None
+        normalized = normalize_answer(raw)
+        return _Answer(raw, normalized, how, parse_number(normalized))
+
+    # -- comparison ---------------------------------------------------------------------------------------
+    def _signal_timeout(self) -> int | None:
+        # math-verify's timeout uses signal.alarm: only possible on the main thread, in whole seconds.
+        if self.settings.timeout is None or threading.current_thread() is not threading.main_thread():
+            return None
+        return max(1, math.ceil(self.settings.timeout))
+
+    def _parsed(self, answer: _Answer, which: str) -> list:
+        if which not in answer.parsed:
+            text = answer.normalized if which == "normalized" else answer.raw
+            try:
+                answer.parsed[which] = math_verify.parse(
+                    f"${text}$", parsing_timeout=self._signal_timeout(), raise_on_error=True
+                )
+            except TimeoutException:
+                raise
+            except Exception:
+                answer.parsed[which] = []
+        return answer.parsed[which]
+
+    def _symbolic(self, gold: _Answer, pred: _Answer, which: str) -> bool:
+        gold_parsed = self._parsed(gold, which)
+        pred_parsed = self._parsed(pred, which)
+        if not gold_parsed or not pred_parsed:
+            return False
+        try:
+            return bool(
+                math_verify.verify(
+                    gold_parsed,
+                    pred_parsed,
+                    float_rounding=self.settings.float_rounding,
+                    numeric_precision=self.settings.numeric_precision,
+                    strict=self.settings.strict,
+                    timeout_seconds=self._signal_timeout(),
+                    raise_on_error=True,
+                )
+            )
+        except TimeoutException:
+            raise
+        except Exception:
+            return False
+
+    def compare(self, gold: _Answer, pred: _Answer) -> tuple[bool, str, str]:
+        """(match, method, reason) for one gold answer and one extracted answer."""
+        if gold.number is not None and pred.number is not None:
+            ok, reason = numbers_equal(
+                gold.number,
+                pred.number,
+                float_rounding=self.settings.float_rounding,
+                rel_tol=self.settings.rel_tol,
+            )
+            return ok, "numeric", reason
+        if gold.normalized and gold.normalized == pred.normalized:
+            return True, "string", "identical after normalisation"
+        if self._symbolic(gold, pred, "normalized"):
+            return True, "math-verify", "math-verify: equivalent"
+        if (gold.raw != gold.normalized or pred.raw != pred.normalized) and self._symbolic(gold, pred, "raw"):
+            return True, "math-verify", "math-verify: equivalent (as written, before normalisation)"
+        if not self._parsed(pred, "normalized") and not self._parsed(pred, "raw"):
+            return False, "math-verify", "answer could not be parsed"
+        return False, "math-verify", "math-verify: not equivalent"
+
+    # -- Verifier -----------------------------------------------------------------------------------------
+    def verify(self, record: Record) -> Result:
+        golds = self._gold_answers(record.reference)
+        if not golds:
+            return Result.failure("invalid reference: empty gold answer")
+        details: dict[str, Any] = {
+            "gold": golds[0].raw,
+            "gold_normalized": golds[0].normalized,
+            "gold_extracted_by": golds[0].extracted_by,
+        }
+        pred = self.extract(record.completion_text)
+        if pred is None:
+            return Result.failure(
+                "no answer found", **details, extracted=None, mode=_mode_name(self.settings.mode)
+            )
+        details.update(extracted=pred.raw, extracted_by=pred.extracted_by, normalized=pred.normalized)
+        try:
+            verdicts = []
+            for gold in golds:
+                ok, method, reason = self.compare(gold, pred)
+                verdicts.append((ok, method, reason, gold))
+                if ok:
+                    break
+        except TimeoutException:
+            return Result.failure("timeout", **details)
+        ok, method, reason, gold = verdicts[-1]
+        if len(golds) > 1:
+            details.update(
+                gold=gold.raw, gold_normalized=gold.normalized, gold_extracted_by=gold.extracted_by
+            )
+        details.update(match=ok, method=method, reason=reason)
+        reward = self.settings.correct_reward if ok else self.settings.incorrect_reward
+        return Result(reward=reward, details=details)
+
+    def score_batch(self, records: Sequence[Record]) -> list[Result]:
+        # Gold answers are cached per distinct reference, so the RL shape (n completions per problem)
+        # parses each problem's gold once; the per-record loop is otherwise the base class's.
+        return [self.score(record) for record in records]
+
+    def describe(self) -> dict[str, Any]:
+        """The effective settings, for logs and reports."""
+        return asdict(self.settings)
+
+
+def _mode_name(mode: str | tuple[str, ...]) -> str:
+    return mode if isinstance(mode, str) else "+".join(mode)
