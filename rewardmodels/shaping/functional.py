@@ -1,0 +1,414 @@
+"""Reward-shaping transforms as pure torch functions.
+
+Three levels of rewards, three tensor layouts:
+
+* **per sample**: a 1-D float tensor ``r`` of shape ``[B]``;
+* **per group** (several samples of one prompt, as GRPO draws them): ``r`` of shape ``[B]`` plus a 1-D
+  integer tensor ``group`` of shape ``[B]`` holding each sample's group id. Groups may have different sizes
+  and need not be contiguous;
+* **per step** (process rewards, ragged step counts): a padded float tensor ``r`` of shape ``[B, T]`` and a
+  boolean ``mask`` of the same shape, ``True`` at real steps. Steps are *left-aligned and contiguous*:
+  row ``i`` has its ``n_i`` steps at columns ``0 .. n_i - 1`` (:func:`pad_steps` builds this layout from
+  lists, :func:`unpad_steps` goes back). Every step function returns zeros at padded positions.
+
+Nothing here keeps state or changes its inputs; the one stateful transform (running whitening) keeps its
+moments in :class:`RunningMoments` and calls the pure :func:`whiten` / :func:`update_moments`.
+
+Two different "delta" transforms exist for process rewards, and they are not the same thing:
+
+* :func:`progress_delta` is ``d_t = r_t - r_{t-1}`` (with ``r_0 = 0``): the reward of a step is the
+  *progress* it makes; the sum over steps telescopes to the **last** step's reward ``r_T``.
+* :func:`gao_delta` is Gao et al. (2024)'s Delta mechanism, ``d_t = r_t - r_{t+1}`` for ``t < T`` and
+  ``d_T = r_T``; the sum over steps telescopes to the **first** step's reward ``r_1``, and the return from
+  step ``t`` (sum of future shaped rewards) is exactly ``r_t``, so padding a trajectory with extra steps
+  cannot raise its return.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+__all__ = [
+    "binarize",
+    "clip",
+    "cosine_length_reward",
+    "dapo_overlong_penalty",
+    "gao_clip",
+    "gao_clip_delta",
+    "gao_delta",
+    "group_normalize",
+    "kimi_length_penalty",
+    "min_form",
+    "min_form_returns",
+    "overlong_mask",
+    "pad_steps",
+    "progress_delta",
+    "scale_shift",
+    "step_returns",
+    "success_plus_steps",
+    "unpad_steps",
+    "update_moments",
+    "weighted_sum",
+    "whiten",
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# layout helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def pad_steps(
+    steps: Sequence[Sequence[float]], *, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ragged per-step rewards -> ``(rewards [B, T], mask [B, T])``, left-aligned, padded with 0.
+
+    ``T`` is the longest row (at least 1, so an all-empty batch still has a column).
+    """
+    width = max([len(row) for row in steps] + [1])
+    rewards = torch.zeros(len(steps), width, dtype=dtype)
+    mask = torch.zeros(len(steps), width, dtype=torch.bool)
+    for i, row in enumerate(steps):
+        if len(row):
+            rewards[i, : len(row)] = torch.as_tensor(list(row), dtype=dtype)
+            mask[i, : len(row)] = True
+    return rewards, mask
+
+
+def unpad_steps(rewards: torch.Tensor, mask: torch.Tensor) -> list[list[float]]:
+    """Inverse of :func:`pad_steps`: the real steps of each row as Python floats."""
+    return [row[m].tolist() for row, m in zip(rewards, mask.bool(), strict=True)]
+
+
+def _check_steps(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    if rewards.dim() != 2 or rewards.shape != mask.shape:
+        raise ValueError(
+            f"per-step rewards need rewards [B, T] and a mask of the same shape, got "
+            f"{tuple(rewards.shape)} and {tuple(mask.shape)}"
+        )
+    return mask.bool()
+
+
+# --------------------------------------------------------------------------------------------------
+# elementwise (any level)
+# --------------------------------------------------------------------------------------------------
+
+
+def clip(rewards: torch.Tensor, lo: float | None = None, hi: float | None = None) -> torch.Tensor:
+    """Clips to an interval: ``r' = min(max(r, lo), hi)``; ``None`` leaves that side open."""
+    return torch.clamp(rewards, min=lo, max=hi)
+
+
+def scale_shift(rewards: torch.Tensor, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+    """Affine map ``r' = scale * r + shift``."""
+    return rewards * scale + shift
+
+
+def binarize(
+    rewards: torch.Tensor, threshold: float = 0.5, low: float = 0.0, high: float = 1.0
+) -> torch.Tensor:
+    """Thresholds: ``r' = high if r >= threshold else low``."""
+    return torch.where(
+        rewards >= threshold,
+        torch.full_like(rewards, high),
+        torch.full_like(rewards, low),
+    )
+
+
+def weighted_sum(components: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
+    """Weighted sum of named reward components: ``r = sum_k w_k * r_k`` (e.g. 0.9 correctness + 0.1 format).
+
+    Every name in ``weights`` must be in ``components``; components without a weight are ignored.
+    """
+    missing = [name for name in weights if name not in components]
+    if missing:
+        raise KeyError(f"weighted_sum: no reward component named {missing} (have {sorted(components)})")
+    if not weights:
+        raise ValueError("weighted_sum needs at least one weight")
+    total = None
+    for name, weight in weights.items():
+        term = components[name].to(torch.float32) * float(weight)
+        total = term if total is None else total + term
+    return total
+
+
+# --------------------------------------------------------------------------------------------------
+# per group
+# --------------------------------------------------------------------------------------------------
+
+
+def _group_index(group: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
+    group = torch.as_tensor(group)
+    if group.dim() != 1 or group.numel() != n:
+        raise ValueError(f"group ids must be a 1-D tensor of length {n}, got shape {tuple(group.shape)}")
+    _, inverse = torch.unique(group, return_inverse=True)
+    return inverse, int(inverse.max().item()) + 1 if n else 0
+
+
+def _group_stats(
+    rewards: torch.Tensor, group: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-sample (group mean, unbiased group std, group min, group max) and the group sizes."""
+    inverse, n_groups = _group_index(group, rewards.numel())
+    r = rewards.to(torch.float64)
+    counts = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, torch.ones_like(r))
+    sums = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, r)
+    mean = sums / counts
+    sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, (r - mean[inverse]) ** 2)
+    std = torch.sqrt(sq / (counts - 1).clamp(min=1))
+    return mean[inverse], std[inverse], counts[inverse], inverse
+
+
+def group_normalize(
+    rewards: torch.Tensor,
+    group: torch.Tensor,
+    *,
+    scale_by_std: bool = True,
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """Group-relative rewards (GRPO / Dr. GRPO).
+
+    ``r'_i = (r_i - mean_g) / (std_g + eps)`` with ``scale_by_std=True`` (GRPO, Shao et al. 2024; std is
+    the unbiased sample std, as ``torch.std`` and TRL compute it), or ``r'_i = r_i - mean_g`` with
+    ``scale_by_std=False`` (Dr. GRPO, Liu et al. 2025, which drops the std because it up-weights
+    too-easy and too-hard prompts). ``mean_g`` / ``std_g`` are over the samples sharing ``group[i]``.
+    A group of one sample keeps its raw reward (mean 0, std 1, as verl does), since no baseline exists.
+    """
+    mean, std, counts, _ = _group_stats(rewards, group)
+    single = counts <= 1
+    mean = torch.where(single, torch.zeros_like(mean), mean)
+    centred = rewards.to(torch.float64) - mean
+    if scale_by_std:
+        std = torch.where(single, torch.ones_like(std), std)
+        centred = centred / (std + torch.where(single, 0.0, eps))
+    return centred.to(rewards.dtype if rewards.is_floating_point() else torch.float32)
+
+
+def whiten(rewards: torch.Tensor, mean: float, var: float, *, eps: float = 1e-8) -> torch.Tensor:
+    """Whitening with given moments: ``r' = (r - mean) / sqrt(var + eps)``."""
+    return (rewards - mean) / math.sqrt(var + eps)
+
+
+def update_moments(count: float, mean: float, m2: float, batch: torch.Tensor) -> tuple[float, float, float]:
+    """Merges a batch into running ``(count, mean, M2)`` (Chan et al.'s parallel Welford update).
+
+    The running variance is ``M2 / count``. Returns the new ``(count, mean, M2)``.
+    """
+    x = batch.detach().to(torch.float64).flatten()
+    n_b = x.numel()
+    if n_b == 0:
+        return count, mean, m2
+    mean_b = float(x.mean())
+    m2_b = float(((x - mean_b) ** 2).sum())
+    total = count + n_b
+    delta = mean_b - mean
+    new_mean = mean + delta * n_b / total
+    new_m2 = m2 + m2_b + delta * delta * count * n_b / total
+    return total, new_mean, new_m2
+
+
+# --------------------------------------------------------------------------------------------------
+# length-based rewards
+# --------------------------------------------------------------------------------------------------
+
+
+def kimi_length_penalty(
+    lengths: torch.Tensor, correct: torch.Tensor, group: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Kimi k1.5's length reward (Kimi Team, 2025, Sec. 2.3.3), per group of samples of one prompt.
+
+    ``lambda_i = 0.5 - (len_i - min_len) / (max_len - min_len)`` with ``min_len`` / ``max_len`` over the
+    group; a correct sample gets ``lambda_i``, a wrong one ``min(0, lambda_i)``. So the shortest correct
+    answer gets +0.5, the longest -0.5, and wrong answers are only ever penalised. When every sample of a
+    group has the same length the reward is 0 (the formula is 0/0; open-r1 does the same). Without
+    ``group`` the whole batch is one group. The caller adds ``weight * penalty`` to the reward.
+    """
+    lengths = torch.as_tensor(lengths, dtype=torch.float64)
+    correct = torch.as_tensor(correct).bool()
+    if group is None:
+        group = torch.zeros(lengths.numel(), dtype=torch.long)
+    inverse, n_groups = _group_index(group, lengths.numel())
+    lo = torch.full((n_groups,), math.inf, dtype=torch.float64).scatter_reduce(
+        0, inverse, lengths, reduce="amin"
+    )[inverse]
+    hi = torch.full((n_groups,), -math.inf, dtype=torch.float64).scatter_reduce(
+        0, inverse, lengths, reduce="amax"
+    )[inverse]
+    span = hi - lo
+    lam = torch.where(span > 0, 0.5 - (lengths - lo) / span.clamp(min=1e-12), torch.zeros_like(lengths))
+    out = torch.where(correct, lam, lam.clamp(max=0.0))
+    return out.to(torch.float32)
+
+
+def dapo_overlong_penalty(lengths: torch.Tensor, max_len: int, cache_len: int) -> torch.Tensor:
+    """DAPO's soft overlong punishment (Yu et al., 2025, Eq. 13), added to the reward.
+
+    With ``L_max = max_len`` and ``L_cache = cache_len``::
+
+        R(y) = 0                                   if |y| <= L_max - L_cache
+             = ((L_max - L_cache) - |y|) / L_cache if L_max - L_cache < |y| <= L_max
+             = -1                                  if |y| > L_max
+
+    i.e. 0 up to ``L_max - L_cache`` tokens, then a linear ramp down to -1 at ``L_max``.
+    The paper's setting is ``L_max = 20480``, ``L_cache = 4096``.
+    """
+    if cache_len <= 0 or cache_len > max_len:
+        raise ValueError(f"need 0 < cache_len <= max_len, got cache_len={cache_len}, max_len={max_len}")
+    lengths = torch.as_tensor(lengths, dtype=torch.float32)
+    start = max_len - cache_len
+    ramp = (start - lengths) / cache_len
+    out = torch.where(lengths <= start, torch.zeros_like(lengths), ramp)
+    return torch.where(lengths > max_len, torch.full_like(lengths, -1.0), out)
+
+
+def overlong_mask(truncated: torch.Tensor) -> torch.Tensor:
+    """DAPO's overlong filtering: a loss mask that is 0 for truncated samples, 1 for the rest.
+
+    Truncated samples' rewards are noise (the answer was cut off, not wrong), so their loss is masked.
+    """
+    return (~torch.as_tensor(truncated).bool()).to(torch.float32)
+
+
+def cosine_length_reward(
+    lengths: torch.Tensor,
+    correct: torch.Tensor,
+    max_len: int,
+    *,
+    correct_at_zero: float = 2.0,
+    correct_at_max: float = 1.0,
+    wrong_at_zero: float = -10.0,
+    wrong_at_max: float = 0.0,
+    exceed: float = -10.0,
+) -> torch.Tensor:
+    """Cosine length-scaled reward (Yeo et al., 2025, "Demystifying Long Chain-of-Thought Reasoning").
+
+    ``CosFn(t, T, a, b) = b + 0.5 * (a - b) * (1 + cos(pi * t / T))`` moves from ``a`` at ``t = 0`` to
+    ``b`` at ``t = T``. A correct sample of length ``t`` gets ``CosFn(t, max_len, correct_at_zero,
+    correct_at_max)`` (short correct > long correct), a wrong one ``CosFn(t, max_len, wrong_at_zero,
+    wrong_at_max)`` (long wrong > short wrong: keep thinking when unsure), and a sample longer than
+    ``max_len`` gets ``exceed``. Defaults are the paper's (r0c=2, rLc=1, r0w=-10, rLw=0, re=-10).
+    This *replaces* the correctness reward rather than adding to it.
+    """
+    lengths = torch.as_tensor(lengths, dtype=torch.float64)
+    correct = torch.as_tensor(correct).bool()
+    progress = (lengths / max_len).clamp(max=1.0)
+    cos = 0.5 * (1.0 + torch.cos(math.pi * progress))
+    a = torch.where(correct, correct_at_zero, wrong_at_zero).to(torch.float64)
+    b = torch.where(correct, correct_at_max, wrong_at_max).to(torch.float64)
+    out = b + (a - b) * cos
+    out = torch.where(lengths > max_len, torch.full_like(out, exceed), out)
+    return out.to(torch.float32)
+
+
+# --------------------------------------------------------------------------------------------------
+# per step (process rewards)
+# --------------------------------------------------------------------------------------------------
+
+
+def _next_step(rewards: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(r_{t+1}, mask_{t+1})`` aligned with position ``t`` (0 / False past the end)."""
+    nxt = torch.zeros_like(rewards)
+    nmask = torch.zeros_like(mask)
+    nxt[:, :-1] = rewards[:, 1:]
+    nmask[:, :-1] = mask[:, 1:]
+    return nxt, nmask
+
+
+def gao_clip(rewards: torch.Tensor, mask: torch.Tensor, eta: float = 0.0) -> torch.Tensor:
+    """Gao et al. (2024)'s Clip mechanism: ``r'_t = min(r_t - eta, 0)``.
+
+    No step earns positive reward, so a trajectory's return is bounded above by 0 whatever its length:
+    padding with "correct-looking" steps cannot be rewarded. ``eta`` is the threshold (default 0).
+    """
+    mask = _check_steps(rewards, mask)
+    return torch.where(mask, torch.clamp(rewards - eta, max=0.0), torch.zeros_like(rewards))
+
+
+def gao_delta(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Gao et al. (2024)'s Delta mechanism: ``r'_t = r_t - r_{t+1}`` for ``t < T``, ``r'_T = r_T``.
+
+    The sum of the shaped rewards from step ``t`` on telescopes to ``r_t``: the whole trajectory's return
+    is the first step's reward and cannot grow with repeated steps. (Compare :func:`progress_delta`,
+    ``r_t - r_{t-1}``, which telescopes to the last step's reward.)
+    """
+    mask = _check_steps(rewards, mask)
+    r = torch.where(mask, rewards, torch.zeros_like(rewards))
+    nxt, nmask = _next_step(r, mask)
+    return torch.where(mask, r - torch.where(nmask, nxt, torch.zeros_like(nxt)), torch.zeros_like(r))
+
+
+def gao_clip_delta(rewards: torch.Tensor, mask: torch.Tensor, eta: float = 0.0) -> torch.Tensor:
+    """Clip then Delta (Gao et al., 2024): ``c_t = min(r_t - eta, 0)``, then ``r'_t = c_t - c_{t+1}``
+    (``r'_T = c_T``). The return is ``c_1 <= 0``."""
+    return gao_delta(gao_clip(rewards, mask, eta), mask)
+
+
+def progress_delta(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Progress (difference) rewards: ``r'_t = r_t - r_{t-1}`` with ``r_0 = 0``, so ``r'_1 = r_1``.
+
+    Each step is credited with the change in the process score it causes; the sum telescopes to the
+    last step's reward ``r_T``. (Gao et al.'s Delta, :func:`gao_delta`, is ``r_t - r_{t+1}`` instead.)
+    """
+    mask = _check_steps(rewards, mask)
+    r = torch.where(mask, rewards, torch.zeros_like(rewards))
+    prev = torch.zeros_like(r)
+    prev[:, 1:] = r[:, :-1]
+    return torch.where(mask, r - prev, torch.zeros_like(r))
+
+
+def min_form_returns(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """PURE's min-form returns (Cheng et al., 2025): ``G_t = min_{k >= t} r_k`` over the real steps.
+
+    A trajectory is worth its worst future step rather than the sum of its steps, which cannot be
+    inflated by adding steps. Padded positions are 0.
+    """
+    mask = _check_steps(rewards, mask)
+    big = torch.finfo(rewards.dtype).max
+    r = torch.where(mask, rewards, torch.full_like(rewards, big))
+    g = torch.flip(torch.cummin(torch.flip(r, dims=[1]), dim=1).values, dims=[1])
+    return torch.where(mask, g, torch.zeros_like(g))
+
+
+def min_form(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-step rewards whose sum-of-future returns are PURE's min-form returns.
+
+    ``r'_t = G_t - G_{t+1}`` (``r'_T = G_T``) with ``G_t = min_{k >= t} r_k`` (:func:`min_form_returns`),
+    so an RL loop that computes returns as the sum of future rewards gets ``G_t`` at every step.
+    """
+    return gao_delta(min_form_returns(rewards, mask), mask)
+
+
+def step_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
+    """Returns from each step: ``G_t = sum_{k >= t} gamma^(k - t) r_k`` over the real steps."""
+    mask = _check_steps(rewards, mask)
+    r = torch.where(mask, rewards, torch.zeros_like(rewards))
+    out = torch.zeros_like(r)
+    running = torch.zeros(r.shape[0], dtype=r.dtype)
+    for t in range(r.shape[1] - 1, -1, -1):
+        running = r[:, t] + gamma * running
+        out[:, t] = running
+    return torch.where(mask, out, torch.zeros_like(out))
+
+
+def success_plus_steps(
+    success: torch.Tensor,
+    step_rewards: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    success_weight: float = 1.0,
+    step_weight: float = 1.0,
+) -> torch.Tensor:
+    """Per-step rewards for RL: ``step_weight * s_t`` at each step plus ``success_weight * success`` on
+    the last step (Gao et al., 2024: the verifier's outcome reward combined with shaped process rewards).
+
+    A row without steps gets nothing (there is no step to place the success reward on).
+    """
+    mask = _check_steps(step_rewards, mask)
+    out = torch.where(mask, step_rewards * step_weight, torch.zeros_like(step_rewards))
+    _, nmask = _next_step(step_rewards, mask)
+    last = mask & ~nmask
+    bonus = success.to(out.dtype).unsqueeze(1) * success_weight
+    return out + torch.where(last, bonus, torch.zeros_like(out))

@@ -1,0 +1,562 @@
+"""Shaping pipelines: named transforms in a registry, built from CLI strings or YAML lists, applied in order.
+
+A pipeline step reads and writes a :class:`ShapingBatch`, which holds the per-sample rewards and whatever
+context the transforms need (group ids, lengths, correctness, truncation, per-step rewards). Every step
+wraps one pure function of :mod:`rewardkit.rewardmodels.shaping.functional`.
+
+Spec syntax (one string per ``--shape`` flag, or one item of a YAML list)::
+
+    clip:-1,1                         # positional arguments, in the order of the transform's fields
+    clip:lo=-1,hi=1                   # keyword arguments
+    group_norm:scale_by_std=false
+    length_penalty:weight=0.1
+    weighted_sum:correctness=0.9,format=0.1
+    clip+delta:eta=0.1                # Gao et al. Clip then Delta on per-step rewards
+
+YAML items may also be mappings: ``{name: clip, lo: -1, hi: 1}`` or ``{clip: {lo: -1, hi: 1}}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from rewardkit.registry import Registry
+
+from . import functional as F
+
+SHAPINGS: Registry[type[Shaping]] = Registry("shaping transform")
+"""All pipeline transforms by name (``clip``, ``group_norm``, ``delta``, ...)."""
+
+STEP_SHAPINGS: dict[str, str] = {
+    "none": "none",
+    "clip": "step_clip",
+    "delta": "delta",
+    "clip+delta": "clip+delta",
+    "min_form": "min_form",
+    "progress_delta": "progress_delta",
+}
+"""Process-reward modes for the RL loop (Gao et al. names): mode -> pipeline transform name. In this
+namespace ``clip`` means Gao's Clip ``min(r_t - eta, 0)``; in :data:`SHAPINGS` ``clip`` is the interval clip
+and Gao's Clip is ``step_clip``."""
+
+
+@dataclass
+class ShapingBatch:
+    """What a pipeline transforms.
+
+    Attributes:
+        rewards: Per-sample rewards ``[B]`` (float).
+        group: Group id of each sample ``[B]`` (long); samples of the same prompt share an id.
+            ``None``: the batch is one group.
+        lengths: Completion length of each sample ``[B]`` (tokens, or characters when no tokenizer).
+        correct: Whether each sample's answer is right ``[B]`` (bool). ``None``: derived as
+            ``rewards >= correct_threshold`` by the transforms that need it.
+        truncated: Whether each sample hit the generation limit ``[B]`` (bool).
+        step_rewards: Per-step rewards ``[B, T]``, left-aligned (see :mod:`.functional`), or ``None``.
+        step_mask: ``[B, T]`` bool, ``True`` at real steps.
+        components: Named per-sample reward parts (``{"correctness": [B], "format": [B]}``).
+        loss_mask: ``[B]`` float, 1 = train on this sample, 0 = mask it (set by ``overlong_filter``).
+        log: Per-transform notes (name -> anything), copied into result details.
+        outcome: The per-sample reward the batch was built with, never changed by transforms (step
+            transforms replace ``rewards`` by the shaped return; ``success_plus_steps`` reads this).
+    """
+
+    rewards: torch.Tensor
+    group: torch.Tensor | None = None
+    lengths: torch.Tensor | None = None
+    correct: torch.Tensor | None = None
+    truncated: torch.Tensor | None = None
+    step_rewards: torch.Tensor | None = None
+    step_mask: torch.Tensor | None = None
+    components: dict[str, torch.Tensor] = field(default_factory=dict)
+    loss_mask: torch.Tensor | None = None
+    log: dict[str, Any] = field(default_factory=dict)
+    outcome: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        self.rewards = torch.as_tensor(self.rewards, dtype=torch.float32)
+        if self.outcome is None:
+            self.outcome = self.rewards
+
+    def replace(self, **changes: Any) -> ShapingBatch:
+        """A shallow copy with some fields changed (transforms never modify their input)."""
+        return dataclasses.replace(self, components=dict(self.components), log=dict(self.log), **changes)
+
+    def need(self, attr: str, transform: str) -> torch.Tensor:
+        value = getattr(self, attr)
+        if value is None:
+            raise ValueError(f"shaping transform {transform!r} needs {attr!r}, which this batch lacks")
+        return value
+
+    def correct_or(self, threshold: float) -> torch.Tensor:
+        if self.correct is not None:
+            return torch.as_tensor(self.correct).bool()
+        return self.rewards >= threshold
+
+    def group_or_all(self) -> torch.Tensor:
+        if self.group is not None:
+            return torch.as_tensor(self.group)
+        return torch.zeros(self.rewards.numel(), dtype=torch.long)
+
+
+class Shaping:
+    """Base class of pipeline transforms: a dataclass of arguments and ``__call__(batch) -> batch``.
+
+    ``level`` is ``"sample"``, ``"group"`` or ``"step"`` (documentation and step detection).
+    """
+
+    name: ClassVar[str] = "shaping"
+    level: ClassVar[str] = "sample"
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def spec(self) -> str:
+        args = ",".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self))  # type: ignore[arg-type]
+        return f"{self.name}:{args}" if args else self.name
+
+
+def register(name: str):
+    def decorator(cls: type[Shaping]) -> type[Shaping]:
+        cls.name = name
+        SHAPINGS.register(name, cls)
+        return cls
+
+    return decorator
+
+
+# ---- elementwise ----------------------------------------------------------------------------------
+
+
+def _apply_target(batch: ShapingBatch, target: str, fn) -> ShapingBatch:
+    if target == "reward":
+        return batch.replace(rewards=fn(batch.rewards))
+    if target == "steps":
+        mask = batch.need("step_mask", "elementwise on steps").bool()
+        steps = batch.need("step_rewards", "elementwise on steps")
+        shaped = torch.where(mask, fn(steps), torch.zeros_like(steps))
+        return batch.replace(step_rewards=shaped, rewards=shaped.sum(dim=1))
+    if target in batch.components:
+        comps = dict(batch.components)
+        comps[target] = fn(comps[target])
+        out = batch.replace()
+        out.components = comps
+        return out
+    raise ValueError(f"unknown target {target!r}: 'reward', 'steps' or a component name")
+
+
+@register("clip")
+@dataclass
+class Clip(Shaping):
+    """``r' = min(max(r, lo), hi)``. ``target``: ``reward`` (default), ``steps``, or a component name."""
+
+    lo: float | None = None
+    hi: float | None = None
+    target: str = "reward"
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        return _apply_target(batch, self.target, lambda r: F.clip(r, self.lo, self.hi))
+
+
+@register("scale")
+@dataclass
+class ScaleShift(Shaping):
+    """``r' = scale * r + shift``."""
+
+    scale: float = 1.0
+    shift: float = 0.0
+    target: str = "reward"
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        return _apply_target(batch, self.target, lambda r: F.scale_shift(r, self.scale, self.shift))
+
+
+@register("binarize")
+@dataclass
+class Binarize(Shaping):
+    """``r' = high if r >= threshold else low``."""
+
+    threshold: float = 0.5
+    low: float = 0.0
+    high: float = 1.0
+    target: str = "reward"
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        return _apply_target(batch, self.target, lambda r: F.binarize(r, self.threshold, self.low, self.high))
+
+
+@register("weighted_sum")
+class WeightedSum(Shaping):
+    """``r = sum_k w_k * component_k``; arguments are ``name=weight`` pairs (``correctness=0.9,format=0.1``).
+
+    The special component name ``reward`` is the current reward.
+    """
+
+    def __init__(self, **weights: float) -> None:
+        if not weights:
+            raise ValueError("weighted_sum needs name=weight arguments, e.g. weighted_sum:correctness=0.9")
+        self.weights = {k: float(v) for k, v in weights.items()}
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        comps = {"reward": batch.rewards, **batch.components}
+        out = batch.replace(rewards=F.weighted_sum(comps, self.weights))
+        out.log["weighted_sum"] = dict(self.weights)
+        return out
+
+    def spec(self) -> str:
+        return "weighted_sum:" + ",".join(f"{k}={v}" for k, v in self.weights.items())
+
+    def __repr__(self) -> str:
+        return f"WeightedSum({self.weights})"
+
+
+# ---- per group / across batches ---------------------------------------------------------------------
+
+
+@register("group_norm")
+@dataclass
+class GroupNorm(Shaping):
+    """``r' = (r - mean_g) / (std_g + eps)`` (GRPO) or ``r - mean_g`` with ``scale_by_std=false`` (Dr. GRPO)."""
+
+    level: ClassVar[str] = "group"
+    scale_by_std: bool = True
+    eps: float = 1e-4
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        r = F.group_normalize(
+            batch.rewards, batch.group_or_all(), scale_by_std=self.scale_by_std, eps=self.eps
+        )
+        return batch.replace(rewards=r)
+
+
+@register("whiten")
+@dataclass
+class RunningWhiten(Shaping):
+    """Running whitening across batches: ``r' = (r - mu) / sqrt(var + eps)``, where ``mu`` and ``var`` are
+    the running mean and variance over every reward seen so far, this batch included (parallel Welford).
+
+    Stateful: one instance per run. ``shift_mean=false`` only divides by the running std.
+    """
+
+    level: ClassVar[str] = "group"
+    eps: float = 1e-8
+    shift_mean: bool = True
+    count: float = 0.0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        self.count, self.mean, self.m2 = F.update_moments(self.count, self.mean, self.m2, batch.rewards)
+        var = self.m2 / self.count if self.count else 1.0
+        mean = self.mean if self.shift_mean else 0.0
+        out = batch.replace(rewards=F.whiten(batch.rewards, mean, var, eps=self.eps))
+        out.log["whiten"] = {"mean": self.mean, "var": var, "count": self.count}
+        return out
+
+
+# ---- length ------------------------------------------------------------------------------------------
+
+
+@register("length_penalty")
+@dataclass
+class KimiLengthPenalty(Shaping):
+    """Kimi k1.5: ``r' = r + weight * len_reward`` with ``lambda = 0.5 - (len - min_len)/(max_len - min_len)``
+    per group; correct samples get ``lambda``, wrong ones ``min(0, lambda)``. Correct = ``batch.correct`` or
+    ``r >= correct_threshold``."""
+
+    level: ClassVar[str] = "group"
+    weight: float = 1.0
+    correct_threshold: float = 0.5
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        lengths = batch.need("lengths", self.name)
+        pen = F.kimi_length_penalty(lengths, batch.correct_or(self.correct_threshold), batch.group_or_all())
+        return batch.replace(rewards=batch.rewards + self.weight * pen)
+
+
+@register("overlong_penalty")
+@dataclass
+class OverlongPenalty(Shaping):
+    """DAPO soft overlong punishment added to the reward: 0 up to ``max_len - cache_len``, then linear down
+    to -1 at ``max_len``, -1 beyond. Defaults are DAPO's (20480, 4096)."""
+
+    max_len: int = 20480
+    cache_len: int = 4096
+    weight: float = 1.0
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        pen = F.dapo_overlong_penalty(batch.need("lengths", self.name), self.max_len, self.cache_len)
+        return batch.replace(rewards=batch.rewards + self.weight * pen)
+
+
+@register("overlong_filter")
+@dataclass
+class OverlongFilter(Shaping):
+    """DAPO overlong filtering: ``loss_mask = 0`` for truncated samples (rewards unchanged)."""
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        mask = F.overlong_mask(batch.need("truncated", self.name))
+        if batch.loss_mask is not None:
+            mask = mask * batch.loss_mask
+        return batch.replace(loss_mask=mask)
+
+
+@register("cosine_length")
+@dataclass
+class CosineLength(Shaping):
+    """Cosine length-scaled reward (Yeo et al., 2025), replacing the reward: correct short > correct long,
+    wrong long > wrong short, ``exceed`` past ``max_len``. Correct = ``batch.correct`` or ``r >= correct_threshold``."""
+
+    max_len: int = 4096
+    correct_at_zero: float = 2.0
+    correct_at_max: float = 1.0
+    wrong_at_zero: float = -10.0
+    wrong_at_max: float = 0.0
+    exceed: float = -10.0
+    correct_threshold: float = 0.5
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        r = F.cosine_length_reward(
+            batch.need("lengths", self.name),
+            batch.correct_or(self.correct_threshold),
+            self.max_len,
+            correct_at_zero=self.correct_at_zero,
+            correct_at_max=self.correct_at_max,
+            wrong_at_zero=self.wrong_at_zero,
+            wrong_at_max=self.wrong_at_max,
+            exceed=self.exceed,
+        )
+        return batch.replace(rewards=r)
+
+
+# ---- per step ----------------------------------------------------------------------------------------
+
+
+class _StepShaping(Shaping):
+    level: ClassVar[str] = "step"
+
+    def _fn(self, rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        steps = batch.need("step_rewards", self.name)
+        mask = batch.need("step_mask", self.name).bool()
+        shaped = self._fn(steps, mask)
+        # The per-sample reward of a step-shaped batch is the return from the first step.
+        return batch.replace(step_rewards=shaped, rewards=shaped.sum(dim=1))
+
+
+@register("step_clip")
+@dataclass
+class GaoClip(_StepShaping):
+    """Gao et al. (2024) Clip: ``r'_t = min(r_t - eta, 0)`` per step."""
+
+    eta: float = 0.0
+
+    def _fn(self, rewards, mask):
+        return F.gao_clip(rewards, mask, self.eta)
+
+
+@register("delta")
+@dataclass
+class GaoDelta(_StepShaping):
+    """Gao et al. (2024) Delta: ``r'_t = r_t - r_{t+1}``, ``r'_T = r_T`` (sum = ``r_1``)."""
+
+    def _fn(self, rewards, mask):
+        return F.gao_delta(rewards, mask)
+
+
+@register("clip+delta")
+@dataclass
+class GaoClipDelta(_StepShaping):
+    """Gao et al. (2024) Clip then Delta: ``c_t = min(r_t - eta, 0)``, ``r'_t = c_t - c_{t+1}``, ``r'_T = c_T``."""
+
+    eta: float = 0.0
+
+    def _fn(self, rewards, mask):
+        return F.gao_clip_delta(rewards, mask, self.eta)
+
+
+@register("progress_delta")
+@dataclass
+class ProgressDelta(_StepShaping):
+    """Progress rewards: ``r'_t = r_t - r_{t-1}``, ``r_0 = 0`` (sum = ``r_T``)."""
+
+    def _fn(self, rewards, mask):
+        return F.progress_delta(rewards, mask)
+
+
+@register("min_form")
+@dataclass
+class MinForm(_StepShaping):
+    """PURE min-form credit assignment: step rewards whose sum-of-future return is ``min_{k>=t} r_k``."""
+
+    def _fn(self, rewards, mask):
+        return F.min_form(rewards, mask)
+
+
+@register("success_plus_steps")
+@dataclass
+class SuccessPlusSteps(_StepShaping):
+    """Adds the outcome reward to the last step: ``r'_t = step_weight * s_t + [t = T] * success_weight * success``.
+
+    ``success`` names where the outcome comes from: ``outcome`` (default: the reward the batch was built
+    with, e.g. the verifier's), ``reward`` (the current reward) or a component name."""
+
+    success_weight: float = 1.0
+    step_weight: float = 1.0
+    success: str = "outcome"
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        steps = batch.need("step_rewards", self.name)
+        mask = batch.need("step_mask", self.name).bool()
+        if self.success == "outcome":
+            success = batch.outcome
+        elif self.success == "reward":
+            success = batch.rewards
+        else:
+            success = batch.components[self.success]
+        shaped = F.success_plus_steps(
+            success, steps, mask, success_weight=self.success_weight, step_weight=self.step_weight
+        )
+        return batch.replace(step_rewards=shaped, rewards=shaped.sum(dim=1))
+
+
+# --------------------------------------------------------------------------------------------------
+# parsing and pipelines
+# --------------------------------------------------------------------------------------------------
+
+
+def _parse_value(text: str) -> Any:
+    import yaml
+
+    text = text.strip()
+    if text == "":
+        return None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def parse_spec(spec: str) -> tuple[str, list[Any], dict[str, Any]]:
+    """``"clip:-1,hi=1"`` -> ``("clip", [-1], {"hi": 1})``."""
+    name, _, rest = spec.strip().partition(":")
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    if rest.strip():
+        for part in rest.split(","):
+            key, eq, value = part.partition("=")
+            if eq:
+                kwargs[key.strip()] = _parse_value(value)
+            else:
+                if kwargs:
+                    raise ValueError(f"shaping spec {spec!r}: positional argument after a keyword one")
+                args.append(_parse_value(part))
+    return name.strip(), args, kwargs
+
+
+def build_shaping(spec: str | dict[str, Any] | Shaping) -> Shaping:
+    """One transform from a CLI string, a YAML mapping, or an existing instance."""
+    if isinstance(spec, Shaping):
+        return spec
+    if isinstance(spec, dict):
+        spec = dict(spec)
+        if "name" in spec:
+            name = spec.pop("name")
+            args, kwargs = [], spec
+        elif len(spec) == 1:
+            name, kwargs = next(iter(spec.items()))
+            kwargs = dict(kwargs or {})
+            args = []
+        else:
+            raise ValueError(f"shaping mapping needs a 'name' key or a single key, got {sorted(spec)}")
+    elif isinstance(spec, str):
+        name, args, kwargs = parse_spec(spec)
+    else:
+        raise TypeError(f"cannot build a shaping transform from {type(spec).__name__}")
+    cls = SHAPINGS.get(name)
+    if dataclasses.is_dataclass(cls):
+        names = [f.name for f in dataclasses.fields(cls) if f.init]
+        if len(args) > len(names):
+            raise ValueError(f"{name} takes at most {len(names)} positional arguments ({', '.join(names)})")
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise ValueError(f"{name}: unknown argument(s) {sorted(unknown)} (known: {', '.join(names)})")
+        positional = dict(zip(names[: len(args)], args, strict=True))
+        twice = set(positional) & set(kwargs)
+        if twice:
+            raise ValueError(f"{name}: argument(s) {sorted(twice)} given twice")
+        kwargs = {**positional, **kwargs}
+        return cls(**kwargs)
+    if args:
+        raise ValueError(f"{name} takes only keyword arguments")
+    return cls(**kwargs)
+
+
+@dataclass
+class ShapingPipeline:
+    """An ordered list of transforms; ``pipeline(batch)`` applies them in turn."""
+
+    transforms: list[Shaping] = field(default_factory=list)
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        for transform in self.transforms:
+            batch = transform(batch)
+        return batch
+
+    @property
+    def has_step_transforms(self) -> bool:
+        return any(t.level == "step" for t in self.transforms)
+
+    def specs(self) -> list[str]:
+        return [t.spec() for t in self.transforms]
+
+    def __len__(self) -> int:
+        return len(self.transforms)
+
+
+def build_pipeline(specs: str | dict | Shaping | Iterable[str | dict | Shaping] | None) -> ShapingPipeline:
+    """A pipeline from a list of specs (CLI strings, YAML mappings or transforms), or from one spec."""
+    if specs is None:
+        return ShapingPipeline([])
+    if isinstance(specs, (str, dict, Shaping)):
+        specs = [specs]
+    return ShapingPipeline([build_shaping(s) for s in specs])
+
+
+def step_shaping(mode: str, eta: float = 0.0) -> ShapingPipeline:
+    """The RL loop's process-reward shaping by Gao et al.'s names: ``none``, ``clip``, ``delta``,
+    ``clip+delta``, ``min_form``, ``progress_delta`` (see :data:`STEP_SHAPINGS`)."""
+    if mode not in STEP_SHAPINGS:
+        raise ValueError(f"unknown step shaping {mode!r} (known: {', '.join(STEP_SHAPINGS)})")
+    name = STEP_SHAPINGS[mode]
+    if name == "none":
+        return ShapingPipeline([])
+    if name in ("step_clip", "clip+delta"):
+        return build_pipeline({"name": name, "eta": eta})
+    return build_pipeline(name)
+
+
+def shape_step_rewards(
+    mode: str,
+    step_rewards: Sequence[Sequence[float]] | torch.Tensor,
+    mask: torch.Tensor | None = None,
+    eta: float = 0.0,
+) -> torch.Tensor:
+    """Convenience for RL: shaped per-step rewards ``[B, T]`` under a :data:`STEP_SHAPINGS` mode.
+
+    ``step_rewards`` is a padded tensor with ``mask``, or a ragged list of lists.
+    """
+    if mask is None:
+        step_rewards, mask = F.pad_steps(step_rewards)  # type: ignore[arg-type]
+    batch = ShapingBatch(
+        rewards=torch.zeros(step_rewards.shape[0]), step_rewards=step_rewards, step_mask=mask.bool()
+    )
+    out = step_shaping(mode, eta)(batch)
+    return out.step_rewards

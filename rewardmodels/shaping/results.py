@@ -1,0 +1,198 @@
+"""Shaping applied to scored rows: ``rewardkit score --shape ...`` and weighted sums of reward sources.
+
+:func:`shape_results` turns ``(records, results)`` into a :class:`ShapingBatch`, runs a pipeline and writes
+the shaped reward back, keeping the raw one in ``details["shaping"]``. Context comes from the rows:
+
+* group: ``metadata["group"]`` (or ``group_id`` / ``prompt_id`` / ``uid``), else the prompt text;
+* length: ``metadata["num_tokens"]`` / ``metadata["length"]``, else tokens of ``tokenizer`` if given,
+  else characters of the completion;
+* truncated: ``metadata["truncated"]`` or ``metadata["finish_reason"] == "length"``;
+* correct: ``details["correct"]`` of the result if present (else the transforms threshold the reward);
+* per-step rewards: ``details["step_rewards"]`` (or ``step_scores``) of the result;
+* components: ``details["components"]`` (``{name: {"reward": x, ...}}`` or ``{name: x}``), as written by
+  :class:`WeightedSumSource`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from rewardkit.types import Record, Result
+
+from .functional import pad_steps, unpad_steps
+from .pipeline import ShapingBatch, ShapingPipeline, build_pipeline
+
+GROUP_KEYS = ("group", "group_id", "prompt_id", "uid")
+LENGTH_KEYS = ("num_tokens", "length", "completion_tokens")
+STEP_KEYS = ("step_rewards", "step_scores")
+
+
+def _group_ids(records: Sequence[Record]) -> torch.Tensor:
+    ids: dict[Any, int] = {}
+    out = []
+    for rec in records:
+        meta = rec.metadata or {}
+        key = next((("m", repr(meta[k])) for k in GROUP_KEYS if k in meta), None)
+        if key is None:
+            key = ("p", rec.prompt_text)
+        out.append(ids.setdefault(key, len(ids)))
+    return torch.tensor(out, dtype=torch.long)
+
+
+def _lengths(records: Sequence[Record], tokenizer: Any | None) -> torch.Tensor:
+    out = []
+    for rec in records:
+        meta = rec.metadata or {}
+        value = next((meta[k] for k in LENGTH_KEYS if isinstance(meta.get(k), (int, float))), None)
+        if value is None:
+            text = rec.completion_text
+            value = len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else len(text)
+        out.append(float(value))
+    return torch.tensor(out, dtype=torch.float32)
+
+
+def _truncated(records: Sequence[Record]) -> torch.Tensor:
+    out = []
+    for rec in records:
+        meta = rec.metadata or {}
+        out.append(bool(meta.get("truncated", False)) or meta.get("finish_reason") == "length")
+    return torch.tensor(out, dtype=torch.bool)
+
+
+def _components(results: Sequence[Result]) -> dict[str, torch.Tensor]:
+    names: list[str] = []
+    for res in results:
+        for name in (res.details or {}).get("components", {}) or {}:
+            if name not in names:
+                names.append(name)
+    comps = {}
+    for name in names:
+        values = []
+        for res in results:
+            part = ((res.details or {}).get("components") or {}).get(name, 0.0)
+            values.append(float(part["reward"] if isinstance(part, Mapping) else part))
+        comps[name] = torch.tensor(values, dtype=torch.float32)
+    return comps
+
+
+def results_to_batch(
+    records: Sequence[Record], results: Sequence[Result], *, tokenizer: Any | None = None, steps: bool = False
+) -> ShapingBatch:
+    """The :class:`ShapingBatch` of scored rows (see the module docstring for where each field comes from)."""
+    if len(records) != len(results):
+        raise ValueError(f"{len(records)} records but {len(results)} results")
+    correct = None
+    if results and all(isinstance((r.details or {}).get("correct"), bool) for r in results):
+        correct = torch.tensor([r.details["correct"] for r in results], dtype=torch.bool)
+    step_rewards = step_mask = None
+    if steps:
+        rows = []
+        for i, res in enumerate(results):
+            key = next((k for k in STEP_KEYS if k in (res.details or {})), None)
+            if key is None and res.error is None:
+                raise ValueError(
+                    f"row {i}: per-step shaping needs details['step_rewards'] from the reward source"
+                )
+            rows.append([float(x) for x in (res.details.get(key) or [])] if key else [])
+        step_rewards, step_mask = pad_steps(rows)
+    return ShapingBatch(
+        rewards=torch.tensor([float(r.reward) for r in results], dtype=torch.float32),
+        group=_group_ids(records),
+        lengths=_lengths(records, tokenizer),
+        correct=correct,
+        truncated=_truncated(records),
+        step_rewards=step_rewards,
+        step_mask=step_mask,
+        components=_components(results),
+    )
+
+
+def shape_results(
+    records: Sequence[Record],
+    results: Sequence[Result],
+    pipeline: ShapingPipeline | Sequence[str | dict] | str | None,
+    *,
+    tokenizer: Any | None = None,
+) -> list[Result]:
+    """Applies a shaping pipeline to scored rows; returns new results (the inputs are not changed).
+
+    Each result gets the shaped ``reward`` and ``details["shaping"] = {"raw_reward", "pipeline",
+    ["step_rewards"], ["loss_mask"]}``. Errors are kept: a failed row enters the pipeline with its
+    reward of 0 (so group statistics see it, as an RL loop would) and keeps its ``error``.
+    """
+    if not isinstance(pipeline, ShapingPipeline):
+        pipeline = build_pipeline(pipeline)
+    if not len(pipeline) or not results:
+        return list(results)
+    batch = results_to_batch(records, results, tokenizer=tokenizer, steps=pipeline.has_step_transforms)
+    out = pipeline(batch)
+    specs = pipeline.specs()
+    steps = unpad_steps(out.step_rewards, out.step_mask) if out.step_rewards is not None else None
+    shaped = []
+    for i, res in enumerate(results):
+        info: dict[str, Any] = {"raw_reward": res.reward, "pipeline": specs}
+        if steps is not None:
+            info["step_rewards"] = steps[i]
+        if out.loss_mask is not None:
+            info["loss_mask"] = float(out.loss_mask[i])
+        details = {**(res.details or {}), "shaping": info}
+        shaped.append(Result(reward=float(out.rewards[i]), details=details, error=res.error))
+    return shaped
+
+
+class WeightedSumSource:
+    """A reward source that is a weighted sum of named sources: ``r = sum_k w_k * r_k``.
+
+    ``sources`` maps a component name to a reward source (anything with ``score_batch`` and ``name``) or a
+    verifier name (resolved with ``rewardkit.verifiers.get_verifier``); ``weights`` maps the same names to
+    floats. Each result's ``details["components"][name]`` holds that part's reward, weight, error and
+    details, so one can tell which part earned what. The sum's ``error`` is the first part's error
+    (prefixed by the part's name); the reward still counts the parts that worked.
+    """
+
+    def __init__(self, sources: Mapping[str, Any], weights: Mapping[str, float] | None = None) -> None:
+        if not sources:
+            raise ValueError("WeightedSumSource needs at least one source")
+        self.sources = {name: self._resolve(src) for name, src in sources.items()}
+        weights = dict(weights or {})
+        unknown = set(weights) - set(self.sources)
+        if unknown:
+            raise ValueError(f"weights for unknown sources {sorted(unknown)}")
+        self.weights = {name: float(weights.get(name, 1.0)) for name in self.sources}
+        self.name = "+".join(f"{w:g}*{n}" for n, w in self.weights.items())
+
+    @staticmethod
+    def _resolve(source: Any) -> Any:
+        if isinstance(source, str):
+            from rewardkit.verifiers import get_verifier
+
+            return get_verifier(source)
+        return source
+
+    def score_batch(self, records: Sequence[Record]) -> list[Result]:
+        parts = {name: src.score_batch(records) for name, src in self.sources.items()}
+        out = []
+        for i in range(len(records)):
+            total = 0.0
+            components: dict[str, Any] = {}
+            error = None
+            for name, results in parts.items():
+                res = results[i]
+                weight = self.weights[name]
+                total += weight * float(res.reward)
+                components[name] = {
+                    "reward": res.reward,
+                    "weight": weight,
+                    "error": res.error,
+                    "details": res.details,
+                }
+                if res.error is not None and error is None:
+                    error = f"{name}: {res.error}"
+            out.append(Result(reward=total, details={"components": components}, error=error))
+        return out
+
+    def score(self, record: Record) -> Result:
+        return self.score_batch([record])[0]
