@@ -1,20 +1,156 @@
-"""`rewardkit eval`: Evaluate a model or completions on benchmarks (pass@k, maj@k, best-of-n)."""
+"""`rewardkit eval`: pass@k, maj@k and best-of-n of a model, or of completions made elsewhere."""
 
 from __future__ import annotations
 
 import argparse
 
 
+def _ks(text: str) -> list[int]:
+    try:
+        ks = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k takes comma-separated integers, got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError("--k values must be >= 1")
+    return ks
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "eval",
         help="Evaluate a model or completions on benchmarks (pass@k, maj@k, best-of-n).",
-        description="Evaluate a model or completions on benchmarks (pass@k, maj@k, best-of-n).",
+        description=(
+            "Evaluate a model (sampling n completions per problem) or a file of completions on a benchmark. "
+            "Writes samples.jsonl, summary.json, report.md and pass_at_k.png to the run folder. "
+            "Benchmarks: gsm8k, math500, aime, humaneval, mbpp, livecodebench, spider, ifeval (hub data, or "
+            "--data PATH for a local copy), sample:NAME for the sample shipped with rewardkit, or any "
+            "JSONL/parquet file with --verifier."
+        ),
     )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="Model to sample from: a hub name or a local path.")
+    source.add_argument("--completions", help="JSONL of completions (problem_id + completion[s]).")
+    parser.add_argument("--benchmark", required=True, help="Benchmark name, sample:NAME, or a data file.")
+    parser.add_argument(
+        "--data", help="Local copy of a named benchmark (JSONL, parquet, save_to_disk folder)."
+    )
+    parser.add_argument("--split", help="Split to evaluate (default: the benchmark's).")
+    parser.add_argument("--limit", type=int, help="Evaluate only the first N problems.")
+    parser.add_argument("--verifier", help="Verifier for a custom data file (default: math).")
+    parser.add_argument(
+        "--field",
+        action="append",
+        default=[],
+        metavar="NAME=COLUMN",
+        help="Field mapping for custom data, e.g. --field prompt=question --field reference=answer.",
+    )
+    parser.add_argument("-o", "--output", required=True, help="Run folder.")
+    parser.add_argument("--n", type=int, default=1, help="Samples per problem when sampling (default 1).")
+    parser.add_argument(
+        "--k", type=_ks, help="k values, e.g. 1,4,16 (default: powers of two up to n, and n)."
+    )
+    parser.add_argument(
+        "--backend", choices=["hf", "vllm"], default="hf", help="Rollout backend (default hf)."
+    )
+    parser.add_argument("--temperature", type=float, default=None, help="Default 0 for n=1, else 0.8.")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--max-new-tokens", type=int, default=512)
+    parser.add_argument("--batch-size", type=int, default=8, help="Problems per generation batch.")
+    parser.add_argument("--fewshot", type=int, default=0, help="Worked examples prepended to each prompt.")
+    parser.add_argument("--no-chat-template", action="store_true", help="Do not apply the chat template.")
+    parser.add_argument("--reward-model", help="Reward model (path) for best-of-n.")
+    parser.add_argument("--workers", type=int, default=2, help="Scoring worker processes (default 2).")
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="Per-completion scoring timeout, seconds."
+    )
+    parser.add_argument("--bootstrap", type=int, default=1000, help="Bootstrap resamples (0: no intervals).")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-resume", action="store_true", help="Generate everything again.")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from rewardkit.eval.benchmarks import load_benchmark
+    from rewardkit.eval.runner import EvalConfig, GenerationConfig, evaluate_completions, evaluate_model
+
     from rewardkit.cli import CLIError
 
-    raise CLIError("not available yet")
+    field_map = {}
+    for item in args.field:
+        if "=" not in item:
+            raise CLIError(f"--field takes NAME=COLUMN, got {item!r}")
+        name, column = item.split("=", 1)
+        field_map[name.strip()] = column.strip()
+    try:
+        bench, problems = load_benchmark(
+            args.benchmark,
+            data=args.data,
+            split=args.split,
+            verifier=args.verifier,
+            field_map=field_map or None,
+            limit=args.limit,
+        )
+    except (KeyError, ValueError) as exc:
+        raise CLIError(str(exc).strip("'\"")) from None
+    if not problems:
+        raise CLIError(f"benchmark {args.benchmark!r} has no problems")
+    config = EvalConfig(
+        ks=args.k, workers=args.workers, timeout=args.timeout, bootstrap=args.bootstrap, seed=args.seed
+    )
+    reward_model = _load_reward_model(args.reward_model) if args.reward_model else None
+    if args.completions:
+        path = Path(args.completions)
+        if not path.exists():
+            raise FileNotFoundError(f"completions file not found: {path}")
+        rows = []
+        with path.open() as handle:
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        raise CLIError(f"{path}: invalid JSON at line {number}") from None
+        try:
+            report = evaluate_completions(
+                bench, problems, rows, config=config, reward_model=reward_model, run_dir=args.output
+            )
+        except KeyError as exc:
+            raise CLIError(str(exc).strip("'\"")) from None
+    else:
+        temperature = args.temperature if args.temperature is not None else (0.0 if args.n == 1 else 0.8)
+        gen = GenerationConfig(
+            n=args.n,
+            temperature=temperature,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+            fewshot=args.fewshot,
+            use_chat_template=not args.no_chat_template,
+            seed=args.seed,
+        )
+        report = evaluate_model(
+            bench,
+            problems,
+            args.model,
+            gen=gen,
+            config=config,
+            backend=args.backend,
+            run_dir=args.output,
+            reward_model=reward_model,
+            resume=not args.no_resume,
+        )
+    from rewardkit.eval.report import render_markdown
+
+    print(render_markdown(report.summary))
+    print(f"wrote {args.output}/samples.jsonl, summary.json, report.md, pass_at_k.png")
+    return 0
+
+
+def _load_reward_model(path: str):
+    """A trained reward model as a reward source (score_batch), for best-of-n."""
+    from rewardkit.rewardmodels import load_reward_model
+
+    return load_reward_model(path)

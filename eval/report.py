@@ -1,0 +1,107 @@
+"""Human-readable outputs of an evaluation: a markdown table and a plot of pass@k (and maj@k) against k."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _cell(metric: dict[str, float] | None) -> str:
+    if not metric:
+        return "-"
+    mean = metric.get("mean")
+    if mean is None or mean != mean:  # NaN
+        return "-"
+    if "ci_low" in metric and metric["ci_low"] == metric["ci_low"]:
+        return f"{100 * mean:.1f} [{100 * metric['ci_low']:.1f}, {100 * metric['ci_high']:.1f}]"
+    return f"{100 * mean:.1f}"
+
+
+def _families(metrics: dict[str, Any]) -> list[str]:
+    order = ["pass@", "maj@", "best_of_"]
+    return [f for f in order if any(name.startswith(f) for name in metrics)]
+
+
+def metric_table(metrics: dict[str, Any], ks: list[int]) -> list[str]:
+    families = _families(metrics)
+    header = "| k | " + " | ".join(f.rstrip("@_").replace("_", "-") + "@k" for f in families) + " |"
+    lines = [header, "|---|" + "---|" * len(families)]
+    for k in ks:
+        cells = [_cell(metrics.get(f"{family}{k}")) for family in families]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render_markdown(summary: dict[str, Any]) -> str:
+    """The report as markdown: headline numbers, a table over k, subsets, errors. Values in percent with
+    bootstrap 95% intervals in brackets."""
+    ks = summary.get("ks", [])
+    metrics = summary.get("metrics", {})
+    lines = [
+        f"# {summary.get('benchmark', 'evaluation')}",
+        "",
+        f"- problems: {summary.get('num_problems')}, samples: {summary.get('num_samples')} "
+        f"({summary.get('samples_per_problem')} per problem), verifier: `{summary.get('verifier')}`",
+        f"- mean reward: {_cell(metrics.get('mean_reward'))}",
+    ]
+    if summary.get("model"):
+        lines.append(f"- model: `{summary['model']}` (backend {summary.get('backend')})")
+    if summary.get("truncated_fraction") is not None:
+        lines.append(f"- truncated completions: {100 * summary['truncated_fraction']:.1f}%")
+    if summary.get("missing_problems"):
+        lines.append(f"- problems without completions (left out): {len(summary['missing_problems'])}")
+    lines += ["", "Percent, with bootstrap 95% intervals.", ""]
+    lines += metric_table(metrics, ks)
+    subsets = summary.get("subsets") or {}
+    if subsets:
+        top = [f"pass@{ks[0]}", f"pass@{ks[-1]}"] if ks else []
+        if any(name.startswith("maj@") for name in metrics) and ks:
+            top.append(f"maj@{ks[-1]}")
+        top = list(dict.fromkeys(top))
+        lines += ["", "## Subsets", "", "| subset | problems | " + " | ".join(top) + " |"]
+        lines.append("|---|---|" + "---|" * len(top))
+        for name, entry in subsets.items():
+            cells = [_cell(entry["metrics"].get(metric)) for metric in top]
+            lines.append(f"| {name} | {entry['num_problems']} | " + " | ".join(cells) + " |")
+    errors = summary.get("errors") or {}
+    if errors:
+        lines += ["", "## Errors", "", "| kind | samples |", "|---|---|"]
+        lines += [f"| {kind} | {count} |" for kind, count in sorted(errors.items(), key=lambda kv: -kv[1])]
+    return "\n".join(lines) + "\n"
+
+
+def plot_pass_at_k(summary: dict[str, Any], path: str | Path) -> None:
+    """pass@k (and maj@k, best-of-k when present) against k on a log2 axis, with the intervals shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = summary.get("ks", [])
+    metrics = summary.get("metrics", {})
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    for family, label in (("pass@", "pass@k"), ("maj@", "maj@k"), ("best_of_", "best-of-k")):
+        points = [(k, metrics.get(f"{family}{k}")) for k in ks]
+        points = [(k, m) for k, m in points if m and m.get("mean") == m.get("mean")]
+        if not points:
+            continue
+        xs = [k for k, _ in points]
+        ax.plot(xs, [100 * m["mean"] for _, m in points], marker="o", label=label)
+        if all("ci_low" in m for _, m in points):
+            ax.fill_between(
+                xs,
+                [100 * m["ci_low"] for _, m in points],
+                [100 * m["ci_high"] for _, m in points],
+                alpha=0.2,
+            )
+    if len(ks) > 1:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel("k")
+    ax.set_ylabel("percent")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"{summary.get('benchmark', '')}: {summary.get('num_problems')} problems")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

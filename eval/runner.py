@@ -1,0 +1,563 @@
+"""Evaluation runs: completions (sampled here or given) -> scores -> metrics -> files in a run folder.
+
+Two entry points:
+
+* :func:`evaluate_completions` scores completions made elsewhere (the offline path) and computes metrics.
+* :func:`evaluate_model` samples ``n`` completions per problem with a rollout backend (transformers on
+  CPU, vLLM on GPU), resumably, then does the same.
+
+A run folder holds ``generations.jsonl`` (model runs only; appended problem by problem, so an interrupted
+run resumes without re-generating), ``samples.jsonl`` (one scored row per sample), ``summary.json``,
+``report.md`` and ``pass_at_k.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rewardkit.eval import metrics as M
+from rewardkit.eval.benchmarks import Benchmark, Problem, render_prompt
+
+from rewardkit.types import Record, Result, error_kind, jsonable
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalConfig:
+    """Settings of an evaluation.
+
+    Attributes:
+        ks: The k of pass@k / maj@k / best-of-k; ``None`` means 1, 2, 4, ... up to n, and n.
+        workers: Scoring worker processes.
+        timeout: Per-completion scoring timeout in seconds.
+        correct_threshold: A sample counts as correct when its reward is at least this (1.0: all tests pass,
+            all instructions followed).
+        bootstrap: Bootstrap resamples for the 95% intervals (0 disables them).
+        maj_draws: Random k-subsets averaged for maj@k when k < n.
+        seed: Seed of the bootstrap and of the maj@k subsets.
+    """
+
+    ks: list[int] | None = None
+    workers: int = 2
+    timeout: float = 10.0
+    correct_threshold: float = 1.0
+    bootstrap: int = 1000
+    maj_draws: int = 64
+    seed: int = 0
+
+
+@dataclass
+class Sample:
+    """One scored completion."""
+
+    problem_id: str
+    sample_index: int
+    completion: str
+    reward: float = 0.0
+    correct: bool = False
+    error: str | None = None
+    answer: str | None = None
+    rm_score: float | None = None
+    finish_reason: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def default_ks(n: int) -> list[int]:
+    ks, k = [], 1
+    while k < n:
+        ks.append(k)
+        k *= 2
+    ks.append(n)
+    return ks
+
+
+# ----------------------------------------------------------------------------------------------- scoring
+
+
+def score_samples(
+    bench: Benchmark,
+    problems: Sequence[Problem],
+    completions: dict[str, list[str]],
+    config: EvalConfig,
+    *,
+    reward_model: Any = None,
+    rm_scores: dict[str, list[float | None]] | None = None,
+    finish_reasons: dict[str, list[str | None]] | None = None,
+    generation_errors: dict[str, str] | None = None,
+) -> list[Sample]:
+    """Scores every completion with the benchmark's verifier (and a reward model for best-of-n)."""
+    from rewardkit.scoring import score_records
+
+    by_id = {p.id: p for p in problems}
+    records: list[Record] = []
+    keys: list[tuple[str, int]] = []
+    for pid, texts in completions.items():
+        problem = by_id[pid]
+        for index, text in enumerate(texts):
+            records.append(
+                Record(
+                    id=f"{pid}#{index}",
+                    prompt=problem.prompt,
+                    completion=text,
+                    reference=problem.reference,
+                    verifier=problem.verifier,
+                    metadata=dict(problem.metadata),
+                )
+            )
+            keys.append((pid, index))
+    results: list[Result] = (
+        score_records(records, bench.verifier, workers=config.workers, timeout=config.timeout)
+        if records
+        else []
+    )
+    model_scores: list[Result | None] = [None] * len(records)
+    if reward_model is not None and records:
+        model_scores = list(reward_model.score_batch(records))
+    samples = []
+    generation_errors = generation_errors or {}
+    for (pid, index), record, result, rm_result in zip(keys, records, results, model_scores, strict=True):
+        error = generation_errors.get(pid) or result.error
+        rm_value = rm_result.reward if rm_result is not None and rm_result.error is None else None
+        if rm_value is None and rm_scores and pid in rm_scores:
+            rm_value = rm_scores[pid][index]
+        samples.append(
+            Sample(
+                problem_id=pid,
+                sample_index=index,
+                completion=record.completion,
+                reward=float(result.reward),
+                correct=error is None and result.reward >= config.correct_threshold,
+                error=error,
+                answer=extracted_answer(result) if bench.math_answers else None,
+                rm_score=rm_value,
+                finish_reason=(finish_reasons or {}).get(pid, [None] * (index + 1))[index],
+                details=result.details,
+            )
+        )
+    return samples
+
+
+_ANSWER_KEYS = ("extracted_answer", "extracted", "prediction", "pred", "answer")
+
+
+def extracted_answer(result: Result) -> str | None:
+    """The answer the verifier extracted from the completion (for majority voting), if it reports one."""
+    details = result.details or {}
+    for key in _ANSWER_KEYS:
+        value = details.get(key)
+        if isinstance(value, dict):
+            value = value.get("completion") or value.get("text")
+        if isinstance(value, (list, tuple)):
+            value = value[-1] if value else None
+        if value not in (None, ""):
+            return str(value)
+    extraction = details.get("completion")
+    if isinstance(extraction, dict):
+        for key in ("extracted", "answer", "text", "raw"):
+            if extraction.get(key) not in (None, ""):
+                return str(extraction[key])
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+
+
+def group_answers(answers: Sequence[str | None], equivalent: Any = None) -> list[int | None]:
+    """Equivalence classes of extracted answers: equal strings share a class, then ``equivalent(a, b)``
+    (the math verifier's equivalence by default) merges distinct strings. Deterministic: class ids follow
+    first appearance."""
+    equivalent = equivalent or math_equivalent
+    representatives: list[str] = []
+    class_of: dict[str, int] = {}
+    out: list[int | None] = []
+    for answer in answers:
+        if answer is None:
+            out.append(None)
+            continue
+        key = answer.strip()
+        if key not in class_of:
+            for cls, rep in enumerate(representatives):
+                if equivalent(rep, key):
+                    class_of[key] = cls
+                    break
+            else:
+                class_of[key] = len(representatives)
+                representatives.append(key)
+        out.append(class_of[key])
+    return out
+
+
+def math_equivalent(a: str, b: str) -> bool:
+    """Whether two extracted answers are the same mathematical object (math verifier's equivalence)."""
+    if a == b:
+        return True
+    from rewardkit.verifiers import get_verifier
+
+    verifier = _math_verifier()
+    if verifier is None:
+        verifier = get_verifier("math")
+    result = verifier.score(Record(completion=f"\\boxed{{{b}}}", reference=a))
+    return result.error is None and result.reward >= 1.0
+
+
+_MATH = None
+
+
+def _math_verifier():
+    global _MATH
+    if _MATH is None:
+        from rewardkit.verifiers import get_verifier
+
+        _MATH = get_verifier("math")
+    return _MATH
+
+
+def compute_metrics(
+    samples_by_problem: dict[str, list[Sample]],
+    ks: Sequence[int],
+    config: EvalConfig,
+    *,
+    with_maj: bool,
+    with_best_of: bool,
+) -> dict[str, dict[str, float]]:
+    """pass@k, maj@k, best-of-k and mean reward over problems, each with a bootstrap 95% interval."""
+    pids = list(samples_by_problem)
+    if not pids:
+        return {}
+    n = np.array([len(samples_by_problem[p]) for p in pids])
+    c = np.array([sum(s.correct for s in samples_by_problem[p]) for p in pids])
+    columns: list[str] = []
+    blocks: list[np.ndarray] = []
+    blocks.append(M.pass_at_k_matrix(n, c, ks))
+    columns += [f"pass@{k}" for k in ks]
+    if with_maj:
+        classes, good = [], []
+        for pid in pids:
+            group = samples_by_problem[pid]
+            cls = group_answers([s.answer for s in group])
+            classes.append(cls)
+            good.append({k for k, s in zip(cls, group, strict=True) if k is not None and s.correct})
+        blocks.append(M.maj_at_k_matrix(classes, good, ks, draws=config.maj_draws, seed=config.seed))
+        columns += [f"maj@{k}" for k in ks]
+    if with_best_of:
+        scores = [np.array([_nan(s.rm_score) for s in samples_by_problem[p]]) for p in pids]
+        correct = [np.array([s.correct for s in samples_by_problem[p]]) for p in pids]
+        scores = [np.where(np.isnan(s), -np.inf, s) for s in scores]
+        blocks.append(M.best_of_k_matrix(scores, correct, ks))
+        columns += [f"best_of_{k}" for k in ks]
+    mean_reward = np.array([np.mean([s.reward for s in samples_by_problem[p]]) for p in pids])[:, None]
+    blocks.append(mean_reward)
+    columns.append("mean_reward")
+    matrix = np.concatenate(blocks, axis=1)
+    if config.bootstrap > 0:
+        intervals = M.bootstrap_means(matrix, resamples=config.bootstrap, seed=config.seed)
+        return {name: iv.to_dict() for name, iv in zip(columns, intervals, strict=True)}
+    return {name: {"mean": float(np.nanmean(matrix[:, j]))} for j, name in enumerate(columns)}
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+# ------------------------------------------------------------------------------------------- the runs
+
+
+@dataclass
+class EvalReport:
+    """What an evaluation produced (also written to the run folder)."""
+
+    summary: dict[str, Any]
+    samples: list[Sample]
+    run_dir: str | None = None
+
+
+def evaluate_completions(
+    bench: Benchmark,
+    problems: Sequence[Problem],
+    completion_rows: Iterable[dict[str, Any]],
+    *,
+    config: EvalConfig | None = None,
+    reward_model: Any = None,
+    run_dir: str | Path | None = None,
+) -> EvalReport:
+    """Metrics from existing completions.
+
+    Each row names its problem (``problem_id``, or ``id``/``task_id``/``unique_id``/``key``) and carries a
+    ``completion`` (one sample) or ``completions`` (a list); an ``rm_score`` per sample is used for
+    best-of-n when no reward model is given. Rows of unknown problems are an error; problems without
+    completions are listed in the summary (``missing_problems``) and left out of the metrics.
+    """
+    config = config or EvalConfig()
+    by_id = {p.id: p for p in problems}
+    completions: dict[str, list[str]] = defaultdict(list)
+    rm_scores: dict[str, list[float | None]] = defaultdict(list)
+    unknown: list[str] = []
+    for row in completion_rows:
+        pid = _row_problem_id(row)
+        if pid not in by_id:
+            unknown.append(pid)
+            continue
+        texts = row["completions"] if "completions" in row else [row.get("completion", "")]
+        scores = row.get("rm_scores") or [row.get("rm_score")] * len(texts)
+        for text, score in zip(texts, scores, strict=False):
+            completions[pid].append(text if isinstance(text, str) else json.dumps(text))
+            rm_scores[pid].append(None if score is None else float(score))
+    if unknown:
+        raise KeyError(
+            f"{len(unknown)} completion rows name problems not in the benchmark (first: {unknown[0]!r})"
+        )
+    ordered = {p.id: completions[p.id] for p in problems if p.id in completions}
+    samples = score_samples(bench, problems, ordered, config, reward_model=reward_model, rm_scores=rm_scores)
+    has_rm = reward_model is not None or any(s.rm_score is not None for s in samples)
+    missing = [p.id for p in problems if p.id not in completions]
+    return _finish(bench, problems, samples, config, has_rm, run_dir, extra={"missing_problems": missing})
+
+
+def _row_problem_id(row: dict[str, Any]) -> str:
+    for key in ("problem_id", "id", "task_id", "unique_id", "key", "question_id"):
+        if key in row and row[key] is not None:
+            value = str(row[key])
+            # ids written by rewardkit itself are "PROBLEM#SAMPLE"
+            return value.rsplit("#", 1)[0] if key == "id" and "#" in value else value
+    raise KeyError("a completion row has no problem id (problem_id, id, task_id, unique_id, key)")
+
+
+def _finish(
+    bench: Benchmark,
+    problems: Sequence[Problem],
+    samples: list[Sample],
+    config: EvalConfig,
+    has_rm: bool,
+    run_dir: str | Path | None,
+    extra: dict[str, Any] | None = None,
+) -> EvalReport:
+    by_problem: dict[str, list[Sample]] = defaultdict(list)
+    for sample in samples:
+        by_problem[sample.problem_id].append(sample)
+    n_max = max((len(v) for v in by_problem.values()), default=0)
+    ks = sorted({k for k in (config.ks or default_ks(max(n_max, 1))) if 1 <= k <= max(n_max, 1)})
+    overall = compute_metrics(by_problem, ks, config, with_maj=bench.math_answers, with_best_of=has_rm)
+    problem_meta = {p.id: p.metadata for p in problems}
+    subsets: dict[str, dict[str, Any]] = {}
+    for key in sorted({k for p in problems for k in p.metadata}):
+        values = sorted({str(problem_meta[p][key]) for p in by_problem if key in problem_meta[p]})
+        for value in values:
+            members = {p: s for p, s in by_problem.items() if str(problem_meta[p].get(key)) == value}
+            subsets[f"{key}={value}"] = {
+                "num_problems": len(members),
+                "metrics": compute_metrics(
+                    members, ks, config, with_maj=bench.math_answers, with_best_of=has_rm
+                ),
+            }
+    errors = Counter(error_kind(s.error) for s in samples if s.error)
+    summary = {
+        "benchmark": bench.name,
+        "verifier": bench.verifier,
+        "num_problems": len(by_problem),
+        "num_samples": len(samples),
+        "samples_per_problem": n_max,
+        "ks": ks,
+        "metrics": overall,
+        "subsets": subsets,
+        "errors": dict(errors),
+        "problems_with_errors": sorted({s.problem_id for s in samples if s.error}),
+        "truncated_fraction": (
+            float(np.mean([s.finish_reason == "length" for s in samples]))
+            if any(s.finish_reason for s in samples)
+            else None
+        ),
+        "config": asdict(config),
+        **(extra or {}),
+    }
+    report = EvalReport(summary=summary, samples=samples, run_dir=str(run_dir) if run_dir else None)
+    if run_dir is not None:
+        write_run(report, Path(run_dir))
+    return report
+
+
+def write_run(report: EvalReport, run_dir: Path) -> None:
+    from rewardkit.eval.report import plot_pass_at_k, render_markdown
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with (run_dir / "samples.jsonl").open("w") as handle:
+        for sample in report.samples:
+            handle.write(json.dumps(jsonable(asdict(sample))) + "\n")
+    (run_dir / "summary.json").write_text(json.dumps(jsonable(report.summary), indent=2) + "\n")
+    (run_dir / "report.md").write_text(render_markdown(report.summary))
+    plot_pass_at_k(report.summary, run_dir / "pass_at_k.png")
+
+
+# ---------------------------------------------------------------------------------------- model runs
+
+
+@dataclass
+class GenerationConfig:
+    """Sampling for model evaluation.
+
+    Attributes:
+        n: Samples per problem.
+        temperature: Sampling temperature (0 = greedy; then n should be 1).
+        top_p: Nucleus sampling.
+        max_new_tokens: Longest completion; longer ones are cut (finish reason "length").
+        batch_size: Problems sent to the backend at once.
+        fewshot: Worked examples prepended to each prompt (taken from the benchmark's own rows with a
+            worked answer, never the problem itself).
+        use_chat_template: Apply the tokenizer's chat template when it has one.
+        seed: Sampling seed.
+    """
+
+    n: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+    batch_size: int = 8
+    fewshot: int = 0
+    use_chat_template: bool = True
+    seed: int = 0
+
+
+def build_prompts(
+    bench: Benchmark, problems: Sequence[Problem], tokenizer: Any, gen: GenerationConfig, fewshot_pool=()
+) -> dict[str, str]:
+    """The text sent to the model for each problem: template, few-shot examples, chat template."""
+    shots = list(fewshot_pool)[: gen.fewshot] if gen.fewshot else []
+    prompts = {}
+    for problem in problems:
+        body = render_prompt(bench, problem)
+        examples = [(render_prompt(bench, q), a) for q, a in shots if q.id != problem.id]
+        if gen.use_chat_template and getattr(tokenizer, "chat_template", None):
+            messages = []
+            for question, answer in examples:
+                messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+            messages.append({"role": "user", "content": body})
+            prompts[problem.id] = tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+        else:
+            prefix = "".join(f"{question}\n{answer}\n\n" for question, answer in examples)
+            prompts[problem.id] = prefix + body + "\n"
+    return prompts
+
+
+def generate(
+    backend: Any,
+    prompts: dict[str, str],
+    gen: GenerationConfig,
+    generations_path: Path,
+    *,
+    resume: bool = True,
+) -> tuple[dict[str, list[str]], dict[str, list[str | None]], dict[str, str]]:
+    """Samples ``gen.n`` completions per prompt, appending each problem's to ``generations_path`` as it
+    finishes; problems already in the file are not generated again. A batch that fails is written as
+    errors for its problems and the run goes on."""
+    from rewardkit.rl.rollout import SamplingParams
+
+    done: dict[str, dict[str, Any]] = {}
+    if resume and generations_path.exists():
+        for line in generations_path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by the interruption: generated again
+            done[row["problem_id"]] = row
+    elif generations_path.exists():
+        generations_path.unlink()
+    todo = [pid for pid in prompts if pid not in done]
+    params = SamplingParams(
+        n=gen.n,
+        temperature=gen.temperature,
+        top_p=gen.top_p,
+        max_new_tokens=gen.max_new_tokens,
+        seed=gen.seed,
+        logprobs=False,
+    )
+    generations_path.parent.mkdir(parents=True, exist_ok=True)
+    with generations_path.open("a") as handle:
+        for start in range(0, len(todo), gen.batch_size):
+            batch = todo[start : start + gen.batch_size]
+            try:
+                outputs = backend.generate([prompts[pid] for pid in batch], params)
+                rows = [
+                    {
+                        "problem_id": pid,
+                        "completions": [g.text for g in samples],
+                        "finish_reasons": [g.finish_reason for g in samples],
+                        "error": None,
+                    }
+                    for pid, samples in zip(batch, outputs, strict=True)
+                ]
+            except Exception as exc:  # a failed batch is recorded, not fatal
+                logger.warning("generation failed for %d problems: %s", len(batch), exc)
+                rows = [
+                    {
+                        "problem_id": pid,
+                        "completions": [""] * gen.n,
+                        "finish_reasons": [None] * gen.n,
+                        "error": f"generation failed: {type(exc).__name__}: {exc}",
+                    }
+                    for pid in batch
+                ]
+            for row in rows:
+                handle.write(json.dumps(row) + "\n")
+                done[row["problem_id"]] = row
+            handle.flush()
+    completions = {pid: done[pid]["completions"] for pid in prompts}
+    finish = {pid: done[pid].get("finish_reasons") or [None] * len(completions[pid]) for pid in prompts}
+    errors = {pid: done[pid]["error"] for pid in prompts if done[pid].get("error")}
+    return completions, finish, errors
+
+
+def evaluate_model(
+    bench: Benchmark,
+    problems: Sequence[Problem],
+    model: str,
+    *,
+    gen: GenerationConfig | None = None,
+    config: EvalConfig | None = None,
+    backend: str = "hf",
+    run_dir: str | Path,
+    reward_model: Any = None,
+    resume: bool = True,
+    fewshot_pool: Sequence[tuple[Problem, str]] = (),
+    backend_kwargs: dict[str, Any] | None = None,
+) -> EvalReport:
+    """Samples completions from ``model`` (hub name or local path) and evaluates them."""
+    from rewardkit.rl.rollout import get_backend
+
+    gen = gen or GenerationConfig()
+    config = config or EvalConfig()
+    run_dir = Path(run_dir)
+    model_obj, tokenizer = _load_model(model, backend)
+    prompts = build_prompts(bench, problems, tokenizer, gen, fewshot_pool)
+    engine = get_backend(backend, model_obj, tokenizer, **(backend_kwargs or {}))
+    completions, finish, errors = generate(engine, prompts, gen, run_dir / "generations.jsonl", resume=resume)
+    samples = score_samples(
+        bench,
+        problems,
+        completions,
+        config,
+        reward_model=reward_model,
+        finish_reasons=finish,
+        generation_errors=errors,
+    )
+    extra = {"model": model, "backend": backend, "generation": asdict(gen)}
+    return _finish(bench, problems, samples, config, reward_model is not None, run_dir, extra=extra)
+
+
+def _load_model(model: str, backend: str):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    if backend == "vllm":
+        return model, tokenizer  # vLLM loads the weights itself
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model), tokenizer
