@@ -171,40 +171,94 @@ def extracted_answer(result: Result) -> str | None:
 
 
 def group_answers(answers: Sequence[str | None], equivalent: Any = None) -> list[int | None]:
-    """Equivalence classes of extracted answers: equal strings share a class, then ``equivalent(a, b)``
-    (the math verifier's equivalence by default) merges distinct strings. Deterministic: class ids follow
-    first appearance."""
+    """Equivalence classes of extracted answers, ids in order of first appearance (deterministic).
+
+    Answers are first keyed cheaply: plain numbers by value (rounded to 6 decimals, as the math verifier
+    compares decimals), anything else by its normalised string. A new non-numeric key is then compared
+    with the existing classes: pairs whose numeric values (when both evaluate to numbers) clearly differ
+    are told apart at once, the rest by ``equivalent(a, b)`` (the math verifier's equivalence by
+    default, cached per pair), so 100 samples cost a handful of symbolic checks.
+    """
+    from rewardkit.verifiers.math import normalize_answer, parse_number
+
     equivalent = equivalent or math_equivalent
-    representatives: list[str] = []
-    class_of: dict[str, int] = {}
+    representatives: list[tuple[str, complex | None]] = []
+    class_of: dict[Any, int] = {}
+    class_of_raw: dict[str, int] = {}
     out: list[int | None] = []
     for answer in answers:
         if answer is None:
             out.append(None)
             continue
-        key = answer.strip()
+        if answer in class_of_raw:
+            out.append(class_of_raw[answer])
+            continue
+        normalized = normalize_answer(answer)
+        number = parse_number(normalized)
+        key: Any = ("number", round(number.value, 6)) if number is not None else ("text", normalized)
         if key not in class_of:
-            for cls, rep in enumerate(representatives):
-                if equivalent(rep, key):
-                    class_of[key] = cls
-                    break
-            else:
-                class_of[key] = len(representatives)
-                representatives.append(key)
+            match = None
+            if number is None:
+                value = _numeric_value(normalized)
+                for cls, (rep, rep_value) in enumerate(representatives):
+                    if _clearly_different(value, rep_value):
+                        continue
+                    if _cached_equivalent(equivalent, rep, normalized):
+                        match = cls
+                        break
+            if match is None:
+                match = len(representatives)
+                value = complex(float(number.value)) if number is not None else _numeric_value(normalized)
+                representatives.append((normalized, value))
+            class_of[key] = match
+        class_of_raw[answer] = class_of[key]
         out.append(class_of[key])
     return out
 
 
+_PAIR_CACHE: dict[tuple[Any, str, str], bool] = {}
+_VALUE_CACHE: dict[str, complex | None] = {}
+
+
+def _cached_equivalent(equivalent: Any, a: str, b: str) -> bool:
+    key = (equivalent, a, b)
+    if key not in _PAIR_CACHE:
+        if len(_PAIR_CACHE) > 100_000:
+            _PAIR_CACHE.clear()
+        _PAIR_CACHE[key] = bool(equivalent(a, b))
+    return _PAIR_CACHE[key]
+
+
+def _numeric_value(text: str) -> complex | None:
+    """The value of a closed-form answer (``\\sqrt{2}``, ``2\\pi``) when it is a number, else None."""
+    if text in _VALUE_CACHE:
+        return _VALUE_CACHE[text]
+    value = None
+    try:
+        import math_verify
+
+        parsed = math_verify.parse(f"${text}$", parsing_timeout=None)
+        if parsed and getattr(parsed[0], "is_number", False):
+            value = complex(parsed[0].evalf())
+    except Exception:
+        value = None
+    if len(_VALUE_CACHE) > 100_000:
+        _VALUE_CACHE.clear()
+    _VALUE_CACHE[text] = value
+    return value
+
+
+def _clearly_different(a: complex | None, b: complex | None) -> bool:
+    if a is None or b is None:
+        return False
+    return abs(a - b) > 1e-4 * max(1.0, abs(a), abs(b))
+
+
 def math_equivalent(a: str, b: str) -> bool:
-    """Whether two extracted answers are the same mathematical object (math verifier's equivalence)."""
+    """Whether two extracted answers are the same mathematical object (the math verifier's equivalence)."""
     if a == b:
         return True
-    from rewardkit.verifiers import get_verifier
-
-    verifier = _math_verifier()
-    if verifier is None:
-        verifier = get_verifier("math")
-    result = verifier.score(Record(completion=f"\\boxed{{{b}}}", reference=a))
+    result = _math_verifier().score(Record(completion=f"\\boxed{{{b}}}", reference=a))
     return result.error is None and result.reward >= 1.0
 
 

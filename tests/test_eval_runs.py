@@ -1,0 +1,150 @@
+"""End-to-end evaluation: completions made elsewhere, and sampling the tiny model, on shipped samples."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from rewardkit.eval import EvalConfig, evaluate_completions, load_benchmark
+from rewardkit.eval.runner import group_answers
+
+
+def test_shipped_math_samples_load():
+    for name in ("gsm8k", "math500", "aime"):
+        bench, problems = load_benchmark(f"sample:{name}")
+        assert len(problems) >= 10 and bench.verifier == "math"
+        assert all(p.reference for p in problems)
+    _, gsm = load_benchmark("sample:gsm8k")
+    assert gsm[0].reference == "27"
+
+
+def test_equivalent_answers_share_a_class():
+    classes = group_answers(["1/2", "0.5", "\\frac{1}{2}", "\\dfrac{1}{2}", None, "2", "\\sqrt{4}"])
+    assert classes[:4] == [0, 0, 0, 0] and classes[4] is None and classes[5] == classes[6] == 1
+
+
+def _rows(problems, answers_per_problem):
+    rows = []
+    for problem, answers in zip(problems, answers_per_problem, strict=False):
+        for answer in answers:
+            rows.append({"problem_id": problem.id, "completion": f"Reasoning... so \\boxed{{{answer}}}."})
+    return rows
+
+
+def test_completions_path_metrics_and_files(tmp_path):
+    bench, problems = load_benchmark("sample:math500", limit=4)
+    # problem 0 (answer 5): 2 of 4 right; problem 2 (3/4): equivalent forms win the vote;
+    # problem 1 (7): wrong majority; problem 3 has no completions at all.
+    answers = [["5", "4", "5", "6"], ["8", "8", "7", "9"], ["0.75", "\\frac{3}{4}", "3/4", "1"]]
+    report = evaluate_completions(
+        bench,
+        problems,
+        _rows(problems, answers),
+        config=EvalConfig(ks=[1, 4], workers=1, bootstrap=200),
+        run_dir=tmp_path,
+    )
+    metrics = report.summary["metrics"]
+    assert report.summary["num_problems"] == 3
+    assert report.summary["missing_problems"] == [problems[3].id]
+    # pass@1 = mean(c/n) = (2/4 + 1/4 + 3/4) / 3
+    assert metrics["pass@1"]["mean"] == pytest.approx((0.5 + 0.25 + 0.75) / 3)
+    assert metrics["pass@4"]["mean"] == pytest.approx(1.0)
+    # maj@4: problem 0 ties 5 (first) vs others -> right; problem 1 majority 8 -> wrong; problem 2 -> right
+    assert metrics["maj@4"]["mean"] == pytest.approx(2 / 3)
+    for name in ("samples.jsonl", "summary.json", "report.md", "pass_at_k.png"):
+        assert (tmp_path / name).exists()
+    rows = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 12 and rows[2]["answer"] == "5"
+    assert "subject=" in "".join(report.summary["subsets"])
+
+
+def test_best_of_n_from_given_scores(tmp_path):
+    bench, problems = load_benchmark("sample:gsm8k", limit=2)
+    rows = [
+        {"problem_id": problems[0].id, "completions": ["\\boxed{27}", "\\boxed{1}"], "rm_scores": [0.9, 0.1]},
+        {"problem_id": problems[1].id, "completions": ["\\boxed{17}", "\\boxed{2}"], "rm_scores": [0.2, 0.8]},
+    ]
+    report = evaluate_completions(bench, problems, rows, config=EvalConfig(ks=[1, 2], workers=1, bootstrap=0))
+    metrics = report.summary["metrics"]
+    assert metrics["best_of_2"]["mean"] == pytest.approx(0.5)
+    assert metrics["best_of_1"]["mean"] == pytest.approx(metrics["pass@1"]["mean"])
+
+
+def test_unknown_problem_in_completions_is_an_error():
+    bench, problems = load_benchmark("sample:gsm8k", limit=2)
+    with pytest.raises(KeyError, match="not in the benchmark"):
+        evaluate_completions(bench, problems, [{"problem_id": "nope", "completion": "1"}])
+
+
+def test_cli_completions_path(tmp_path):
+    _, problems = load_benchmark("sample:gsm8k")
+    path = tmp_path / "completions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _rows(problems, [["27", "26"]] * len(problems))))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rewardkit",
+            "eval",
+            "--completions",
+            str(path),
+            "--benchmark",
+            "sample:gsm8k",
+            "-o",
+            str(tmp_path / "run"),
+            "--workers",
+            "1",
+            "--bootstrap",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "pass@k" in out.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["num_samples"] == 2 * len(problems)
+
+
+def test_cli_bad_benchmark_is_one_line_error(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rewardkit",
+            "eval",
+            "--completions",
+            "x.jsonl",
+            "--benchmark",
+            "nonesuch",
+            "-o",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "unknown benchmark" in out.stderr
+
+
+def test_model_eval_on_tiny_model_is_resumable(tmp_path, tiny_model_dir):
+    from rewardkit.eval import GenerationConfig, evaluate_model
+
+    bench, problems = load_benchmark("sample:gsm8k", limit=3)
+    gen = GenerationConfig(n=2, temperature=1.0, max_new_tokens=8, batch_size=2)
+    run_dir = tmp_path / "run"
+    first = evaluate_model(
+        bench, problems, tiny_model_dir, gen=gen, config=EvalConfig(workers=1, bootstrap=0), run_dir=run_dir
+    )
+    assert first.summary["num_problems"] == 3 and first.summary["num_samples"] == 6
+    lines = (run_dir / "generations.jsonl").read_text().splitlines()
+    assert len(lines) == 3
+    # drop the last problem, as if interrupted; the rerun generates only that one
+    (run_dir / "generations.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    again = evaluate_model(
+        bench, problems, tiny_model_dir, gen=gen, config=EvalConfig(workers=1, bootstrap=0), run_dir=run_dir
+    )
+    new_lines = (run_dir / "generations.jsonl").read_text().splitlines()
+    assert new_lines[:2] == lines[:2] and len(new_lines) == 3
+    assert again.summary["truncated_fraction"] is not None
