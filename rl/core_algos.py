@@ -73,6 +73,7 @@ __all__ = [
     "gae_advantages",
     "group_normalized_advantages",
     "group_reward_std",
+    "kl_loss_term",
     "kl_penalty",
     "logprobs_from_logits",
     "masked_mean",
@@ -597,6 +598,30 @@ def kl_penalty(
     return kl.clamp(-clamp, clamp) if clamp is not None else kl
 
 
+def kl_loss_term(
+    log_prob: Tensor,
+    ref_log_prob: Tensor,
+    *,
+    kind: str = "k3",
+    old_log_prob: Tensor | None = None,
+    ratio_corrected: bool = False,
+    clamp: float | None = None,
+) -> Tensor:
+    """Per-token KL term for the loss (GRPO: ``loss += beta * agg(KL)``), ``(B, T)``, differentiable.
+
+    With ``ratio_corrected`` the estimate is multiplied by the (differentiable) ratio
+    ``pi / pi_old = exp(log pi - log pi_old)``: DeepSeek-V3.2's unbiased reverse-KL gradient for
+    off-policy samples (TRL's ``use_bias_correction_kl``, on by default in trl >= 1.x). It changes the gradient
+    even on-policy, where the ratio's value is 1.
+    """
+    kl = kl_penalty(log_prob, ref_log_prob, kind, clamp=clamp)
+    if ratio_corrected:
+        if old_log_prob is None:
+            raise ValueError("ratio_corrected needs old_log_prob")
+        kl = kl * torch.exp(log_prob - old_log_prob)
+    return kl
+
+
 def apply_kl_penalty(
     token_level_scores: Tensor,
     log_prob: Tensor,
@@ -717,7 +742,8 @@ def rollout_importance_weights(
         raise ValueError(f"unknown level {level!r} (known: token, sequence)")
     weights = raw.clamp(max=cap) * response_mask
     if mask_outside:
-        keep = (seq_rho >= 1.0 / cap) & (seq_rho <= cap)
+        # In log space with a float32-rounding tolerance, so a ratio of exactly C or 1/C stays inside.
+        keep = seq_log.abs() <= math.log(cap) + 1e-5
     else:
         keep = torch.ones_like(seq_rho, dtype=torch.bool)
     has_tokens = mask.any(dim=-1)
