@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,8 @@ class Benchmark:
         answer_field: Row field with a worked answer, used for few-shot examples.
         math_answers: Whether answers can be majority-voted with math equivalence (maj@k).
         verifier_config: Keyword arguments for the verifier.
+        sample_verifier_config: Extra verifier arguments for the shipped sample (``{data}`` in a value is
+            the ``rewardkit.data`` folder), e.g. where the sample's SQL databases are.
     """
 
     name: str
@@ -68,6 +70,7 @@ class Benchmark:
     answer_field: str | None = None
     math_answers: bool = False
     verifier_config: dict[str, Any] = field(default_factory=dict)
+    sample_verifier_config: dict[str, Any] = field(default_factory=dict)
 
     def to_problem(self, row: dict[str, Any], index: int) -> Problem:
         if self.prompt_field not in row:
@@ -206,7 +209,8 @@ BENCHMARKS: dict[str, Benchmark] = {
         verifier="sql",
         hub_name="xlangai/spider",
         split="validation",
-        sample_file="benchmarks/spider_sample.jsonl",
+        sample_file="sql/questions.jsonl",
+        sample_verifier_config={"db_root": "{data}/sql/databases"},
         prompt_field="question",
         template="{schema}Write one SQLite query that answers: {prompt}\nGive the query in a ```sql block.",
         reference=spider_reference,
@@ -217,7 +221,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         verifier="ifeval",
         hub_name="google/IFEval",
         split="train",
-        sample_file="benchmarks/ifeval_sample.jsonl",
+        sample_file="ifeval/sample.jsonl",
         prompt_field="prompt",
         id_field="key",
         reference=ifeval_reference,
@@ -280,6 +284,11 @@ def resolve(
         bench = _lookup(name)
         if not bench.sample_file:
             raise ValueError(f"benchmark {name!r} ships no sample")
+        if bench.sample_verifier_config:
+            extra = {
+                k: str(v).replace("{data}", sample_path()) for k, v in bench.sample_verifier_config.items()
+            }
+            bench = replace(bench, verifier_config={**bench.verifier_config, **extra})
         return bench, sample_path(*bench.sample_file.split("/"))
     if spec in BENCHMARKS:
         return BENCHMARKS[spec], data
@@ -335,8 +344,6 @@ def load_benchmark(
 
 
 def _with_field_map(bench: Benchmark, field_map: dict[str, str]) -> Benchmark:
-    from dataclasses import replace
-
     changes: dict[str, Any] = {}
     if "prompt" in field_map:
         changes["prompt_field"] = field_map["prompt"]
@@ -356,9 +363,28 @@ def _check_unique_ids(problems: list[Problem]) -> None:
         seen.add(problem.id)
 
 
+def sqlite_schema(db_root: str, db_id: str) -> str | None:
+    """The CREATE statements of a Spider-layout SQLite database, for SQL prompts."""
+    import sqlite3
+
+    for candidate in (Path(db_root) / db_id / f"{db_id}.sqlite", Path(db_root) / f"{db_id}.sqlite"):
+        if candidate.is_file():
+            with sqlite3.connect(f"file:{candidate}?mode=ro", uri=True) as connection:
+                rows = connection.execute(
+                    "SELECT sql FROM sqlite_master WHERE type='table' AND sql IS NOT NULL"
+                )
+                return ";\n".join(row[0] for row in rows) + ";"
+    return None
+
+
 def render_prompt(bench: Benchmark, problem: Problem, row_extra: dict[str, Any] | None = None) -> str:
     """The benchmark's prompt template filled in for one problem."""
     values = {"prompt": problem.prompt, "tests": "", "schema": ""}
+    db_root = bench.verifier_config.get("db_root")
+    if isinstance(problem.reference, dict) and db_root and problem.reference.get("db_id"):
+        schema = sqlite_schema(db_root, problem.reference["db_id"])
+        if schema:
+            values["schema"] = f"Database schema:\n{schema}\n\n"
     if isinstance(problem.reference, dict):
         tests = problem.reference.get("test_list")
         if tests:

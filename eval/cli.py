@@ -44,6 +44,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME=COLUMN",
         help="Field mapping for custom data, e.g. --field prompt=question --field reference=answer.",
     )
+    parser.add_argument(
+        "--verifier-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Verifier setting (JSON values allowed), e.g. --verifier-arg db_root=spider/database.",
+    )
     parser.add_argument("-o", "--output", required=True, help="Run folder.")
     parser.add_argument("--n", type=int, default=1, help="Samples per problem when sampling (default 1).")
     parser.add_argument(
@@ -95,6 +102,19 @@ def run(args: argparse.Namespace) -> int:
         )
     except (KeyError, ValueError) as exc:
         raise CLIError(str(exc).strip("'\"")) from None
+    verifier_args = {}
+    for item in args.verifier_arg:
+        if "=" not in item:
+            raise CLIError(f"--verifier-arg takes KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            verifier_args[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            verifier_args[key.strip()] = value
+    if verifier_args:
+        from dataclasses import replace
+
+        bench = replace(bench, verifier_config={**bench.verifier_config, **verifier_args})
     if not problems:
         raise CLIError(f"benchmark {args.benchmark!r} has no problems")
     config = EvalConfig(
