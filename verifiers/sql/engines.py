@@ -162,8 +162,13 @@ class SQLiteEngine:
             lowered = message.lower()
             if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in lowered:
                 raise QueryError("unsafe", "more than one statement") from None
-            if "not authorized" in lowered or "attempt to write" in lowered or "too many attached" in lowered:
+            if any(
+                m in lowered
+                for m in ("not authorized", "authorization denied", "attempt to write", "too many attached")
+            ):
                 raise QueryError("unsafe", message) from None
+            if "string or blob too big" in lowered:
+                raise QueryError("too large", f"result too large: {message}") from None
             if any(marker in lowered for marker in _SQLITE_SYNTAX_MARKERS):
                 raise QueryError("syntax", message) from None
             raise QueryError("error", message) from None

@@ -6,7 +6,7 @@ import glob
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.verifiers.base import Verifier
@@ -250,6 +250,22 @@ class SQLVerifier(Verifier):
             return None
         return jsonable([list(r) for r in output.rows[: self.cfg.preview_rows]])
 
+    @staticmethod
+    def _error(exc: QueryError) -> str:
+        if exc.kind == "timeout":
+            return "timeout"
+        if exc.kind == "too large":
+            return (
+                exc.message
+                if exc.message.startswith("result too large")
+                else f"result too large: {exc.message}"
+            )
+        if exc.kind == "unsafe":
+            return f"unsafe query: {exc.message}"
+        if exc.kind == "syntax":
+            return f"sql syntax error: {exc.message}"
+        return f"sql error: {exc.message}"
+
     def verify(self, record: Record) -> Result:
         cfg = self.cfg
         ref = record.reference if isinstance(record.reference, dict) else {"query": record.reference}
@@ -280,7 +296,6 @@ class SQLVerifier(Verifier):
             details["stages"] = stages
             if keyword.isalpha() and keyword in _WRITE_OR_ADMIN:
                 return Result(0.0, details, f"unsafe query: {keyword} is not allowed (read-only)")
-            stages["syntax"] = False
             return Result(0.0, details, f"sql error: not a query (starts with {keyword[:20]!r})")
 
         engine = self._engine(engine_name)
@@ -297,22 +312,12 @@ class SQLVerifier(Verifier):
             try:
                 pred = engine.run(db, sql, cfg.timeout)
             except QueryError as exc:
-                if exc.kind == "syntax":
-                    pass
-                elif exc.kind in ("error",):
-                    stages["syntax"] = True
                 correct = False
-                if exc.kind == "timeout":
-                    stages = dict.fromkeys(stages, False)  # a runaway query earns nothing
-                    error = "timeout"
-                elif exc.kind == "too large":
-                    error = exc.message if exc.message.startswith("result too large") else "result too large"
-                elif exc.kind == "unsafe":
-                    error = f"unsafe query: {exc.message}"
-                elif exc.kind == "syntax":
-                    error = f"sql syntax error: {exc.message}"
-                else:
-                    error = f"sql error: {exc.message}"
+                error = self._error(exc)
+                # Stage credit: an engine error after parsing ("no such column") still parsed; a result
+                # that was too large parsed and ran. Timeouts and unsafe statements earn nothing.
+                stages["syntax"] = exc.kind in ("error", "too large")
+                stages["executes"] = False
                 entry.update(equal=False, reason=error)
                 per_db.append(entry)
                 break
@@ -362,4 +367,4 @@ _WRITE_OR_ADMIN = {
 }  # fmt: skip
 
 
-__all__ = ["SQLConfig", "SQLVerifier", "asdict"]
+__all__ = ["SQLConfig", "SQLVerifier"]
