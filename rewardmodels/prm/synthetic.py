@@ -1,0 +1,116 @@
+"""Synthetic multi-step arithmetic with a planted wrong step: PRM data with a known answer, for tests and demos.
+
+A problem is a start number and a list of additions and subtractions; a solution writes one step per
+operation (``"4+3=7"``) and ends with ``"The answer is 6."``. In a flawed solution one step's result is
+wrong and the following steps carry the wrong value on, so every step from the planted one on leads to a
+wrong final answer: exactly the labels Monte Carlo estimation would give (Math-Shepherd's hard labels),
+with ``after_error="unlabelled"`` giving ProcessBench's labelling instead (nothing after the first error).
+
+Numbers stay in 0..9 (or a smaller range) so that a tiny character-level model can learn the whole table quickly.
+"""
+
+from __future__ import annotations
+
+import random
+
+from rewardkit.rewardmodels.prm.data import StepExample
+
+
+def make_problem(
+    rng: random.Random, n_ops: int, max_value: int = 9, max_delta: int = 3
+) -> tuple[int, list[tuple[str, int]]]:
+    """A start value and ``n_ops`` operations ``(op, d)``, ``1 <= d <= max_delta``, keeping every running
+    value within ``0..max_value``."""
+    value = rng.randint(0, max_value)
+    start = value
+    ops: list[tuple[str, int]] = []
+    deltas = range(1, max_delta + 1)
+    for _ in range(n_ops):
+        choices = [("+", d) for d in deltas if value + d <= max_value] + [
+            ("-", d) for d in deltas if value - d >= 0
+        ]
+        op, d = rng.choice(choices)
+        value = value + d if op == "+" else value - d
+        ops.append((op, d))
+    return start, ops
+
+
+def prompt_text(start: int, ops: list[tuple[str, int]]) -> str:
+    return f"Compute {start}{''.join(f'{op}{d}' for op, d in ops)}."
+
+
+def solve(
+    start: int,
+    ops: list[tuple[str, int]],
+    wrong_at: int = -1,
+    rng: random.Random | None = None,
+    max_value: int = 9,
+):
+    """The steps of a solution, the step results, and the final value; ``wrong_at >= 0`` plants an error."""
+    rng = rng or random.Random(0)
+    value = start
+    steps: list[str] = []
+    for i, (op, d) in enumerate(ops):
+        result = value + d if op == "+" else value - d
+        if i == wrong_at:
+            result = rng.choice([v for v in range(max_value + 1) if v != result])
+        steps.append(f"{value}{op}{d}={result}")
+        value = result
+    steps.append(f"The answer is {value}.")
+    return steps, value
+
+
+def make_arithmetic_examples(
+    n: int,
+    *,
+    seed: int = 0,
+    min_ops: int = 2,
+    max_ops: int = 4,
+    error_rate: float = 0.5,
+    after_error: str = "wrong",
+    max_value: int = 9,
+    max_delta: int = 3,
+) -> list[StepExample]:
+    """``n`` solutions, about ``error_rate`` of them with one planted wrong step.
+
+    Args:
+        n: Number of examples.
+        seed: Random seed.
+        min_ops: Fewest operations per problem.
+        max_ops: Most operations per problem.
+        error_rate: Fraction of solutions with a planted error.
+        after_error: ``"wrong"`` labels every step from the error on 0 (Monte Carlo labels: none of them can
+            reach the right answer); ``"unlabelled"`` leaves the steps after the first error unlabelled
+            (ProcessBench).
+        max_value: Largest number in a problem (0..max_value; a smaller table is faster to learn).
+        max_delta: Largest number added or subtracted per step.
+    """
+    if after_error not in ("wrong", "unlabelled"):
+        raise ValueError("after_error must be 'wrong' or 'unlabelled'")
+    rng = random.Random(seed)
+    examples = []
+    for i in range(n):
+        start, ops = make_problem(rng, rng.randint(min_ops, max_ops), max_value, max_delta)
+        wrong_at = rng.randrange(len(ops)) if rng.random() < error_rate else -1
+        steps, _ = solve(start, ops, wrong_at, rng, max_value)
+        _, answer = solve(start, ops, max_value=max_value)
+        if wrong_at < 0:
+            labels: list[float | None] = [1.0] * len(steps)
+        elif after_error == "wrong":
+            labels = [1.0] * wrong_at + [0.0] * (len(steps) - wrong_at)
+        else:
+            labels = [1.0] * wrong_at + [0.0] + [None] * (len(steps) - wrong_at - 1)
+        examples.append(
+            StepExample(
+                prompt=prompt_text(start, ops),
+                steps=steps,
+                labels=labels,
+                reference=str(answer),
+                id=f"arith-{seed}-{i}",
+                metadata={"first_error": wrong_at},
+            )
+        )
+    return examples
+
+
+__all__ = ["make_arithmetic_examples", "make_problem", "prompt_text", "solve"]
