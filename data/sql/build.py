@@ -193,7 +193,7 @@ def build(out_dir: str = DB_DIR) -> list[str]:
             if os.path.exists(base + ".sqlite"):
                 os.remove(base + ".sqlite")
             conn = sqlite3.connect(base + ".sqlite")
-            conn.executescript(script)
+            conn.executescript("BEGIN;\n" + script + "COMMIT;\n")  # one transaction: one fsync
             conn.commit()
             conn.close()
             written += [base + ".sql", base + ".sqlite"]
