@@ -131,7 +131,9 @@ def test_single_database_misses_exactly_the_coincidences():
     records = load_predictions()
     results = verifier.score_batch(records)
     false_positives = {
-        r.metadata["kind"] for r, x in zip(records, results, strict=True) if x.reward != r.metadata["expected"]
+        r.metadata["kind"]
+        for r, x in zip(records, results, strict=True)
+        if x.reward != r.metadata["expected"]
     }
     assert false_positives == {"coincidence (test suite)", "hard-coded answer (test suite)"}
 
@@ -146,9 +148,7 @@ def test_sample_databases_rebuild_identically(tmp_path):
             assert build.dump(str(tmp_path / (name + ".sqlite"))) == build.dump(
                 os.path.join(DB_ROOT, name + ".sqlite")
             )
-            assert (tmp_path / (name + ".sql")).read_text() == open(
-                os.path.join(DB_ROOT, name + ".sql")
-            ).read()
+            assert (tmp_path / (name + ".sql")).read_text() == read(os.path.join(DB_ROOT, name + ".sql"))
 
 
 # ----------------------------------------------------------------------------------------- references
