@@ -18,6 +18,8 @@ DuckDB
       files, no ATTACH, no COPY), extension auto-install/auto-load off, the configuration locked;
     * only ``SELECT`` statements (checked with DuckDB's own parser, ``duckdb.extract_statements``);
     * ``memory_limit`` and ``threads`` bounded; a timer thread calls ``interrupt()`` at the deadline.
+      DuckDB holds one instance per file and process, so the first engine to open a file sets its
+      memory limit; later engines share that instance through their own cursors.
 """
 
 from __future__ import annotations
@@ -185,6 +187,10 @@ class SQLiteEngine:
         self._conns.clear()
 
 
+_DUCKDB_INSTANCES: dict[tuple[int, str], Any] = {}
+_DUCKDB_LOCK = threading.Lock()
+
+
 class DuckDBEngine:
     """Runs queries on DuckDB databases (``.duckdb`` files opened read-only, or setup scripts in memory)."""
 
@@ -210,11 +216,21 @@ class DuckDBEngine:
         if conn is None:
             duckdb = self._duckdb
             if db.path is not None:
-                conn = duckdb.connect(db.path, read_only=True, config=dict(self.config))
+                # DuckDB allows one database instance per file and process (a second connect with another
+                # configuration fails), so file instances are shared process-wide and each engine (one per
+                # thread) takes its own cursor, which has its own interrupt().
+                key = (os.getpid(), db.key)
+                with _DUCKDB_LOCK:
+                    base = _DUCKDB_INSTANCES.get(key)
+                    if base is None:
+                        base = duckdb.connect(db.path, read_only=True, config=dict(self.config))
+                        base.execute("SET lock_configuration = true")
+                        _DUCKDB_INSTANCES[key] = base
+                conn = base.cursor()
             else:
                 conn = duckdb.connect(":memory:", config=dict(self.config))
                 conn.execute(db.setup_sql or "")
-            conn.execute("SET lock_configuration = true")
+                conn.execute("SET lock_configuration = true")
             while len(self._conns) >= self.cache_size:
                 self._conns.pop(next(iter(self._conns))).close()
         self._conns[db.key] = conn
