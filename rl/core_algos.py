@@ -671,9 +671,14 @@ class AdaptiveKLController:
         self.value *= 1.0 + error * n_steps / self.horizon
 
 
+def _upcast(logits: Tensor) -> Tensor:
+    # bf16/fp16 log-softmax loses digits that the ratio exp(log pi - log pi_old) amplifies; float64 stays.
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+
 def logprobs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.0) -> Tensor:
-    """``log softmax(logits / temperature)[labels]``, ``(B, T)``; computed in float32 for stability."""
-    logits = logits.float()
+    """``log softmax(logits / temperature)[labels]``, ``(B, T)``; half precision is upcast to float32."""
+    logits = _upcast(logits)
     if temperature != 1.0:
         logits = logits / temperature
     logp = logits.log_softmax(dim=-1)
@@ -682,7 +687,7 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.
 
 def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
     """Per-position entropy ``H = logsumexp(z) - sum softmax(z) z`` of ``softmax(logits / temperature)``."""
-    logits = logits.float()
+    logits = _upcast(logits)
     if temperature != 1.0:
         logits = logits / temperature
     p = logits.softmax(dim=-1)

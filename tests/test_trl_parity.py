@@ -72,6 +72,15 @@ def _make_trainer(model, tokenizer, tmp_path, **overrides):
     return trainer
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    # A tiny model is far slower with 2 threads fighting over 2 loaded cores than with one.
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
