@@ -1,0 +1,183 @@
+"""Reward model evaluation: pairwise accuracy, ROC-AUC and expected calibration error, per category.
+
+Pairwise data (RewardBench layout: ``prompt``, ``chosen``, ``rejected``, ``subset``):
+
+* accuracy: the fraction of pairs with ``r_chosen > r_rejected`` (strict, as RewardBench counts; a tie is
+  a miss);
+* ROC-AUC: chosen responses as positives, rejected as negatives, all scores pooled (scikit-learn's
+  ``roc_auc_score``);
+* ECE: the Bradley-Terry probability ``p = sigmoid(r_c - r_r)`` that the chosen response wins, taken in
+  both orders (``p`` with outcome 1 and ``1 - p`` with outcome 0) so that both classes appear, binned
+  into ``n_bins`` equal-width bins: ``ECE = sum_b |B_b| / N * |mean(y in B_b) - mean(p in B_b)|``.
+
+Pointwise data (``completion``, ``label``): accuracy of ``sigmoid(r) >= 0.5`` against ``label >= 0.5``,
+ROC-AUC of ``r`` against the labels, ECE of ``sigmoid(r)``.
+
+Every metric is also given per ``subset`` when the rows have one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def expected_calibration_error(probs: Sequence[float], labels: Sequence[float], n_bins: int = 10) -> float:
+    """``sum_b |B_b| / N * |mean(y in B_b) - mean(p in B_b)|`` over equal-width probability bins."""
+    p = np.asarray(probs, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if p.size == 0:
+        return float("nan")
+    bins = np.clip((p * n_bins).astype(int), 0, n_bins - 1)  # p = 1 falls in the last bin
+    total = 0.0
+    for b in range(n_bins):
+        sel = bins == b
+        if sel.any():
+            total += sel.sum() / p.size * abs(y[sel].mean() - p[sel].mean())
+    return float(total)
+
+
+def _auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
+    from sklearn.metrics import roc_auc_score
+
+    binary = labels >= 0.5
+    if binary.all() or not binary.any():
+        return None  # undefined with one class
+    return float(roc_auc_score(binary.astype(int), scores))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -500, 500)))
+
+
+def pairwise_metrics(
+    chosen: Sequence[float], rejected: Sequence[float], *, n_bins: int = 10
+) -> dict[str, Any]:
+    """Accuracy, ROC-AUC, ECE, mean margin and count of one set of pairs."""
+    c = np.asarray(chosen, dtype=np.float64)
+    r = np.asarray(rejected, dtype=np.float64)
+    if c.size == 0:
+        return {"n": 0}
+    diff = c - r
+    p = _sigmoid(diff)
+    return {
+        "n": int(c.size),
+        "accuracy": float((diff > 0).mean()),
+        "roc_auc": _auc(np.concatenate([c, r]), np.concatenate([np.ones_like(c), np.zeros_like(r)])),
+        "ece": expected_calibration_error(
+            np.concatenate([p, 1 - p]), np.concatenate([np.ones_like(p), np.zeros_like(p)]), n_bins
+        ),
+        "mean_margin": float(diff.mean()),
+        "mean_chosen": float(c.mean()),
+        "mean_rejected": float(r.mean()),
+    }
+
+
+def pointwise_metrics(
+    scores: Sequence[float], labels: Sequence[float], *, n_bins: int = 10
+) -> dict[str, Any]:
+    """Accuracy, ROC-AUC, ECE and count of pointwise scores against 0/1 (or soft) labels."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if s.size == 0:
+        return {"n": 0}
+    p = _sigmoid(s)
+    return {
+        "n": int(s.size),
+        "accuracy": float(((p >= 0.5) == (y >= 0.5)).mean()),
+        "roc_auc": _auc(s, y),
+        "ece": expected_calibration_error(p, y, n_bins),
+        "mean_score": float(s.mean()),
+    }
+
+
+def by_subset(
+    kind: str,
+    a: Sequence[float],
+    b: Sequence[float],
+    subsets: Sequence[str | None] | None,
+    *,
+    n_bins: int = 10,
+) -> dict[str, Any]:
+    """Overall metrics plus ``"subsets": {name: metrics}`` when any row has a subset.
+
+    ``kind`` is ``"pairwise"`` (``a`` chosen, ``b`` rejected scores) or ``"pointwise"`` (``a`` scores,
+    ``b`` labels).
+    """
+    fn = pairwise_metrics if kind == "pairwise" else pointwise_metrics
+    out = fn(a, b, n_bins=n_bins)
+    if subsets is not None and any(s is not None for s in subsets):
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(subsets):
+            groups[str(s)].append(i)
+        out["subsets"] = {
+            name: fn([a[i] for i in idx], [b[i] for i in idx], n_bins=n_bins)
+            for name, idx in sorted(groups.items())
+        }
+    return out
+
+
+def evaluate_examples(
+    rm: Any, examples: Sequence[dict[str, Any]], kind: str, *, n_bins: int = 10
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Scores tokenised examples (see :func:`.data.tokenize_rows`) with a :class:`.scoring.RewardModel`;
+    returns ``(metrics, per-row scores)``."""
+    subsets = [e.get("subset") for e in examples]
+    if kind == "pairwise":
+        n = len(examples)
+        scores = rm.score_ids([e["chosen_ids"] for e in examples] + [e["rejected_ids"] for e in examples])
+        chosen, rejected = scores[:n], scores[n:]
+        rows = [
+            {"chosen_score": c, "rejected_score": r, "subset": s}
+            for c, r, s in zip(chosen, rejected, subsets, strict=True)
+        ]
+        return by_subset("pairwise", chosen, rejected, subsets, n_bins=n_bins), rows
+    scores = rm.score_ids([e["input_ids"] for e in examples])
+    labels = [e["label"] for e in examples]
+    rows = [{"score": s, "label": y, "subset": g} for s, y, g in zip(scores, labels, subsets, strict=True)]
+    return by_subset("pointwise", scores, labels, subsets, n_bins=n_bins), rows
+
+
+def evaluate_reward_model(
+    model: Any,
+    data: str | Sequence[dict[str, Any]],
+    *,
+    tokenizer: Any | None = None,
+    split: str | None = None,
+    limit: int | None = None,
+    max_length: int | None = None,
+    use_chat_template: bool | None = None,
+    n_bins: int = 10,
+    **rm_kwargs: Any,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Evaluates a reward model (path or :class:`.scoring.RewardModel`) on pairwise or pointwise data.
+
+    Inputs longer than ``max_length`` are cut from the left for scoring (nothing is dropped, unlike
+    training). Returns ``(metrics, per-row scores)``.
+    """
+    from .data import detect_kind, load_rows, tokenize_rows
+    from .scoring import RewardModel
+
+    rows = load_rows(data, split=split, limit=limit) if isinstance(data, str) else list(data)
+    rm = (
+        model
+        if isinstance(model, RewardModel)
+        else RewardModel(
+            model, tokenizer, use_chat_template=use_chat_template, max_length=max_length, **rm_kwargs
+        )
+    )
+    kind = detect_kind(rows)
+    examples, _ = tokenize_rows(
+        rows, rm.tokenizer, kind=kind, use_chat_template=rm.use_chat_template, append_eos=rm.append_eos
+    )
+    if max_length:
+        for e in examples:
+            for key in ("chosen_ids", "rejected_ids", "input_ids"):
+                if key in e and len(e[key]) > max_length:
+                    e[key] = e[key][-max_length:]
+    metrics, scored = evaluate_examples(rm, examples, kind, n_bins=n_bins)
+    metrics["kind"] = kind
+    return metrics, scored
