@@ -1,4 +1,10 @@
-"""`rewardkit rl`: Train a policy with RL from verifier and reward-model rewards."""
+"""`rewardkit rl`: train a policy with RL from verifier / reward-model rewards, and plot a run.
+
+rewardkit rl train --config run.yaml [--preset grpo] [--set algorithm.kl_coef=0.01] [--resume]
+rewardkit rl plot runs/my-run [-o curves.png]
+rewardkit rl presets                      # list presets
+rewardkit rl config --preset dapo         # print a full config (every field, with its value)
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,103 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "rl",
         help="Train a policy with RL from verifier and reward-model rewards.",
-        description="Train a policy with RL from verifier and reward-model rewards.",
+        description="Train a policy with RL (GRPO, Dr.GRPO, DAPO, RLOO, REINFORCE++, PPO) from verifier and "
+        "reward-model rewards; plot a run's curves.",
     )
-    parser.set_defaults(func=run)
+    sub = parser.add_subparsers(dest="rl_command", metavar="ACTION")
+    train = sub.add_parser("train", help="Run an RL training config.")
+    train.add_argument("--config", "-c", help="YAML config (see `rewardkit rl config`).")
+    train.add_argument(
+        "--preset", help="Algorithm preset: grpo, dr_grpo, dapo, rloo, reinforce_pp, ppo, grpo_prm."
+    )
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Override a config field, e.g. --set algorithm.kl_coef=0.01 (repeatable).",
+    )
+    train.add_argument("--output-dir", "-o", help="Run folder (same as --set run.output_dir=...).")
+    train.add_argument(
+        "--resume", action="store_true", help="Continue from the run folder's latest checkpoint."
+    )
+    train.add_argument("--steps", type=int, help="Same as --set train.steps=N.")
+    train.set_defaults(func=run_train)
+
+    plot = sub.add_parser("plot", help="Draw a run's metrics (reward, accuracy, length, KL...) to PNG.")
+    plot.add_argument("run_dir", help="Run folder (holds metrics.jsonl).")
+    plot.add_argument("--output", "-o", help="PNG path (default RUN_DIR/curves.png).")
+    plot.add_argument("--metrics", nargs="*", help="Metric names to draw (default: the standard panel).")
+    plot.set_defaults(func=run_plot)
+
+    presets = sub.add_parser("presets", help="List the algorithm presets and what they set.")
+    presets.set_defaults(func=run_presets)
+
+    show = sub.add_parser("config", help="Print a full config as YAML (defaults < preset < file < --set).")
+    show.add_argument("--config", "-c")
+    show.add_argument("--preset")
+    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    show.set_defaults(func=run_config)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
 
-def run(args: argparse.Namespace) -> int:
+def _load(args: argparse.Namespace):
+    from rewardkit.rl.config import ConfigError, load_config
+
     from rewardkit.cli import CLIError
 
-    raise CLIError("not available yet")
+    overrides = list(args.overrides or [])
+    if getattr(args, "output_dir", None):
+        overrides.append(f"run.output_dir={args.output_dir}")
+    if getattr(args, "steps", None) is not None:
+        overrides.append(f"train.steps={args.steps}")
+    try:
+        return load_config(args.config, preset=args.preset, overrides=overrides)
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from rewardkit.cli import CLIError
+
+    cfg = _load(args)
+    from rewardkit.rl.trainer import RLTrainer
+
+    try:
+        with RLTrainer(cfg) as trainer:
+            trainer.train(resume=args.resume)
+    except FileNotFoundError as exc:
+        raise CLIError(str(exc)) from None
+    print(f"run saved in {cfg.run.output_dir} (metrics.jsonl, checkpoints/)")
+    return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rewardkit.rl.plot import plot_run
+
+    from rewardkit.cli import CLIError
+
+    if not (Path(args.run_dir) / "metrics.jsonl").exists():
+        raise CLIError(f"no metrics.jsonl in {args.run_dir}")
+    out = plot_run(args.run_dir, args.output, metrics=args.metrics or None)
+    print(out)
+    return 0
+
+
+def run_presets(args: argparse.Namespace) -> int:
+    from rewardkit.rl.config import PRESETS, preset_yaml
+
+    for name in PRESETS:
+        print(f"--- {name}")
+        print(preset_yaml(name).strip())
+    return 0
+
+
+def run_config(args: argparse.Namespace) -> int:
+    from rewardkit.rl.config import dump_config
+
+    print(dump_config(_load(args)).rstrip())
+    return 0

@@ -1,0 +1,563 @@
+"""The RL run configuration: one dataclass tree, loadable from YAML, overridable from the command line.
+
+>>> cfg = load_config(preset="grpo", overrides=["algorithm.kl_coef=0.01", "rollout.n=4"])
+>>> cfg.algorithm.kl_coef, cfg.rollout.n
+(0.01, 4)
+
+Every field has a docstring and a default. Presets (``grpo``, ``dr_grpo``, ``dapo``, ``rloo``,
+``reinforce_pp``, ``ppo``, ``grpo_prm``) set the fields where the papers differ; their YAML copies live in
+``rl/configs/``. The precedence is: dataclass defaults < preset < YAML file < ``--set`` overrides.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ModelConfig:
+    """The policy (and, derived from it, the reference and value models)."""
+
+    path: str = "tiny:qwen2-tiny"
+    """Hub name or local folder of a causal LM; ``tiny:NAME`` builds a shipped tiny config
+    (``tiny:qwen2-tiny``, ``tiny:qwen2-small``, ``tiny:llama-tiny``) with random weights."""
+    tokenizer: str | None = None
+    """Tokenizer path; ``None`` uses the model's (the shipped char-level one for ``tiny:``)."""
+    dtype: str = "float32"
+    """Weights dtype: ``float32``, ``bfloat16`` or ``auto`` (bf16 where the hardware has it, else fp32)."""
+    chat_template: bool = False
+    """Wrap each prompt as a user message with the tokenizer's chat template."""
+    gradient_checkpointing: bool = False
+    """Trade compute for memory in the backward pass."""
+    seed: int = 0
+    """Seed for ``tiny:`` weight initialisation."""
+
+
+@dataclass
+class DataConfig:
+    """Where the prompts come from."""
+
+    path: str = "arithmetic"
+    """A JSONL file or dataset name for ``rewardkit.data.loaders.load_records``, or ``arithmetic`` (the
+    generated demo problems)."""
+    field_map: dict[str, str] = field(default_factory=dict)
+    """Record field -> column name, e.g. ``{"reference": "answer"}``."""
+    split: str | None = None
+    """Dataset split (for hub-style datasets)."""
+    prompt_template: str = "{prompt}"
+    """Format string applied to each prompt text before generation."""
+    num_examples: int = 20000
+    """For ``arithmetic``: how many training problems to generate."""
+    arithmetic_max_value: int = 99
+    """For ``arithmetic``: largest operand."""
+    arithmetic_ops: str = "+-"
+    """For ``arithmetic``: operators to draw from."""
+    shuffle: bool = True
+    """Shuffle the prompts each epoch (seeded by ``train.seed``)."""
+    eval_path: str | None = None
+    """Held-out prompts for greedy pass@1 (``arithmetic`` uses the shipped held-out set); ``None``: no eval."""
+    eval_limit: int | None = None
+    """Evaluate on the first N held-out prompts only."""
+
+
+@dataclass
+class RolloutConfig:
+    """Sampling the completions."""
+
+    backend: str = "hf"
+    """``hf`` (transformers generate; CPU default) or ``vllm`` (colocated engine)."""
+    n: int = 8
+    """Samples per prompt (the group size G). DeepSeekMath uses 64, TRL's default is 8."""
+    temperature: float = 1.0
+    """Sampling temperature (also divides the trainer's logits, so both see the same policy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    top_k: int = 0
+    """Top-k sampling (0: off)."""
+    max_new_tokens: int = 256
+    """Most tokens per completion; longer ones are truncated (``finish_reason="length"``)."""
+    stop: list[str] = field(default_factory=list)
+    """Stop strings."""
+    batch_size: int = 64
+    """hf backend: most sequences per ``generate`` call."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """vllm backend: fraction of device memory for the engine (colocated with training)."""
+    vllm_kwargs: dict[str, Any] = field(default_factory=dict)
+    """vllm backend: extra ``LLM(...)`` arguments."""
+
+
+@dataclass
+class RewardSourceConfig:
+    """One reward source: a verifier or a reward model, with a weight."""
+
+    name: str = "math"
+    """Verifier name (``math``, ``code``, ``sql``, ``ifeval``, ``format``) or ``rm:PATH`` for a reward model."""
+    weight: float = 1.0
+    """Weight in the summed reward."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Constructor arguments of the verifier / reward model."""
+
+
+@dataclass
+class RewardConfig:
+    """Turning completions into rewards."""
+
+    sources: list[RewardSourceConfig] = field(default_factory=lambda: [RewardSourceConfig()])
+    """Reward sources, summed with their weights; each is logged as ``rewards/NAME/mean``."""
+    workers: int = 1
+    """Scoring worker processes (a warm pool kept for the whole run)."""
+    timeout: float = 10.0
+    """Per-sample scoring timeout in seconds; a timeout is reward 0 with a counted error."""
+    shaping: list[dict[str, Any]] = field(default_factory=list)
+    """Shaping transforms from ``rewardkit.rewardmodels.shaping``, applied in order: ``{"name": ..., **kwargs}``."""
+    truncation: str = "none"
+    """Completions cut at ``max_new_tokens``: ``mask`` (removed from the loss, DAPO overlong filtering),
+    ``penalize`` (reward replaced by ``truncation_penalty``) or ``none``."""
+    truncation_penalty: float = -1.0
+    """Reward of a truncated completion under ``truncation: penalize``."""
+    overlong_buffer: int = 0
+    """DAPO soft overlong punishment: length of the buffer before ``max_new_tokens`` (0: off)."""
+    overlong_penalty_factor: float = 1.0
+    """DAPO soft overlong punishment: its scale."""
+
+
+@dataclass
+class AlgorithmConfig:
+    """Advantages, policy loss, KL, filtering."""
+
+    adv_estimator: str = "grpo"
+    """``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``, ``reinforce_pp_baseline``, ``gae`` (PPO)."""
+    adv_eps: float = 1e-6
+    """GRPO: epsilon added to the group std."""
+    adv_scale: str = "group"
+    """GRPO: ``group`` std, ``batch`` std or ``none`` (Dr.GRPO)."""
+    policy_loss: str = "ppo"
+    """``ppo`` (clipped surrogate; token ratio) or ``gspo`` (sequence ratio)."""
+    clip_ratio_low: float = 0.2
+    """Lower clip epsilon of the ratio."""
+    clip_ratio_high: float = 0.2
+    """Upper clip epsilon (DAPO clip-higher: 0.28)."""
+    clip_ratio_c: float | None = None
+    """Dual-clip constant c > 1 (e.g. 3.0); ``None``: off."""
+    loss_agg_mode: str = "seq-mean-token-mean"
+    """``token-mean``, ``seq-mean-token-mean`` (GRPO paper), ``seq-mean-token-sum``,
+    ``seq-mean-token-sum-norm`` (Dr.GRPO constant normaliser)."""
+    kl_coef: float = 0.0
+    """KL coefficient beta; 0 loads no reference model."""
+    kl_estimator: str = "k3"
+    """``k1``, ``k2``, ``k3`` (Schulman 2020)."""
+    use_kl_in_reward: bool = False
+    """Put the KL in the token rewards (REINFORCE++, RLOO, PPO-RLHF) instead of the loss (GRPO)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient (subtracted from the loss)."""
+    gamma: float = 1.0
+    """Discount (REINFORCE++ returns, GAE)."""
+    lam: float = 1.0
+    """GAE lambda."""
+    vf_coef: float = 0.5
+    """PPO: value loss weight."""
+    cliprange_value: float | None = 0.2
+    """PPO: value clipping range; ``None``: off."""
+    dynamic_sampling: bool = False
+    """DAPO: drop groups whose rewards all agree and refill the batch."""
+    max_refill_rounds: int = 3
+    """DAPO: most extra generation rounds to refill a batch."""
+    recompute_old_logprobs: bool = True
+    """Recompute pi_old with the trainer (default); ``False`` trusts the rollout's log-probs."""
+    rollout_is: str = "none"
+    """Rollout/trainer mismatch correction: ``none``, ``token`` or ``sequence`` truncated IS."""
+    rollout_is_cap: float = 2.0
+    """The cap C of truncated IS weights."""
+    rollout_is_mask: bool = False
+    """Remove samples whose sequence ratio leaves [1/C, C] from the loss."""
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation."""
+
+    steps: int = 100
+    """Training steps (rollout + update rounds)."""
+    prompts_per_step: int = 8
+    """Prompts per step (the batch is ``prompts_per_step * rollout.n`` samples)."""
+    epochs: int = 1
+    """Optimisation epochs over each rollout batch (PPO's K; GRPO's mu)."""
+    minibatches: int = 1
+    """Optimiser steps per epoch (the rollout batch is split into this many minibatches)."""
+    micro_batch_size: int = 16
+    """Samples per forward/backward (gradient accumulation inside a minibatch)."""
+    lr: float = 1e-6
+    """Peak learning rate (AdamW)."""
+    value_lr: float = 1e-5
+    """PPO: value model learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    warmup_steps: int = 0
+    """Linear warm-up (in optimiser steps)."""
+    lr_schedule: str = "constant"
+    """``constant``, ``linear`` or ``cosine`` decay after warm-up."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
+    bf16: str = "auto"
+    """Autocast to bf16: ``auto`` (on CUDA with bf16 support), ``true``, ``false``."""
+    seed: int = 0
+    """Seeds sampling, data order and everything else."""
+
+
+@dataclass
+class RunConfig:
+    """Logging, checkpoints, evaluation, devices."""
+
+    output_dir: str = "runs/rl"
+    """Where metrics.jsonl, checkpoints and plots go."""
+    save_every: int = 0
+    """Checkpoint every N steps (0: only at the end)."""
+    keep_checkpoints: int = 2
+    """How many step checkpoints to keep."""
+    eval_every: int = 0
+    """Greedy pass@1 on the eval set every N steps (0: only before and after)."""
+    log_every: int = 1
+    """Console line every N steps (JSONL gets every step)."""
+    tensorboard: bool = True
+    """Also write TensorBoard events when tensorboard is installed."""
+    device: str = "auto"
+    """``auto`` (CUDA if present), ``cpu``, ``cuda``."""
+    num_threads: int = 0
+    """torch intra-op threads on CPU (0: torch's default)."""
+
+
+@dataclass
+class RLConfig:
+    """A whole RL run."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """Prompts."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Sampling."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Rewards."""
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    """Advantages and losses."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    """Optimisation."""
+    run: RunConfig = field(default_factory=RunConfig)
+    """Logging and checkpoints."""
+    preset: str | None = None
+    """The preset the run started from (informational)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# Values where the papers differ; everything else is the dataclass default.
+PRESETS: dict[str, dict[str, Any]] = {
+    # DeepSeekMath (Shao et al., 2024): group-normalised advantages, per-sequence mean of token losses,
+    # KL in the loss (k3) with beta 0.04, lr 1e-6, one update per rollout.
+    "grpo": {
+        "algorithm": {
+            "adv_estimator": "grpo",
+            "adv_scale": "group",
+            "loss_agg_mode": "seq-mean-token-mean",
+            "kl_coef": 0.04,
+            "kl_estimator": "k3",
+            "clip_ratio_low": 0.2,
+            "clip_ratio_high": 0.2,
+        },
+        "train": {"lr": 1e-6, "epochs": 1},
+    },
+    # Dr.GRPO (Liu et al., 2025): no std normalisation, constant normaliser, no KL.
+    "dr_grpo": {
+        "algorithm": {
+            "adv_estimator": "dr_grpo",
+            "adv_scale": "none",
+            "loss_agg_mode": "seq-mean-token-sum-norm",
+            "kl_coef": 0.0,
+        },
+        "train": {"lr": 1e-6},
+    },
+    # DAPO (Yu et al., 2025): clip-higher 0.2/0.28, token-mean, no KL, dynamic sampling, overlong
+    # filtering and soft punishment, G = 16.
+    "dapo": {
+        "algorithm": {
+            "adv_estimator": "grpo",
+            "loss_agg_mode": "token-mean",
+            "clip_ratio_low": 0.2,
+            "clip_ratio_high": 0.28,
+            "kl_coef": 0.0,
+            "dynamic_sampling": True,
+        },
+        "reward": {"truncation": "mask"},
+        "rollout": {"n": 16},
+        "train": {"lr": 1e-6},
+    },
+    # RLOO (Ahmadian et al., 2024): leave-one-out baseline, the whole completion is one action (sequence sum),
+    # KL in the reward (beta 0.05 as TRL's RLOOTrainer), k = 4.
+    "rloo": {
+        "algorithm": {
+            "adv_estimator": "rloo",
+            "loss_agg_mode": "seq-mean-token-sum",
+            "kl_coef": 0.05,
+            "kl_estimator": "k1",
+            "use_kl_in_reward": True,
+        },
+        "rollout": {"n": 4},
+        "train": {"lr": 1e-6},
+    },
+    # REINFORCE++ (Hu et al., 2025): per-token KL in the reward (k1, beta 0.01 as OpenRLHF's init_kl_coef),
+    # returns whitened over the whole batch (no per-prompt baseline), PPO clip 0.2, token-mean.
+    "reinforce_pp": {
+        "algorithm": {
+            "adv_estimator": "reinforce_pp",
+            "loss_agg_mode": "token-mean",
+            "kl_coef": 0.01,
+            "kl_estimator": "k1",
+            "use_kl_in_reward": True,
+            "gamma": 1.0,
+        },
+        "train": {"lr": 5e-7},
+    },
+    # PPO for LLMs (Ouyang et al., 2022; verl defaults): GAE with gamma = lambda = 1, value clipping 0.2,
+    # 4 epochs with minibatches, KL in the reward, actor lr 1e-6 and critic lr 1e-5.
+    "ppo": {
+        "algorithm": {
+            "adv_estimator": "gae",
+            "loss_agg_mode": "token-mean",
+            "gamma": 1.0,
+            "lam": 1.0,
+            "kl_coef": 0.001,
+            "kl_estimator": "k1",
+            "use_kl_in_reward": True,
+            "cliprange_value": 0.2,
+            "vf_coef": 0.5,
+        },
+        "rollout": {"n": 1},
+        "train": {"lr": 1e-6, "value_lr": 1e-5, "epochs": 4, "minibatches": 4},
+    },
+    # GRPO with process rewards (issue 7): step rewards from a PRM, shaped per step; otherwise GRPO.
+    "grpo_prm": {
+        "algorithm": {
+            "adv_estimator": "grpo",
+            "loss_agg_mode": "seq-mean-token-mean",
+            "kl_coef": 0.0,
+        },
+        "train": {"lr": 1e-6},
+    },
+}
+
+
+class ConfigError(ValueError):
+    """A bad key or value in a config file or override."""
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Converts ``value`` (from YAML or a string override) to the annotated type ``tp``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        is_null = value is None or (isinstance(value, str) and value.lower() in ("none", "null"))
+        if is_null and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except (ConfigError, ValueError, TypeError) as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{where}: cannot read {value!r} as {tp}")
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return _build(tp, value, where)
+    if origin is list:
+        if isinstance(value, str):
+            value = _parse_literal(value)
+        if not isinstance(value, (list, tuple)):
+            value = [value]
+        inner = args[0] if args else Any
+        return [_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:
+        if isinstance(value, str):
+            value = _parse_literal(value)
+        return tuple(_coerce(v, a, where) for v, a in zip(value, args, strict=False))
+    if origin is dict:
+        if isinstance(value, str):
+            value = _parse_literal(value)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "yes", "1", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "no", "0", "off"):
+            return False
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+    if tp is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+    if tp is str:
+        if not isinstance(value, (str, int, float)):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def _parse_literal(text: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def _build(cls: type, values: dict[str, Any], where: str = "") -> Any:
+    hints = _field_types(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        known = ", ".join(sorted(names))
+        raise ConfigError(
+            f"unknown key(s) {', '.join(sorted(unknown))} in {where or 'config'} (known: {known})"
+        )
+    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}".lstrip(".")) for k, v in values.items()}
+    return cls(**kwargs)
+
+
+def _deep_update(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_update(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def apply_override(tree: dict[str, Any], assignment: str) -> None:
+    """Applies ``a.b.c=value`` (value parsed as YAML: numbers, booleans, lists, null) to a dict tree."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r} is not KEY=VALUE")
+    key, _, raw = assignment.partition("=")
+    parts = key.strip().split(".")
+    node = tree
+    for i, part in enumerate(parts[:-1]):
+        if part not in node or not isinstance(node[part], dict):
+            raise ConfigError(
+                f"unknown config section {'.'.join(parts[: i + 1])!r} in override {assignment!r}"
+            )
+        node = node[part]
+    if parts[-1] not in node:
+        section = ".".join(parts[:-1]) or "config"
+        known = ", ".join(sorted(node))
+        raise ConfigError(f"unknown key {parts[-1]!r} in {section} (known: {known})")
+    node[parts[-1]] = _parse_literal(raw) if raw.strip() else ""
+
+
+def load_config(
+    path: str | Path | None = None, *, preset: str | None = None, overrides: list[str] | None = None
+) -> RLConfig:
+    """Builds an :class:`RLConfig`: defaults, then ``preset``, then the YAML file, then ``overrides``.
+
+    A YAML file may name its own preset (``preset: dapo``); ``preset=`` wins over it.
+    """
+    import yaml
+
+    file_values: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"config file not found: {path}")
+        file_values = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(file_values, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping")
+    preset = preset or file_values.get("preset")
+    tree = dataclasses.asdict(RLConfig())
+    if preset:
+        if preset not in PRESETS:
+            raise ConfigError(f"unknown preset {preset!r} (known: {', '.join(sorted(PRESETS))})")
+        _deep_update(tree, PRESETS[preset])
+        tree["preset"] = preset
+    _deep_update(tree, {k: v for k, v in file_values.items() if k != "preset"})
+    # Validate the file's keys before applying overrides, so a typo names the file.
+    _build(RLConfig, tree)
+    for assignment in overrides or []:
+        apply_override(tree, assignment)
+    return _build(RLConfig, tree)
+
+
+def config_from_dict(values: dict[str, Any]) -> RLConfig:
+    """An :class:`RLConfig` from a nested dict (e.g. ``metrics.jsonl``'s saved config)."""
+    return _build(RLConfig, copy.deepcopy(values))
+
+
+def dump_config(config: RLConfig, path: str | Path | None = None) -> str:
+    """The config as YAML (written to ``path`` when given)."""
+    import yaml
+
+    text = yaml.safe_dump(json.loads(json.dumps(config.to_dict())), sort_keys=False)
+    if path is not None:
+        Path(path).write_text(text)
+    return text
+
+
+def preset_yaml(name: str) -> str:
+    """The YAML of a preset (what ``rl/configs/NAME.yaml`` holds)."""
+    import yaml
+
+    return yaml.safe_dump({"preset": name, **PRESETS[name]}, sort_keys=False)
+
+
+def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, Any]]:
+    """``(dotted name, docstring, default)`` of every field, from the attribute docstrings in the source."""
+    import ast
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(cls))
+    tree = ast.parse(source).body[0]
+    docs: dict[str, str] = {}
+    body = tree.body  # type: ignore[attr-defined]
+    for node, nxt in zip(body, body[1:], strict=False):
+        is_field = isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+        if is_field and isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant):
+            docs[node.target.id] = " ".join(str(nxt.value.value).split())
+    out = []
+    default = cls()
+    hints = _field_types(cls)
+    for f in dataclasses.fields(cls):
+        name = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(hints[f.name]):
+            out += field_docs(hints[f.name], prefix=f"{name}.")
+        else:
+            out.append((name, docs.get(f.name, ""), getattr(default, f.name)))
+    return out

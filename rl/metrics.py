@@ -1,0 +1,138 @@
+"""Per-step metrics: one JSON line per step, a console line, and TensorBoard events when installed.
+
+Names follow TRL's ``GRPOTrainer`` where the quantity is the same (``reward``, ``reward_std``,
+``rewards/NAME/mean``, ``frac_reward_zero_std``, ``kl``, ``entropy``, ``clip_ratio/low_mean``,
+``clip_ratio/high_mean``, ``completions/mean_length``, ``completions/clipped_ratio``, ``grad_norm``,
+``learning_rate``, ``loss``), so runs can be compared across tools. ``docs/rl.md`` explains each one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from rewardkit.types import jsonable
+
+# Keys printed on the console line, in order (everything goes to the JSONL file).
+CONSOLE_KEYS = (
+    ("reward", "reward"),
+    ("reward_std", "std"),
+    ("accuracy", "acc"),
+    ("frac_reward_zero_std", "zero_std"),
+    ("completions/mean_length", "len"),
+    ("completions/clipped_ratio", "trunc"),
+    ("kl", "kl"),
+    ("entropy", "ent"),
+    ("grad_norm", "gnorm"),
+    ("learning_rate", "lr"),
+    ("eval/pass@1", "eval"),
+    ("timing/step_s", "s"),
+)
+
+# Keys whose values differ between two runs of the same seeded config (wall-clock time); a resumed run is
+# compared on everything else.
+TIMING_PREFIXES = ("timing/", "tokens_per_s", "time")
+
+
+def is_timing_key(key: str) -> bool:
+    """True for wall-clock metrics (excluded when comparing a resumed run with an uninterrupted one)."""
+    return key.startswith(TIMING_PREFIXES)
+
+
+class MetricsLogger:
+    """Writes each step's metrics to ``RUN_DIR/metrics.jsonl``, the console and TensorBoard.
+
+    Args:
+        run_dir: The run folder.
+        console: Stream for the one-line summaries (``None``: silent).
+        tensorboard: Also write TensorBoard events (skipped silently when tensorboard is missing).
+        resume_step: On resume, lines of steps after this one (from the interrupted run) are dropped so the
+            file holds each step once.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        *,
+        console: TextIO | None = sys.stdout,
+        tensorboard: bool = True,
+        resume_step: int | None = None,
+        log_every: int = 1,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / "metrics.jsonl"
+        if resume_step is not None and self.path.exists():
+            kept = [row for row in read_metrics(self.path) if row.get("step", 0) <= resume_step]
+            self.path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+        elif resume_step is None and self.path.exists():
+            self.path.unlink()
+        self._file = self.path.open("a")
+        self.console = console
+        self.log_every = max(1, log_every)
+        self._tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(self.run_dir / "tb"))
+            except Exception:  # tensorboard not installed: JSONL and console only
+                self._tb = None
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        """Records the metrics of ``step``."""
+        row = {"step": step, **{k: jsonable(v) for k, v in metrics.items()}}
+        self._file.write(json.dumps(row) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            for key, value in metrics.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                    self._tb.add_scalar(key, value, step)
+        if self.console is not None and (step % self.log_every == 0 or "eval/pass@1" in metrics):
+            print(format_line(step, metrics), file=self.console, flush=True)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+
+    def __enter__(self) -> MetricsLogger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def format_line(step: int, metrics: dict[str, Any]) -> str:
+    """The console summary of one step."""
+    parts = [f"step {step:>4}"]
+    for key, label in CONSOLE_KEYS:
+        value = metrics.get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        if key == "learning_rate":
+            parts.append(f"{label} {value:.1e}")
+        elif isinstance(value, float):
+            parts.append(f"{label} {value:.3f}" if abs(value) < 100 else f"{label} {value:.0f}")
+        else:
+            parts.append(f"{label} {value}")
+    warn = metrics.get("warning")
+    if warn:
+        parts.append(f"WARNING: {warn}")
+    return " | ".join(parts)
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a ``metrics.jsonl`` file (a run folder is accepted too)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "metrics.jsonl"
+    rows = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line:
+            rows.append(json.loads(line))
+    return rows
