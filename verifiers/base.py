@@ -29,6 +29,13 @@ class Verifier(ABC):
     """
 
     name: ClassVar[str] = "verifier"
+    runs_in_process: ClassVar[bool] = False
+    """How the scoring engine (``rewardkit.scoring``) runs this source. ``False`` (rule verifiers): records are
+    sent in small batches to the engine's worker processes, which kill an item that overruns the per-item
+    timeout. ``True``: the engine calls :meth:`score_batch` directly in the calling process with whole
+    batches and adds no pool (for sources that are heavy or sandbox themselves: a code verifier running its
+    own subprocesses, a reward model batching on a GPU); such a source enforces its own timeouts. Objects
+    that are not ``Verifier`` subclasses are run in process unless they set ``runs_in_process = False``."""
 
     def __init__(self, **config: Any) -> None:
         self.config = config

@@ -1,1 +1,19 @@
-"""Offline scoring engine: many records through a reward source, in parallel, with timeouts and resume."""
+"""Offline scoring engine: many records through a reward source, in parallel, with timeouts and resume.
+
+    from rewardkit.scoring import score_records, Scorer, score_file
+
+    results = score_records(records, "math", workers=2, timeout=5)     # list[Result], input order
+    with Scorer("math", workers=2) as scorer:                           # a warm pool, e.g. for an RL run
+        rewards = [r.reward for r in scorer.score(batch)]
+    summary = score_file("in.jsonl", "out.jsonl", "math", resume=True)  # what `rewardkit score` does
+
+See ``docs/scoring.md``.
+"""
+
+from __future__ import annotations
+
+from rewardkit.scoring.engine import Scorer, resolve_source, score_dataset, score_records
+from rewardkit.scoring.io import score_file
+from rewardkit.scoring.summary import Summary, summarize
+
+__all__ = ["Scorer", "Summary", "resolve_source", "score_dataset", "score_file", "score_records", "summarize"]

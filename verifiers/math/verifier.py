@@ -17,6 +17,7 @@ Pipeline for one record:
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.math.extract import extract_answer, extract_boxed, extract_gsm8k, resolve_mode
 from rewardkit.verifiers.math.normalize import NumericAnswer, normalize_answer, numbers_equal, parse_number
 
+from rewardkit.scoring.engine import IN_WORKER_ENV
 from rewardkit.types import Record, Result
 
 # math-verify warns once when its signal timeout is disabled; here the scoring engine owns the hard timeout
@@ -151,7 +153,13 @@ class MathVerifier(Verifier):
     # -- comparison ---------------------------------------------------------------------------------------
     def _signal_timeout(self) -> int | None:
         # math-verify's timeout uses signal.alarm: only possible on the main thread, in whole seconds.
-        if self.settings.timeout is None or threading.current_thread() is not threading.main_thread():
+        # In a scoring-engine worker the engine kills an overrunning item itself (that also stops C-level
+        # loops a signal cannot interrupt), so the soft signal timeout would only fire first and differ.
+        if (
+            self.settings.timeout is None
+            or os.environ.get(IN_WORKER_ENV)
+            or threading.current_thread() is not threading.main_thread()
+        ):
             return None
         return max(1, math.ceil(self.settings.timeout))
 

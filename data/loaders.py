@@ -1,0 +1,147 @@
+"""Reading records: JSONL files, ``datasets`` folders (``save_to_disk``), parquet files, and hub datasets.
+
+:func:`iter_rows` yields the raw rows (dicts) so that a scorer can keep every input field in its output; a
+malformed JSONL line is yielded as an :class:`InvalidRow` (one output row per input row, nothing dropped).
+:func:`load_records` turns rows into :class:`~rewardkit.types.Record` objects, mapping differently named
+columns with ``field_map`` (``{"completion": "response", "reference": "answer"}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rewardkit.types import Record
+
+
+@dataclass
+class InvalidRow:
+    """A JSONL line that is not a JSON object: ``line`` is 1-based, ``error`` the message for its output row."""
+
+    line: int
+    text: str
+    error: str
+    reason: str = ""
+
+
+def _is_saved_dataset(path: Path) -> bool:
+    return path.is_dir() and (
+        (path / "dataset_info.json").exists()
+        or (path / "state.json").exists()
+        or (path / "dataset_dict.json").exists()
+    )
+
+
+def _iter_jsonl(path: Path) -> Iterator[dict[str, Any] | InvalidRow]:
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue  # blank lines are not rows
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield InvalidRow(number, line.rstrip("\n"), f"invalid JSON at line {number}", exc.msg)
+                continue
+            if not isinstance(row, dict):
+                yield InvalidRow(number, line.rstrip("\n"), f"invalid JSON at line {number}", "not an object")
+                continue
+            yield row
+
+
+def _select_split(dataset: Any, split: str | None, where: str) -> Any:
+    from datasets import DatasetDict
+
+    if isinstance(dataset, DatasetDict):
+        if split is None:
+            if len(dataset) == 1:
+                return next(iter(dataset.values()))
+            raise ValueError(f"{where} has splits {sorted(dataset)}: choose one with split=")
+        if split not in dataset:
+            raise ValueError(f"{where} has no split {split!r} (splits: {sorted(dataset)})")
+        return dataset[split]
+    return dataset
+
+
+_FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet", ".csv", ".arrow")
+
+
+def open_dataset(path_or_name: str, split: str | None = None) -> Any:
+    """A ``datasets.Dataset`` from a ``save_to_disk`` folder, a parquet file, a data folder, or a hub name."""
+    import datasets
+
+    path = Path(path_or_name)
+    if _is_saved_dataset(path):
+        return _select_split(datasets.load_from_disk(str(path)), split, str(path))
+    if path.is_file() and path.suffix == ".parquet":
+        return datasets.load_dataset("parquet", data_files=str(path), split=split or "train")
+    if path.is_dir():  # a folder of data files: datasets infers the builder
+        return _select_split(datasets.load_dataset(str(path)), split, str(path))
+    if _looks_local(path_or_name):
+        raise FileNotFoundError(f"input not found: {path_or_name}")
+    return _select_split(datasets.load_dataset(path_or_name, split=split), split, path_or_name)
+
+
+def _looks_local(path_or_name: str) -> bool:
+    """A path that can't be a hub dataset name (``./x``, ``/x``, ``x.jsonl``)."""
+    return path_or_name.startswith((".", "/", "~")) or path_or_name.endswith(_FILE_SUFFIXES)
+
+
+def iter_rows(
+    path_or_name: str | os.PathLike, split: str | None = None
+) -> Iterator[dict[str, Any] | InvalidRow]:
+    """The rows of a JSONL file (streamed), a saved dataset, a parquet file or a hub dataset, as dicts.
+
+    Raises:
+        FileNotFoundError: when a local-looking path does not exist.
+    """
+    path = Path(path_or_name)
+    if path.is_file() and path.suffix != ".parquet":
+        yield from _iter_jsonl(path)
+        return
+    if not path.exists() and _looks_local(str(path_or_name)):
+        raise FileNotFoundError(f"input not found: {path_or_name}")
+    yield from open_dataset(str(path_or_name), split)
+
+
+def count_rows(path_or_name: str | os.PathLike, split: str | None = None) -> int | None:
+    """Number of rows when cheap to know (JSONL: non-blank lines; datasets: ``len``), else ``None``."""
+    path = Path(path_or_name)
+    if path.is_file() and path.suffix != ".parquet":
+        with open(path, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    return None
+
+
+def load_records(
+    path_or_name: str | os.PathLike,
+    field_map: dict[str, str] | None = None,
+    split: str | None = None,
+    *,
+    on_invalid: str = "raise",
+) -> list[Record]:
+    """Records from a JSONL file, a saved ``datasets`` folder, a parquet file, or a hub dataset name.
+
+    Args:
+        path_or_name: The input.
+        field_map: Record field -> column name, for inputs whose columns are named differently.
+        split: Split of a dataset with several (``"train"``, ``"test"``).
+        on_invalid: What to do with a malformed JSONL line: ``"raise"`` (ValueError naming the line) or
+            ``"skip"``.
+
+    Rows without an ``id`` get their 0-based position as id.
+    """
+    records = []
+    for index, row in enumerate(iter_rows(path_or_name, split)):
+        if isinstance(row, InvalidRow):
+            if on_invalid == "skip":
+                continue
+            raise ValueError(f"{path_or_name}: {row.error}")
+        record = Record.from_dict(dict(row), field_map=field_map)
+        if record.id is None:
+            record.id = index
+        records.append(record)
+    return records

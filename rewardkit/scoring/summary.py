@@ -1,0 +1,83 @@
+"""The end-of-run summary: rows, mean reward, errors by kind, throughput."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from rewardkit.types import Result, error_kind
+
+
+@dataclass
+class Summary:
+    """Totals of a scoring run.
+
+    Attributes:
+        rows: Output rows in the file (including rows kept from an earlier run when resuming).
+        scored: Rows scored by this run.
+        resumed: Rows found already done in the output file (``--resume``).
+        reward_sum: Sum of rewards over all ``rows``.
+        errors: Rows with an error, by kind (:func:`rewardkit.types.error_kind`).
+        seconds: Wall-clock time of this run.
+    """
+
+    rows: int = 0
+    scored: int = 0
+    resumed: int = 0
+    reward_sum: float = 0.0
+    errors: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def add(self, reward: float, error: str | None, *, new: bool = True) -> None:
+        self.rows += 1
+        self.scored += int(new)
+        self.resumed += int(not new)
+        self.reward_sum += float(reward or 0.0)
+        if error is not None:
+            self.errors[error_kind(error)] += 1
+
+    def add_result(self, result: Result) -> None:
+        self.add(result.reward, result.error)
+
+    @property
+    def mean_reward(self) -> float:
+        return self.reward_sum / self.rows if self.rows else 0.0
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.scored / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "scored": self.scored,
+            "resumed": self.resumed,
+            "mean_reward": self.mean_reward,
+            "errors": dict(self.errors),
+            "seconds": self.seconds,
+            "rows_per_s": self.rows_per_s,
+        }
+
+    def format(self) -> str:
+        """A few human-readable lines."""
+        lines = [f"rows         {self.rows}" + (f" ({self.resumed} resumed)" if self.resumed else "")]
+        lines.append(f"mean reward  {self.mean_reward:.4f}")
+        total_errors = sum(self.errors.values())
+        if total_errors:
+            kinds = ", ".join(f"{kind}: {n}" for kind, n in self.errors.most_common())
+            lines.append(f"errors       {total_errors} ({kinds})")
+        else:
+            lines.append("errors       0")
+        lines.append(
+            f"throughput   {self.rows_per_s:.1f} rows/s ({self.scored} rows in {self.seconds:.2f} s)"
+        )
+        return "\n".join(lines)
+
+
+def summarize(results: list[Result], seconds: float = 0.0) -> Summary:
+    """The summary of a list of results."""
+    summary = Summary(seconds=seconds)
+    for result in results:
+        summary.add_result(result)
+    return summary
