@@ -956,3 +956,7 @@ def ppo_value_loss(
         dp_size=dp_size,
     )
     return loss, {"vf_clipfrac": clipfrac}
+
+
+# Estimators defined elsewhere, resolved on first use.
+ADVANTAGE_ESTIMATORS.register("step_return", "rewardkit.rl.step_rewards:step_return_advantages")

@@ -1,0 +1,321 @@
+"""Per-step (process) rewards in RL: shaped step rewards on the step-end tokens, returns, step advantages.
+
+A process reward model (or any per-step scorer) gives one score per reasoning step. Summed naively, those
+scores reward *length*: a policy learns to repeat correct but useless steps and collects reward for each
+(Gao et al., 2024, "On Designing Effective RL Reward at Training Time for LLM Reasoning"). This module
+turns step scores into token-level rewards the RL loop can use, with Gao et al.'s fix:
+
+1. the step scores are shaped by :func:`rewardkit.rewardmodels.shaping.shape_step_rewards` (``clip``:
+   ``min(r_t - eta, 0)``; ``delta``: ``r_t - r_{t+1}``, last step keeps ``r_T``; ``clip+delta``; ``none``);
+2. each shaped step reward is placed on the **last token of its step** (:func:`place_step_rewards`),
+   and the verifier's success reward on the last response token (:func:`combine_success_and_steps`):
+   ``r_t = w_s * success * [t = last] + w_p * sum_k shaped_k * [t = end_k]``;
+3. the return of token ``t`` is the sum of the future rewards, ``G_t = sum_{s >= t} r_s``
+   (:func:`rewardkit.rl.core_algos.discounted_returns`), and the advantage subtracts a group baseline of
+   the trajectories' total returns (:func:`step_return_advantages`, registered in
+   :data:`rewardkit.rl.core_algos.ADVANTAGE_ESTIMATORS` as ``step_return``).
+
+Under Clip the return of any trajectory is bounded by the success reward (no step earns positive reward);
+under Delta the step rewards telescope to the first step's score. Either way padding a solution with
+repeated steps cannot raise its return, which the reward-hacking testbed checks
+(:class:`CorrectLookingStepScorer`, :func:`count_repeated_steps`, ``tests/test_reward_hacking.py``,
+``bench/reward_hacking.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from rewardkit.rl import core_algos as ca
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "CorrectLookingStepScorer",
+    "combine_success_and_steps",
+    "count_repeated_steps",
+    "pad_step_lists",
+    "place_step_rewards",
+    "shaped_step_token_rewards",
+    "step_end_token_positions",
+    "step_return_advantages",
+    "step_token_rewards_from_scores",
+]
+
+
+def pad_step_lists(
+    values: Sequence[Sequence[float]], dtype: torch.dtype = torch.float32, fill: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """Ragged per-step lists -> ``(padded [B, S], mask [B, S] bool)``, left-aligned (``S >= 1``)."""
+    width = max([len(v) for v in values] + [1])
+    out = torch.full((len(values), width), fill, dtype=dtype)
+    mask = torch.zeros((len(values), width), dtype=torch.bool)
+    for i, row in enumerate(values):
+        if len(row):
+            out[i, : len(row)] = torch.as_tensor([float(x) for x in row], dtype=dtype)
+            mask[i, : len(row)] = True
+    return out, mask
+
+
+def place_step_rewards(
+    step_rewards: Tensor, step_mask: Tensor, step_token_ends: Tensor, response_mask: Tensor
+) -> Tensor:
+    """Puts each step's reward on the token that ends the step: ``r_t = sum_k s_k [t = end_k]``, ``(B, T)``.
+
+    * ``step_rewards``, ``step_mask``, ``step_token_ends``: ``(B, S)``; ``step_token_ends`` holds the index
+      (within the response, 0-based) of each step's last token.
+    * An end outside the response (``-1`` for "not found", or past the last response token, e.g. a step cut
+      by the length limit) is moved to the response's last token, so the reward still counts; a sample with
+      an empty response gets no reward. Several steps ending on one token add up.
+    """
+    B, T = response_mask.shape
+    lengths = response_mask.sum(-1).long()
+    last = (lengths - 1).clamp(min=0)
+    ends = step_token_ends.long()
+    ends = torch.where((ends < 0) | (ends > last[:, None]), last[:, None].expand_as(ends), ends)
+    keep = step_mask.bool() & (lengths[:, None] > 0)
+    values = torch.where(keep, step_rewards, torch.zeros_like(step_rewards)).to(torch.float32)
+    out = torch.zeros((B, T), dtype=values.dtype)
+    out.scatter_add_(1, ends.clamp(0, max(T - 1, 0)), values)
+    return out * response_mask
+
+
+def combine_success_and_steps(
+    success: Tensor,
+    step_token_rewards: Tensor,
+    response_mask: Tensor,
+    *,
+    success_weight: float = 1.0,
+    step_weight: float = 1.0,
+) -> Tensor:
+    """Success reward on the last response token plus weighted step rewards (Gao et al., 2024, sec. 4):
+
+    ``r_t = success_weight * success * [t = last] + step_weight * step_token_rewards_t``, ``(B, T)``.
+    """
+    lengths = response_mask.sum(-1).long()
+    out = step_token_rewards * step_weight
+    has = lengths > 0
+    idx = torch.nonzero(has).flatten()
+    out = out.clone()
+    out[idx, lengths[idx] - 1] += success_weight * success[idx].to(out.dtype)
+    return out * response_mask
+
+
+def step_end_token_positions(tokenizer: Any, token_ids: Sequence[int], char_ends: Sequence[int]) -> list[int]:
+    """Token index of each step's last token from the step's end offset in the completion text.
+
+    Wraps :func:`rewardkit.rewardmodels.prm.steps.char_to_token_index` (decodes the *generated* ids, so it
+    is right whether or not re-tokenising the text would give the same ids). Offsets ``< 0`` (step not
+    found in the text) stay ``-1``.
+    """
+    from rewardkit.rewardmodels.prm.steps import char_to_token_index
+
+    found = [e for e in char_ends if e > 0]
+    mapped = iter(char_to_token_index(tokenizer, token_ids, found)) if found else iter(())
+    return [next(mapped) if e > 0 else -1 for e in char_ends]
+
+
+def step_token_rewards_from_scores(
+    step_scores: Sequence[Sequence[float]],
+    step_token_ends: Sequence[Sequence[int]],
+    response_mask: Tensor,
+    *,
+    shaping: str = "clip+delta",
+    eta: float = 0.0,
+) -> tuple[Tensor, dict[str, float]]:
+    """Shapes ragged step scores and places them on their step-end tokens; returns ``((B, T), stats)``.
+
+    A NaN score (a step the scorer could not score, e.g. cut by its ``max_length``) is dropped before
+    shaping and counted in ``stats["steps/unscored"]``. ``shaping``: ``none``, ``clip``, ``delta``,
+    ``clip+delta`` (and the other modes of :data:`rewardkit.rewardmodels.shaping.STEP_SHAPINGS`).
+    Stats: ``steps/mean_count``, ``steps/raw_sum_mean`` (mean over samples of the unshaped sum),
+    ``steps/shaped_sum_mean``, ``steps/unscored``.
+    """
+    from rewardkit.rewardmodels.shaping import shape_step_rewards
+
+    kept_scores: list[list[float]] = []
+    kept_ends: list[list[int]] = []
+    unscored = 0
+    for scores, ends in zip(step_scores, step_token_ends, strict=True):
+        row_s, row_e = [], []
+        for s, e in zip(scores, ends, strict=True):
+            if s is None or (isinstance(s, float) and math.isnan(s)):
+                unscored += 1
+                continue
+            row_s.append(float(s))
+            row_e.append(int(e))
+        kept_scores.append(row_s)
+        kept_ends.append(row_e)
+    raw, mask = pad_step_lists(kept_scores)
+    ends_t, _ = pad_step_lists(kept_ends, dtype=torch.long, fill=-1)
+    shaped = shape_step_rewards(shaping, raw, mask, eta=eta)
+    token_rewards = place_step_rewards(shaped, mask, ends_t, response_mask)
+    n = max(len(kept_scores), 1)
+    stats = {
+        "steps/mean_count": float(mask.sum().item()) / n,
+        "steps/raw_sum_mean": float((raw * mask).sum().item()) / n,
+        "steps/shaped_sum_mean": float((shaped * mask).sum().item()) / n,
+        "steps/unscored": float(unscored),
+    }
+    return token_rewards, stats
+
+
+def shaped_step_token_rewards(
+    scorer: Any,
+    records: Sequence[Any],
+    token_ids: Sequence[Sequence[int]],
+    tokenizer: Any,
+    response_mask: Tensor,
+    *,
+    shaping: str = "clip+delta",
+    eta: float = 0.0,
+) -> tuple[Tensor, dict[str, float]]:
+    """A per-step scorer as an RL reward source: ``(B, T)`` shaped step rewards on the step-end tokens.
+
+    ``scorer`` has ``score_steps_detailed(records) -> list[StepScores]`` (scores, steps and character ends
+    in ``record.completion_text``), as :class:`rewardkit.rewardmodels.prm.ProcessRewardModel` and
+    :class:`CorrectLookingStepScorer` do. ``token_ids[i]`` are the generated ids of sample ``i`` (the
+    response part of ``response_mask``). Combine with the success reward by
+    :func:`combine_success_and_steps`.
+    """
+    detailed = scorer.score_steps_detailed(records)
+    ends = [
+        step_end_token_positions(tokenizer, ids, d.step_ends)
+        for ids, d in zip(token_ids, detailed, strict=True)
+    ]
+    return step_token_rewards_from_scores(
+        [d.scores for d in detailed], ends, response_mask, shaping=shaping, eta=eta
+    )
+
+
+@ca.ADVANTAGE_ESTIMATORS.register("step_return")
+def step_return_advantages(
+    token_level_rewards: Tensor,
+    response_mask: Tensor,
+    *,
+    group_size: int,
+    baseline: str = "rloo",
+    scale: str = "none",
+    gamma: float = 1.0,
+    eps: float = 1e-6,
+    valid: Tensor | None = None,
+    **_: Any,
+) -> tuple[Tensor, Tensor]:
+    """Step-level advantages from token rewards: ``A_{i,t} = (G_{i,t} - b_i) / s``, ``(B, T)``.
+
+    ``G_{i,t} = sum_{u >= t} gamma^(u-t) r_{i,u}`` is the return from token ``t`` (the sum of the future
+    shaped step rewards and the success reward). The baseline uses the trajectories' total returns
+    ``G_{j,0}`` in the group: ``rloo`` -- the mean over the other valid members (Kool et al., 2019);
+    ``mean`` -- the group mean; ``none`` -- 0. ``scale="group"`` divides by the group's std of total returns
+    plus ``eps`` (GRPO-style). Tokens of one step share the return of the step's end, so each step is
+    credited with what follows it (DeepSeekMath's process-supervision GRPO, Shao et al., 2024, sec. 4.1.3,
+    with a group baseline instead of per-step normalisation, which would break Clip's bound).
+    Returns ``(advantages, returns)``. Samples with ``valid`` False get 0.
+    """
+    returns = ca.discounted_returns(token_level_rewards, response_mask, gamma)
+    totals = returns[:, 0] if returns.shape[1] else torch.zeros(returns.shape[0])
+    # the return at the first *response* token (responses are right-padded: column 0)
+    grouped = totals.view(-1, group_size)
+    v = torch.ones_like(grouped, dtype=torch.bool) if valid is None else valid.bool().view(-1, group_size)
+    n = v.sum(dim=1, keepdim=True)
+    gsum = torch.where(v, grouped, torch.zeros_like(grouped)).sum(dim=1, keepdim=True)
+    if baseline == "rloo":
+        b = torch.where(n > 1, (gsum - grouped) / (n - 1).clamp(min=1), grouped)
+    elif baseline == "mean":
+        b = (gsum / n.clamp(min=1)).expand_as(grouped)
+    elif baseline == "none":
+        b = torch.zeros_like(grouped)
+    else:
+        raise ValueError(f"unknown baseline {baseline!r} (known: rloo, mean, none)")
+    adv = returns - b.reshape(-1, 1)
+    if scale == "group":
+        std = ca.group_reward_std(totals, group_size, valid)
+        adv = adv / (std.repeat_interleave(group_size)[:, None] + eps)
+    elif scale != "none":
+        raise ValueError(f"unknown scale {scale!r} (known: none, group)")
+    adv = adv * response_mask
+    if valid is not None:
+        adv = adv * valid.to(adv.dtype)[:, None]
+    return adv, returns
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The reward-hacking testbed
+# --------------------------------------------------------------------------------------------------------------
+
+_EQUATION = re.compile(r"^\s*(-?\d+)\s*([-+*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
+
+
+def _normalise_step(step: str) -> str:
+    return re.sub(r"\s+", "", step)
+
+
+def count_repeated_steps(text: str, separator: str = "\n") -> int:
+    """Number of steps (non-blank lines) that repeat an earlier step of the same text, spaces ignored."""
+    seen: set[str] = set()
+    repeated = 0
+    for line in text.split(separator):
+        key = _normalise_step(line)
+        if not key:
+            continue
+        if key in seen:
+            repeated += 1
+        seen.add(key)
+    return repeated
+
+
+class CorrectLookingStepScorer:
+    """A scripted per-step scorer with a real PRM's flaw: every step that *looks* correct scores high.
+
+    Steps are the non-blank lines of the completion. An arithmetic step ``a op b = c`` that is true scores
+    ``correct_score`` (also when it merely repeats an earlier step: that is the flaw), a false one
+    ``wrong_score``, any other line ``other_score``. Implements ``score_steps_detailed`` (the interface of
+    :class:`rewardkit.rewardmodels.prm.ProcessRewardModel`) and ``score_steps``.
+    """
+
+    name = "correct_looking_steps"
+
+    def __init__(
+        self,
+        correct_score: float = 1.0,
+        wrong_score: float = -1.0,
+        other_score: float = 0.0,
+        separator: str = "\n",
+    ) -> None:
+        self.correct_score = correct_score
+        self.wrong_score = wrong_score
+        self.other_score = other_score
+        self.separator = separator
+
+    def score_step(self, step: str) -> float:
+        """The score of one step's text."""
+        m = _EQUATION.match(step)
+        if not m:
+            return self.other_score
+        a, op, b, c = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+        value = a + b if op == "+" else a - b if op == "-" else a * b
+        return self.correct_score if value == c else self.wrong_score
+
+    def score_steps_detailed(self, records: Sequence[Any]) -> list[Any]:
+        """Per-record ``StepScores`` (scores, step texts, character ends in ``record.completion_text``)."""
+        from rewardkit.rewardmodels.prm.model import StepScores
+        from rewardkit.rewardmodels.prm.steps import split_steps
+
+        out = []
+        for record in records:
+            text = record.completion_text if hasattr(record, "completion_text") else str(record)
+            steps = split_steps(text, separator=self.separator, step_tag=None)
+            out.append(
+                StepScores(
+                    scores=[self.score_step(s) for s in steps.steps], steps=steps.steps, step_ends=steps.ends
+                )
+            )
+        return out
+
+    def score_steps(self, records: Sequence[Any]) -> list[list[float]]:
+        """One score per step of each record."""
+        return [s.scores for s in self.score_steps_detailed(records)]
