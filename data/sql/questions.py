@@ -334,15 +334,20 @@ QUESTIONS: list[tuple[str, str, str, list[tuple[str, int, str]]]] = [
         [
             ("SELECT city FROM department GROUP BY city", 1, "equivalent"),
             ("SELECT city FROM department", 0, "missing distinct"),
+            ("SELECT DISTINCT city FROM departments", 0, "no such table"),
         ],
     ),
     (
         "company",
-        "How many projects does each status have?",
-        "SELECT status, count(*) FROM project GROUP BY status",
+        "What is the total salary of all employees?",
+        "SELECT sum(salary) FROM employee",
         [
-            ("SELECT status, count(*) FROM project GROUP BY status ORDER BY count(*) DESC", 1, "extra order"),
-            ("SELECT status, count(*) FROM projects GROUP BY status", 0, "no such table"),
+            (
+                "SELECT sum(s) FROM (SELECT salary AS s FROM employee ORDER BY salary DESC)",
+                1,
+                "float summation order (Spider differs)",
+            ),
+            ("SELECT sum(salary) FROM employee WHERE manager_id IS NOT NULL", 0, "extra filter"),
         ],
     ),
     (

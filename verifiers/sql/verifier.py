@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import glob
+import functools
 import os
 import threading
 from collections import OrderedDict
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.sql.compare import compare_results
+from rewardkit.verifiers.sql.compare import compare_results, normalize_rows
 from rewardkit.verifiers.sql.engines import Database, DuckDBEngine, QueryError, QueryOutput, SQLiteEngine
 from rewardkit.verifiers.sql.extract import (
     SQL_FENCE_LANGS,
@@ -92,6 +92,7 @@ class SQLConfig:
 class _Gold:
     output: QueryOutput | None
     error: str | None
+    rows: list[tuple[Any, ...]] = field(default_factory=list)  # normalised once, compared many times
 
 
 class SQLVerifier(Verifier):
@@ -119,6 +120,8 @@ class SQLVerifier(Verifier):
         self._gold: OrderedDict[tuple, _Gold] = OrderedDict()
         self._gold_lock = threading.Lock()
         self.gold_cache_hits = 0
+        self._files: dict[str, tuple[tuple[int, int], Database]] = {}
+        self._folders: dict[tuple[str, str], tuple[int, list[str]]] = {}
 
     # Verifiers travel to worker processes: drop connections and caches, keep the config.
     def __getstate__(self) -> dict[str, Any]:
@@ -156,15 +159,33 @@ class SQLVerifier(Verifier):
             path = os.path.join(self.cfg.db_root, path)
         return path
 
+    def _file(self, path: str) -> Database:
+        """``Database.file(path)``, re-using the object while the file's size and mtime are unchanged."""
+        st = os.stat(path)  # raises FileNotFoundError
+        stamp = (st.st_size, st.st_mtime_ns)
+        cached = self._files.get(path)
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, Database.file(path))
+            self._files[path] = cached
+        return cached[1]
+
+    def _folder(self, path: str, engine: str) -> list[Database]:
+        """Every database file of ``engine`` in ``path`` (sorted), listing re-used while the folder is unchanged."""
+        stamp = os.stat(path).st_mtime_ns
+        cached = self._folders.get((path, engine))
+        if cached is None or cached[0] != stamp:
+            with os.scandir(path) as entries:
+                names = sorted(
+                    e.name for e in entries if e.is_file() and e.name.endswith(DB_SUFFIXES[engine])
+                )
+            cached = (stamp, [os.path.join(path, n) for n in names])
+            self._folders[(path, engine)] = cached
+        if not cached[1]:
+            raise FileNotFoundError(f"no {engine} database files in {path}")
+        return [self._file(f) for f in cached[1]]
+
     def _databases(self, ref: dict[str, Any], metadata: dict[str, Any], engine: str) -> list[Database]:
         suffixes = DB_SUFFIXES[engine]
-
-        def folder(path: str) -> list[Database]:
-            files = sorted(f for f in glob.glob(os.path.join(path, "*")) if f.endswith(suffixes))
-            if not files:
-                raise FileNotFoundError(f"no {engine} database files in {path}")
-            return [Database.file(f) for f in files]
-
         setup = ref.get("setup_sql") or ref.get("ddl")
         if setup:
             return [Database.script(s) for s in ([setup] if isinstance(setup, str) else setup)]
@@ -174,9 +195,9 @@ class SQLVerifier(Verifier):
             for item in [db] if isinstance(db, str) else db:
                 path = self._resolve_path(str(item))
                 if os.path.isdir(path):
-                    out.extend(folder(path))
+                    out.extend(self._folder(path, engine))
                 elif os.path.isfile(path):
-                    out.append(Database.file(path))
+                    out.append(self._file(path))
                 else:
                     raise FileNotFoundError(f"database not found: {path}")
             return out
@@ -186,11 +207,11 @@ class SQLVerifier(Verifier):
         root = self.cfg.db_root or "."
         spider_dir = os.path.join(root, db_id)
         if self.cfg.test_suite and os.path.isdir(spider_dir):
-            return folder(spider_dir)
+            return self._folder(spider_dir, engine)
         for suffix in suffixes:
             for candidate in (os.path.join(spider_dir, db_id + suffix), os.path.join(root, db_id + suffix)):
                 if os.path.isfile(candidate):
-                    return [Database.file(candidate)]
+                    return [self._file(candidate)]
         raise FileNotFoundError(f"database {db_id!r} not found under {os.path.abspath(root)}")
 
     @staticmethod
@@ -210,7 +231,8 @@ class SQLVerifier(Verifier):
                 self.gold_cache_hits += 1
                 return cached
         try:
-            outcome = _Gold(self._engine(engine_name).run(db, gold, self.cfg.timeout), None)
+            output = self._engine(engine_name).run(db, gold, self.cfg.timeout)
+            outcome = _Gold(output, None, normalize_rows(output.rows))
         except QueryError as exc:
             outcome = _Gold(None, exc.message if exc.kind != "timeout" else "timeout")
         with self._gold_lock:
@@ -279,7 +301,7 @@ class SQLVerifier(Verifier):
         if not sql:
             return Result(0.0, details, "no SQL found")
 
-        ordered = cfg.row_order == "always" or (cfg.row_order == "auto" and has_top_level_order_by(gold_sql))
+        ordered = cfg.row_order == "always" or (cfg.row_order == "auto" and _order_matters(gold_sql))
         details["order_matters"] = ordered
         stages = {"syntax": False, "executes": False, "columns": False, "rows": False}
 
@@ -318,14 +340,15 @@ class SQLVerifier(Verifier):
                 break
             assert gold.output is not None
             cmp = compare_results(
-                gold.output.rows,
-                pred.rows,
+                gold.rows,
+                normalize_rows(pred.rows),
                 ordered=ordered,
                 ignore_column_order=cfg.ignore_column_order,
                 distinct=cfg.distinct,
                 tolerance=cfg.float_tolerance,
                 gold_ncols=len(gold.output.columns),
                 pred_ncols=len(pred.columns),
+                normalized=True,
             )
             entry.update(
                 equal=cmp.equal,
@@ -352,6 +375,11 @@ class SQLVerifier(Verifier):
             details["stages"] = dict.fromkeys(stages, True)
             return Result(1.0, details, None)
         return Result(self._partial(stages), details, error)
+
+
+@functools.lru_cache(maxsize=4096)
+def _order_matters(gold_sql: str) -> bool:
+    return has_top_level_order_by(gold_sql)
 
 
 _WRITE_OR_ADMIN = {
