@@ -353,3 +353,32 @@ def test_sample_on_duckdb_agrees_where_dialects_agree(tmp_path):
         total += 1
         agree += s.reward == d.reward
     assert total >= 80 and agree / total >= 0.85
+
+
+# ----------------------------------------------------------------------------------------- scoring engine
+def test_rewardkit_score_cli_on_the_sample(tmp_path):
+    """``rewardkit score --verifier sql`` through the scoring engine's worker processes."""
+    pytest.importorskip("rewardkit.scoring.engine")
+    from rewardkit.cli import main
+
+    rows = [json.loads(line) for line in read(os.path.join(DATA, "predictions.jsonl")).splitlines()][:24]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    argv = [
+        "score", str(src), "-o", str(out), "--verifier", "sql", "--workers", "1", "--no-progress",
+        "--config", f"db_root={DB_ROOT}", "--config", "test_suite=true",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [s["id"] for s in scored] == [r["id"] for r in rows]
+    assert [s["reward"] for s in scored] == [float(r["metadata"]["expected"]) for r in rows]
+
+
+def test_score_records_with_a_verifier_instance():
+    pytest.importorskip("rewardkit.scoring.engine")
+    from rewardkit.scoring import score_records
+
+    records = load_predictions()[:12]
+    results = score_records(records, SQLVerifier(db_root=DB_ROOT, test_suite=True), workers=0)
+    assert [r.reward for r in results] == [float(r.metadata["expected"]) for r in records]
