@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import re
@@ -191,3 +192,25 @@ def test_format_and_sql():
         Record(completion="<think>x</think><answer>SELECT count(*) FROM concert</answer>", reference=ref)
     )
     assert r.reward == 0.0 and r.details["rewards"]["format"] == 1.0
+
+
+def test_format_with_correct_from_config(tmp_path):
+    """``rewardkit score --verifier format --config correct=sql ...``: format and correct from the CLI."""
+    db = os.path.join(
+        os.path.dirname(__file__), "..", "data", "sql", "databases", "concert_singer", "concert_singer.sqlite"
+    )
+    ref = {"query": "SELECT count(*) FROM singer", "db": db}
+    v = get_verifier("format", correct="sql", combine="sum", format_weight=0.5)
+    good = "<think>x</think><answer>SELECT count(*) FROM singer</answer>"
+    assert v.score(Record(completion=good, reference=ref)).reward == 1.5
+    assert v.score_batch([Record(completion="SELECT count(*) FROM singer", reference=ref)])[0].reward == 0.0
+    assert pickle.loads(pickle.dumps(v)).score(Record(completion=good, reference=ref)).reward == 1.5
+    pytest.importorskip("rewardkit.scoring.engine")
+    from rewardkit.cli import main
+
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"completion": good, "reference": ref}) + "\n")
+    argv = ["score", str(src), "-o", str(out), "--verifier", "format", "--workers", "0", "--no-progress",
+            "--config", "correct=sql", "--config", "combine=gate"]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads(out.read_text())["reward"] == 1.0

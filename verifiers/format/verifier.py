@@ -11,6 +11,7 @@ rule failed, and every rule is a config option. ``mode="regex"`` scores arbitrar
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from rewardkit.verifiers.base import Verifier
 
 from rewardkit.types import Record, Result
 
+_COMBINE_KEYS = ("correct", "correct_config", "combine", "format_weight", "correct_weight")
 _FLAGS = {"DOTALL": re.DOTALL, "MULTILINE": re.MULTILINE, "IGNORECASE": re.IGNORECASE, "VERBOSE": re.VERBOSE}
 
 
@@ -60,6 +62,18 @@ class FormatConfig:
     """``regex`` mode: re flags by name (DOTALL, MULTILINE, IGNORECASE, VERBOSE)."""
     strip: bool = True
     """``regex`` mode: strip surrounding whitespace from the completion before matching."""
+    correct: str | None = None
+    """"Format and correct" from the command line: a registered correctness verifier (``math``, ``sql``...)
+    scored on the text inside the answer block and combined with the format reward (see ``combine``)."""
+    correct_config: dict[str, Any] = field(default_factory=dict)
+    """Config of the ``correct`` verifier."""
+    combine: str = "gate"
+    """How format and correctness combine: ``gate`` (correctness counts only with the right format),
+    ``sum`` (``format_weight * format + correct_weight * correct``), ``product`` or ``min``."""
+    format_weight: float = 1.0
+    """Weight of the format reward in ``sum``/``product``."""
+    correct_weight: float = 1.0
+    """Weight of the correctness reward."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("think_answer", "regex"):
@@ -115,6 +129,19 @@ class FormatVerifier(Verifier):
         flags = 0
         for name in self.cfg.flags:
             flags |= _FLAGS[name.upper()]
+        self._combined = None
+        if self.cfg.correct:
+            from rewardkit.verifiers.format.combine import format_and_correct
+
+            own = {k: v for k, v in config.items() if k not in _COMBINE_KEYS}
+            self._combined = format_and_correct(
+                self.cfg.correct,
+                correct_config=self.cfg.correct_config,
+                mode=self.cfg.combine,
+                format_weight=self.cfg.format_weight,
+                correct_weight=self.cfg.correct_weight,
+                **own,
+            )
         self._patterns: list[tuple[re.Pattern[str], float, str]] = []
         for item in self.cfg.patterns:
             pattern, weight = (
@@ -210,7 +237,14 @@ class FormatVerifier(Verifier):
         return found[-1].strip() if found else None
 
     # ------------------------------------------------------------------------------------------ verify
+    def score_batch(self, records: Sequence[Record]) -> list[Result]:
+        if self._combined is not None:
+            return self._combined.score_batch(records)
+        return super().score_batch(records)
+
     def verify(self, record: Record) -> Result:
+        if self._combined is not None:
+            return self._combined.score_batch([record])[0]
         text = record.completion_text
         if self.cfg.mode == "regex":
             return self._verify_regex(text)
