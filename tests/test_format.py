@@ -214,3 +214,17 @@ def test_format_with_correct_from_config(tmp_path):
             "--config", "correct=sql", "--config", "combine=gate"]  # fmt: skip
     assert main(argv) == 0
     assert json.loads(out.read_text())["reward"] == 1.0
+
+
+def test_docs_examples_run(monkeypatch, capsys):
+    """Every python block of docs/format.md runs (from the repository root, as the docs assume)."""
+    import re as _re
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    monkeypatch.chdir(root)
+    with open(os.path.join(root, "docs", "format.md"), encoding="utf-8") as f:
+        blocks = _re.findall(r"^```python\n(.*?)^```$", f.read(), _re.S | _re.M)
+    assert blocks
+    namespace: dict = {}
+    for block in blocks:
+        exec(block, namespace)

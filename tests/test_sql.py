@@ -382,3 +382,17 @@ def test_score_records_with_a_verifier_instance():
     records = load_predictions()[:12]
     results = score_records(records, SQLVerifier(db_root=DB_ROOT, test_suite=True), workers=0)
     assert [r.reward for r in results] == [float(r.metadata["expected"]) for r in records]
+
+
+def test_docs_examples_run(monkeypatch, capsys):
+    """Every python block of docs/sql.md runs (from the repository root, as the docs assume)."""
+    import re as _re
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    monkeypatch.chdir(root)
+    with open(os.path.join(root, "docs", "sql.md"), encoding="utf-8") as f:
+        blocks = _re.findall(r"^```python\n(.*?)^```$", f.read(), _re.S | _re.M)
+    assert blocks
+    namespace: dict = {}
+    for block in blocks:
+        exec(block, namespace)

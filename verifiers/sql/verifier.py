@@ -262,7 +262,7 @@ class SQLVerifier(Verifier):
             if not stages.get(stage):
                 break
             total += float(self.cfg.partial_weights.get(stage, 0.0))
-        return total
+        return round(total, 10)  # 0.1 + 0.1 + 0.1 would be 0.30000000000000004
 
     def _preview(self, output: QueryOutput | None) -> Any:
         if output is None or self.cfg.preview_rows <= 0:
