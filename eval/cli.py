@@ -171,6 +171,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _load_reward_model(path: str):
     """A trained reward model as a reward source (score_batch), for best-of-n."""
-    from rewardkit.rewardmodels import load_reward_model
+    from rewardkit.rewardmodels.orm import RewardModelSource
 
-    return load_reward_model(path)
+    return RewardModelSource(path)

@@ -148,3 +148,21 @@ def test_model_eval_on_tiny_model_is_resumable(tmp_path, tiny_model_dir):
     new_lines = (run_dir / "generations.jsonl").read_text().splitlines()
     assert new_lines[:2] == lines[:2] and len(new_lines) == 3
     assert again.summary["truncated_fraction"] is not None
+
+
+def test_best_of_n_with_a_reward_model(tmp_path, tiny_model_dir):
+    from rewardkit.rewardmodels.orm import RewardModelSource
+
+    bench, problems = load_benchmark("sample:gsm8k", limit=3)
+    rows = _rows(problems, [["27", "3", "27"], ["17", "1", "2"], ["150", "150", "9"]])
+    report = evaluate_completions(
+        bench,
+        problems,
+        rows,
+        config=EvalConfig(ks=[1, 3], workers=1, bootstrap=0),
+        reward_model=RewardModelSource(tiny_model_dir),
+    )
+    metrics = report.summary["metrics"]
+    assert 0.0 <= metrics["best_of_3"]["mean"] <= 1.0
+    assert all(s.rm_score is not None for s in report.samples)
+    assert metrics["best_of_1"]["mean"] == pytest.approx(metrics["pass@1"]["mean"])
