@@ -1,20 +1,587 @@
-"""`rewardkit rm`: Train, evaluate and score with reward models."""
+"""`rewardkit rm`: train, evaluate and score with reward models (outcome and process), and label steps.
+
+Subcommands::
+
+    rewardkit rm train --type orm --model PATH --train-file prefs.jsonl --output-dir runs/rm [--config c.yaml]
+    rewardkit rm train --type prm --model PATH --train-file steps.jsonl --output-dir runs/prm
+    rewardkit rm eval  --model runs/rm --data test.jsonl [-o scores.jsonl] [--json]
+    rewardkit rm score INPUT -o OUTPUT --model runs/rm [--shape group_norm] [--normalize sigmoid]
+    rewardkit rm label-steps INPUT -o OUTPUT --policy PATH --verifier math --k 8
+
+The ``train`` and ``label-steps`` flags are generated from the config dataclasses
+(:class:`~rewardkit.rewardmodels.orm.config.ORMTrainConfig`, the PRM's ``PRMTrainConfig`` and
+``LabelConfig``): every field ``foo_bar`` is a flag ``--foo-bar`` with the field's documentation as help.
+A YAML/JSON ``--config`` file gives the same fields; flags override it. Torch and transformers are only
+imported inside the functions that run.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import re
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+PRM_CONFIG_FILE = "rewardkit_prm.json"  # written by ProcessRewardModel.save_pretrained
+
+
+# --------------------------------------------------------------------------------------------------
+# flags from dataclasses
+# --------------------------------------------------------------------------------------------------
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """Field -> one-line description, from the ``Attributes:`` section of the class docstring."""
+    doc = cls.__doc__ or ""
+    docs: dict[str, str] = {}
+    current = None
+    in_attrs = False
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("Attributes:"):
+            in_attrs = True
+            continue
+        if not in_attrs:
+            continue
+        match = re.match(r"^(\w+(?:, \w+)*):\s*(.*)$", stripped)
+        if match and line.startswith(" " * 8) and not line.startswith(" " * 12):
+            names = [n.strip() for n in match.group(1).split(",")]
+            for name in names:
+                docs[name] = match.group(2)
+            current = names
+        elif current and stripped:
+            for name in current:
+                docs[name] += " " + stripped
+    return docs
+
+
+def _none_or(conv):
+    def parse(text: str):
+        if text.lower() in ("none", "null"):
+            return None
+        return conv(text)
+
+    parse.__name__ = getattr(conv, "__name__", "value")
+    return parse
+
+
+def _bool(text: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def _auto(text: str) -> Any:
+    """For union-typed fields (``str | bool | None``): JSON/YAML-like literals, else the string."""
+    low = text.lower()
+    if low in ("none", "null"):
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _argument_spec(hint: Any) -> dict[str, Any]:
+    origin = typing.get_origin(hint)
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = type(None) in typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        hint, origin = args[0], typing.get_origin(args[0])
+    elif origin in (typing.Union, types.UnionType):
+        return {"type": _auto}
+    if hint is bool:
+        # ``--use-lora`` alone means true; ``--use-lora false`` also works
+        return {
+            "type": _none_or(_bool) if optional else _bool,
+            "metavar": "BOOL",
+            "nargs": "?",
+            "const": True,
+        }
+    if hint in (int, float, str):
+        return {"type": _none_or(hint) if optional else hint, "metavar": hint.__name__.upper()}
+    if origin in (list, tuple):
+        return {"type": str, "nargs": "*", "metavar": "VALUE"}
+    return {"type": _auto}
+
+
+def add_dataclass_arguments(
+    parser: argparse.ArgumentParser | Any,
+    classes: dict[str, type],
+    *,
+    exclude: tuple[str, ...] = (),
+    seen: dict[str, list[str]] | None = None,
+) -> dict[str, list[str]]:
+    """Adds ``--field-name`` flags for every field of the dataclasses (defaults suppressed, so only the
+    flags given end up in the namespace). Returns field -> names of the classes that have it."""
+    owners: dict[str, list[str]] = {} if seen is None else seen
+    for label, cls in classes.items():
+        hints = typing.get_type_hints(cls)
+        docs = _field_docs(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in exclude or not f.init:
+                continue
+            if f.name in owners:
+                owners[f.name].append(label)
+                continue
+            owners[f.name] = [label]
+            flags = [f"--{f.name.replace('_', '-')}"]
+            if "_" in f.name:
+                flags.append(f"--{f.name}")
+            default = f.default if f.default is not dataclasses.MISSING else None
+            help_text = docs.get(f.name, "")
+            # argparse %-formats help strings
+            help_text = f"{help_text} [{label}; default {default!r}]".strip().replace("%", "%%")
+            parser.add_argument(
+                *flags,
+                dest=f.name,
+                default=argparse.SUPPRESS,
+                help=help_text,
+                **_argument_spec(hints[f.name]),
+            )
+    return owners
+
+
+def _load_config_file(path: str | None) -> dict[str, Any]:
+    from rewardkit.cli import CLIError
+
+    if not path:
+        return {}
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"config file not found: {path}")
+    text = p.read_text()
+    if p.suffix == ".json":
+        data = json.loads(text)
+    else:
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise CLIError(f"{path}: a config file holds a mapping of field: value")
+    return data
+
+
+def _build_config(cls: type, values: dict[str, Any], label: str):
+    from rewardkit.cli import CLIError
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        flags = ", ".join(f"--{n.replace('_', '-')}" for n in unknown)
+        raise CLIError(f"not an option of {label}: {flags}")
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise CLIError(f"{label}: {exc}") from exc
+
+
+def _given(args: argparse.Namespace, owners: dict[str, list[str]]) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in owners if hasattr(args, name)}
+
+
+def _prm_classes() -> dict[str, type]:
+    try:
+        from rewardkit.rewardmodels.prm.label import LabelConfig
+        from rewardkit.rewardmodels.prm.train import PRMTrainConfig
+    except ImportError:  # pragma: no cover - the PRM package is part of rewardkit
+        return {}
+    return {"prm": PRMTrainConfig, "label": LabelConfig}
+
+
+# --------------------------------------------------------------------------------------------------
+# parser
+# --------------------------------------------------------------------------------------------------
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from rewardkit.rewardmodels.orm.config import ORMTrainConfig
+
     parser = subparsers.add_parser(
         "rm",
         help="Train, evaluate and score with reward models.",
-        description="Train, evaluate and score with reward models.",
+        description="Train, evaluate and score with outcome and process reward models; label steps.",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    sub = parser.add_subparsers(dest="rm_command", metavar="SUBCOMMAND")
+    prm = _prm_classes()
+
+    # ---- train
+    train = sub.add_parser(
+        "train",
+        help="Train an outcome (--type orm) or process (--type prm) reward model.",
+        description=(
+            "Train a reward model. ORM data: JSONL rows (prompt, chosen, rejected[, margin]) for "
+            "Bradley-Terry, or (prompt, completion, label) for BCE. PRM data: step-labelled rows "
+            "(Math-Shepherd, PRM800K or stepwise layout; see docs/prm.md). Flags marked [orm] / [prm] "
+            "apply to that type only."
+        ),
+    )
+    train.add_argument(
+        "--type", choices=["orm", "prm"], default=None, help="which model to train (default orm)"
+    )
+    train.add_argument("--config", default=None, help="YAML/JSON file of config fields (flags override it)")
+    classes = {"orm": ORMTrainConfig}
+    if "prm" in prm:
+        classes["prm"] = prm["prm"]
+    owners = add_dataclass_arguments(train, classes)
+    train.set_defaults(func=run_train, _owners=owners)
+
+    # ---- eval
+    ev = sub.add_parser(
+        "eval",
+        help="Evaluate a reward model: pairwise accuracy, ROC-AUC, ECE (ORM); step F1, ProcessBench (PRM).",
+        description=(
+            "Evaluate a reward model on labelled data, overall and per subset. ORM: pairwise rows "
+            "(prompt, chosen, rejected[, subset]; RewardBench layout) or pointwise rows (prompt, "
+            "completion, label). PRM: step-labelled rows."
+        ),
+    )
+    ev.add_argument("--model", required=True, help="reward model folder or hub name")
+    ev.add_argument("--data", required=True, help="JSONL/JSON/Parquet/CSV file or datasets name")
+    ev.add_argument(
+        "--type", choices=["auto", "orm", "prm"], default="auto", help="model kind (auto: from the folder)"
+    )
+    ev.add_argument("--split", default=None, help="dataset split")
+    ev.add_argument("--limit", type=int, default=None, help="evaluate the first N rows only")
+    ev.add_argument("--max-length", type=int, default=None, help="ORM: cut longer inputs from the left")
+    ev.add_argument("--token-budget", type=int, default=16384, help="ORM: tokens per dynamic batch")
+    ev.add_argument("--bins", type=int, default=10, help="ORM: ECE bins")
+    ev.add_argument(
+        "--use-chat-template",
+        type=_none_or(_bool),
+        default=None,
+        metavar="BOOL",
+        help="ORM: format with the tokenizer's chat template (default: as trained / when present)",
+    )
+    ev.add_argument("--group-by", default="subset", help="PRM: metadata field to report metrics by")
+    ev.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when available)")
+    ev.add_argument("-o", "--output", default=None, help="write per-row scores to this JSONL file")
+    ev.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    ev.set_defaults(func=run_eval)
+
+    # ---- score
+    sc = sub.add_parser(
+        "score",
+        help="Score completions with a reward model (as rewardkit score does with a verifier).",
+        description=(
+            "Score rows (prompt, completion[, id, metadata]) with a reward model. OUTPUT gets every input "
+            "field plus reward, details and error, in input order. --shape applies reward-shaping "
+            "transforms afterwards (see docs/shaping.md)."
+        ),
+    )
+    sc.add_argument(
+        "input", metavar="INPUT", help="JSONL file, saved dataset folder, parquet file or hub name"
+    )
+    sc.add_argument("-o", "--output", required=True, help="output JSONL file")
+    sc.add_argument("--model", required=True, help="reward model folder or hub name")
+    sc.add_argument(
+        "--type", choices=["auto", "orm", "prm"], default="auto", help="model kind (auto: from the folder)"
+    )
+    sc.add_argument(
+        "--normalize",
+        choices=["none", "sigmoid"],
+        default="none",
+        help="ORM: reward = score or sigmoid(score)",
+    )
+    sc.add_argument("--token-budget", type=int, default=16384, help="ORM: tokens per dynamic batch")
+    sc.add_argument("--max-length", type=int, default=2048, help="ORM: cut longer inputs from the left")
+    sc.add_argument("--chunk-rows", type=int, default=4096, help="rows read and scored per chunk")
+    sc.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="shaping transform, repeatable, e.g. --shape group_norm --shape clip:-3,3",
+    )
+    sc.add_argument(
+        "--field",
+        action="append",
+        default=[],
+        metavar="FIELD=COLUMN",
+        help="read a record field from a differently named column, e.g. --field completion=response",
+    )
+    sc.add_argument("--split", default=None, help="dataset split")
+    sc.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when available)")
+    sc.add_argument("--json", action="store_true", help="print the summary as JSON")
+    sc.set_defaults(func=run_score)
+
+    # ---- label-steps
+    lab = sub.add_parser(
+        "label-steps",
+        help="Label solution steps by Monte Carlo completion with a policy and a verifier (Math-Shepherd).",
+        description=(
+            "For each step prefix of each solution, sample k completions with the policy, verify them "
+            "against the reference, and label the step with the fraction that are right (soft) or whether "
+            "any is (hard). INPUT: step rows (prompt, steps, reference) in any PRM layout."
+        ),
+    )
+    lab.add_argument("input", metavar="INPUT", help="JSONL of solutions as steps, with references")
+    lab.add_argument("-o", "--output", required=True, help="output JSONL (stepwise layout with labels)")
+    lab.add_argument("--policy", required=True, help="policy model folder or hub name")
+    lab.add_argument("--verifier", default="math", help="verifier name that judges completions")
+    lab.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="generation backend")
+    lab.add_argument(
+        "--format", default="auto", help="input layout (auto, stepwise, math_shepherd, prm800k, processbench)"
+    )
+    lab.add_argument("--limit", type=int, default=None, help="label the first N solutions only")
+    label_owners = {}
+    if "label" in prm:
+        label_owners = add_dataclass_arguments(lab, {"label": prm["label"]})
+    lab.set_defaults(func=run_label_steps, _owners=label_owners)
 
 
-def run(args: argparse.Namespace) -> int:
+# --------------------------------------------------------------------------------------------------
+# commands
+# --------------------------------------------------------------------------------------------------
+
+
+def _model_kind(path: str, kind: str) -> str:
+    if kind != "auto":
+        return kind
+    return "prm" if (Path(path) / PRM_CONFIG_FILE).is_file() else "orm"
+
+
+def run_train(args: argparse.Namespace) -> int:
     from rewardkit.cli import CLIError
 
-    raise CLIError("not available yet")
+    file_values = _load_config_file(args.config)
+    kind = args.type or file_values.pop("type", None) or "orm"
+    file_values.pop("type", None)
+    values = {**file_values, **_given(args, args._owners)}
+    if kind == "orm":
+        from rewardkit.rewardmodels.orm.config import ORMTrainConfig
+        from rewardkit.rewardmodels.orm.train import train_orm
+
+        config = _build_config(ORMTrainConfig, values, "rm train --type orm")
+        if not config.model or not config.train_file:
+            raise CLIError("rm train needs --model and --train-file")
+        try:
+            summary = train_orm(config)
+        except (ValueError, KeyError) as exc:
+            raise CLIError(str(exc).splitlines()[0]) from exc
+        summary.pop("model", None)
+        print(json.dumps({"event": "summary", **summary}, default=str))
+        return 0
+    prm = _prm_classes()
+    if "prm" not in prm:
+        raise CLIError("the PRM package is not available")
+    from rewardkit.rewardmodels.prm.train import train_prm
+
+    config = _build_config(prm["prm"], values, "rm train --type prm")
+    if not config.model or not config.train_file:
+        raise CLIError("rm train needs --model and --train-file")
+    try:
+        result = train_prm(config)
+    except (ValueError, KeyError) as exc:
+        raise CLIError(str(exc).splitlines()[0]) from exc
+    final = result.evals[-1] if result.evals else None
+    print(
+        json.dumps(
+            {"event": "summary", "output_dir": result.output_dir, "seconds": result.seconds, "eval": final},
+            default=str,
+        )
+    )
+    return 0
+
+
+def _write_jsonl(path: str, rows: list[dict[str, Any]]) -> None:
+    from rewardkit.types import jsonable
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(jsonable(row), ensure_ascii=False) + "\n")
+
+
+def _format_metrics(metrics: dict[str, Any]) -> str:
+    def fmt(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.4f}"
+        return str(value)
+
+    keys = [k for k, v in metrics.items() if not isinstance(v, dict)]
+    lines = ["  ".join(f"{k}={fmt(metrics[k])}" for k in keys)]
+    for name, sub in (metrics.get("subsets") or metrics.get("groups") or {}).items():
+        inner = "  ".join(f"{k}={fmt(v)}" for k, v in sub.items() if not isinstance(v, dict))
+        lines.append(f"  {name}: {inner}")
+    return "\n".join(lines)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from rewardkit.cli import CLIError
+
+    kind = _model_kind(args.model, args.type)
+    try:
+        if kind == "orm":
+            from rewardkit.rewardmodels.orm.evaluate import evaluate_reward_model
+
+            metrics, rows = evaluate_reward_model(
+                args.model,
+                args.data,
+                split=args.split,
+                limit=args.limit,
+                max_length=args.max_length,
+                use_chat_template=args.use_chat_template,
+                n_bins=args.bins,
+                max_tokens=args.token_budget,
+                device=args.device,
+            )
+        else:
+            from rewardkit.rewardmodels.prm import ProcessRewardModel, load_step_examples
+            from rewardkit.rewardmodels.prm.train import evaluate_prm
+
+            examples = load_step_examples(args.data)
+            if args.limit is not None:
+                examples = examples[: args.limit]
+            prm = ProcessRewardModel.from_pretrained(args.model, device=args.device)
+            metrics = evaluate_prm(prm, examples, group_by=args.group_by)
+            metrics["kind"] = "prm"
+            rows = []
+            if args.output:
+                scores = prm.score_examples(examples)
+                rows = [
+                    {"id": ex.id, "step_scores": s, "labels": ex.labels}
+                    for ex, s in zip(examples, scores, strict=True)
+                ]
+    except (ValueError, KeyError) as exc:
+        raise CLIError(str(exc).splitlines()[0]) from exc
+    if args.output:
+        _write_jsonl(args.output, rows)
+    if args.json:
+        print(json.dumps(metrics, default=float))
+    else:
+        print(_format_metrics(metrics))
+    return 0
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    from rewardkit.cli import CLIError
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise CLIError(f"expected FIELD=COLUMN, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def reward_model_source(path: str, *, kind: str = "auto", **kwargs: Any):
+    """The reward source of a model folder: :class:`RewardModelSource` for an ORM, the PRM's
+    ``ProcessRewardModel`` for a PRM (its folder has ``rewardkit_prm.json``). ``kwargs`` go to the ORM."""
+    if _model_kind(path, kind) == "prm":
+        from rewardkit.rewardmodels.prm import ProcessRewardModel
+
+        return ProcessRewardModel.from_pretrained(path, device=kwargs.get("device"))
+    from rewardkit.rewardmodels.orm.scoring import RewardModelSource
+
+    return RewardModelSource(path, **kwargs)
+
+
+def run_score(args: argparse.Namespace) -> int:
+    import itertools
+    import time
+
+    from rewardkit.data.loaders import InvalidRow, iter_rows
+
+    from rewardkit.cli import CLIError
+    from rewardkit.scoring.summary import Summary
+    from rewardkit.types import Record, Result, jsonable
+
+    if not Path(args.input).exists() and (args.input.startswith((".", "/")) or args.input.endswith(".jsonl")):
+        raise CLIError(f"input not found: {args.input}")
+    pipeline = None
+    if args.shape:
+        from rewardkit.rewardmodels.shaping import build_pipeline
+
+        try:
+            pipeline = build_pipeline(args.shape)
+        except (ValueError, TypeError) as exc:
+            raise CLIError(f"--shape: {exc}") from exc
+    field_map = dict(_key_value(f) for f in args.field) or None
+    kwargs: dict[str, Any] = {"device": args.device}
+    if _model_kind(args.model, args.type) == "orm":
+        kwargs.update(normalize=args.normalize, max_tokens=args.token_budget, max_length=args.max_length)
+    source = reward_model_source(args.model, kind=args.type, **kwargs)
+    summary = Summary()
+    start = time.perf_counter()
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    rows = iter_rows(args.input, args.split)
+    shaped_rows: list[tuple[dict, Record, Result]] = []
+    with open(args.output, "w", encoding="utf-8") as out:
+
+        def emit(row: dict, result: Result) -> None:
+            line = dict(row)
+            line.update(reward=result.reward, details=result.details, error=result.error)
+            out.write(json.dumps(jsonable(line), ensure_ascii=False) + "\n")
+            summary.add_result(result)
+
+        index = 0
+        while True:
+            chunk = list(itertools.islice(rows, max(1, args.chunk_rows)))
+            if not chunk:
+                break
+            valid: list[tuple[dict, Record]] = []
+            for row in chunk:
+                if isinstance(row, InvalidRow):
+                    raise CLIError(f"{args.input}: {row.error}")
+                record = Record.from_dict(dict(row), field_map=field_map)
+                if record.id is None:
+                    record.id = index
+                index += 1
+                valid.append((row, record))
+            results = source.score_batch([rec for _, rec in valid])
+            if pipeline is not None:
+                # group statistics need every row: keep them and shape once at the end
+                shaped_rows.extend((row, rec, res) for (row, rec), res in zip(valid, results, strict=True))
+                continue
+            for (row, _), result in zip(valid, results, strict=True):
+                emit(row, result)
+        if pipeline is not None and shaped_rows:
+            from rewardkit.rewardmodels.shaping import shape_results
+
+            try:
+                shaped = shape_results(
+                    [r for _, r, _ in shaped_rows], [x for _, _, x in shaped_rows], pipeline
+                )
+            except (ValueError, KeyError) as exc:
+                raise CLIError(f"--shape: {exc}") from exc
+            for (row, _, _), result in zip(shaped_rows, shaped, strict=True):
+                emit(row, result)
+    summary.seconds = time.perf_counter() - start
+    if args.json:
+        print(json.dumps(summary.to_dict()))
+    else:
+        print(f"wrote {args.output}")
+        print(summary.format())
+    return 0
+
+
+def run_label_steps(args: argparse.Namespace) -> int:
+    from rewardkit.cli import CLIError
+
+    prm = _prm_classes()
+    if "label" not in prm:
+        raise CLIError("the PRM package is not available")
+    from rewardkit.rewardmodels.prm import load_step_examples, write_step_examples
+    from rewardkit.rewardmodels.prm.label import label_steps_with_policy
+
+    config = _build_config(prm["label"], _given(args, args._owners), "rm label-steps")
+    try:
+        examples = load_step_examples(args.input, fmt=args.format)
+    except (ValueError, KeyError) as exc:
+        raise CLIError(str(exc).splitlines()[0]) from exc
+    if args.limit is not None:
+        examples = examples[: args.limit]
+    labelled = label_steps_with_policy(examples, args.policy, args.verifier, config, backend=args.backend)
+    write_step_examples(labelled, args.output)
+    print(f"wrote {args.output} ({len(labelled)} solutions, k={config.k})", file=sys.stderr)
+    return 0

@@ -70,6 +70,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument(
+        "--reward-model",
+        default=None,
+        metavar="PATH",
+        help="score with a reward model (ORM, or PRM folder) instead of a verifier; runs in this process",
+    )
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="reward-shaping transform applied after scoring, repeatable (e.g. --shape group_norm --shape clip:-1,1)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -94,11 +107,26 @@ def run(args: argparse.Namespace) -> int:
     if args.config and not args.verifier:
         raise CLIError("--config needs --verifier (it configures the default verifier)")
     config = {key: _parse_value(value) for key, value in args.config}
+    source: Any = args.verifier
+    if args.reward_model:
+        if args.verifier:
+            raise CLIError("--reward-model and --verifier are exclusive")
+        from rewardkit.rewardmodels.cli import reward_model_source
+
+        source = reward_model_source(args.reward_model)
+    pipeline = None
+    if args.shape:
+        from rewardkit.rewardmodels.shaping import build_pipeline
+
+        try:
+            pipeline = build_pipeline(args.shape)
+        except (TypeError, ValueError) as exc:
+            raise CLIError(f"--shape: {exc}") from exc
     try:
         summary = score_file(
             args.input,
             args.output,
-            args.verifier,
+            source,
             workers=args.workers,
             timeout=args.timeout,
             resume=args.resume,
@@ -111,6 +139,13 @@ def run(args: argparse.Namespace) -> int:
         )
     except (TypeError, ValueError) as exc:  # bad verifier settings, bad split...
         raise CLIError(str(exc).splitlines()[0]) from exc
+    if pipeline is not None:
+        from rewardkit.rewardmodels.shaping import shape_jsonl
+
+        try:
+            shape_jsonl(args.output, pipeline, field_map=dict(args.field) or None)
+        except (KeyError, ValueError) as exc:
+            raise CLIError(f"--shape: {exc}") from exc
     if args.json:
         print(json.dumps(summary.to_dict()))
     else:

@@ -12,40 +12,46 @@ Python::
 See ``docs/reward_models.md``.
 """
 
-from .config import ORMTrainConfig
-from .data import build_text, detect_kind, load_rows, tokenize_rows
-from .evaluate import (
-    evaluate_reward_model,
-    expected_calibration_error,
-    pairwise_metrics,
-    pointwise_metrics,
-)
-from .losses import bradley_terry_loss, pointwise_bce_loss
-from .model import add_lora, load_reward_model, load_tokenizer
-from .scoring import RewardModel, RewardModelSource, fixed_batches, length_sorted_batches
-from .synthetic import synthetic_preferences
-from .train import latest_checkpoint, train_orm
+from __future__ import annotations
 
-__all__ = [
-    "ORMTrainConfig",
-    "RewardModel",
-    "RewardModelSource",
-    "add_lora",
-    "bradley_terry_loss",
-    "build_text",
-    "detect_kind",
-    "evaluate_reward_model",
-    "expected_calibration_error",
-    "fixed_batches",
-    "latest_checkpoint",
-    "length_sorted_batches",
-    "load_reward_model",
-    "load_rows",
-    "load_tokenizer",
-    "pairwise_metrics",
-    "pointwise_bce_loss",
-    "pointwise_metrics",
-    "synthetic_preferences",
-    "tokenize_rows",
-    "train_orm",
-]
+import importlib
+from typing import Any
+
+# Lazy exports: ``rewardkit rm --help`` imports the config without paying for torch / transformers.
+_EXPORTS = {
+    "ORMTrainConfig": "config",
+    "build_text": "data",
+    "detect_kind": "data",
+    "load_rows": "data",
+    "tokenize_rows": "data",
+    "evaluate_reward_model": "evaluate",
+    "expected_calibration_error": "evaluate",
+    "pairwise_metrics": "evaluate",
+    "pointwise_metrics": "evaluate",
+    "bradley_terry_loss": "losses",
+    "pointwise_bce_loss": "losses",
+    "add_lora": "model",
+    "load_reward_model": "model",
+    "load_tokenizer": "model",
+    "RewardModel": "scoring",
+    "RewardModelSource": "scoring",
+    "fixed_batches": "scoring",
+    "length_sorted_batches": "scoring",
+    "synthetic_preferences": "synthetic",
+    "latest_checkpoint": "train",
+    "train_orm": "train",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -161,6 +161,8 @@ class RewardModelSource:
     failure on a batch is reported on every row of the call (scoring never raises).
     """
 
+    runs_in_process = True  # the scoring engine calls score_batch here (no pickling of the model)
+
     def __init__(
         self, model: Any, tokenizer: Any | None = None, *, normalize: str = "none", **kwargs: Any
     ) -> None:

@@ -51,7 +51,7 @@ from .pipeline import (
     shape_step_rewards,
     step_shaping,
 )
-from .results import WeightedSumSource, results_to_batch, shape_results
+from .results import WeightedSumSource, results_to_batch, shape_jsonl, shape_results
 
 __all__ = [
     "SHAPINGS",
@@ -80,6 +80,7 @@ __all__ = [
     "progress_delta",
     "results_to_batch",
     "scale_shift",
+    "shape_jsonl",
     "shape_results",
     "shape_step_rewards",
     "step_returns",

@@ -164,6 +164,16 @@ class WeightedSumSource:
         self.weights = {name: float(weights.get(name, 1.0)) for name in self.sources}
         self.name = "+".join(f"{w:g}*{n}" for n, w in self.weights.items())
 
+    @property
+    def runs_in_process(self) -> bool:
+        """In the scoring engine's process when any part must be (a reward model); else in its worker pool
+        (rule verifiers, with per-item timeouts)."""
+        from rewardkit.verifiers.base import Verifier
+
+        return any(
+            getattr(src, "runs_in_process", not isinstance(src, Verifier)) for src in self.sources.values()
+        )
+
     @staticmethod
     def _resolve(source: Any) -> Any:
         if isinstance(source, str):
@@ -196,3 +206,55 @@ class WeightedSumSource:
 
     def score(self, record: Record) -> Result:
         return self.score_batch([record])[0]
+
+
+def shape_jsonl(
+    path: str,
+    specs: ShapingPipeline | Sequence[str | dict] | str,
+    *,
+    output: str | None = None,
+    field_map: dict[str, str] | None = None,
+    tokenizer: Any | None = None,
+) -> int:
+    """Shapes a scored JSONL file (rows with ``reward``, ``details``, ``error``, as ``rewardkit score``
+    writes them) in place, or into ``output``; returns the number of rows shaped.
+
+    This is how ``rewardkit score --shape ...`` works: scoring streams rows to the file, then shaping runs
+    over all of them at once (group statistics need every sample of a group). Rows that are not scored
+    records (invalid input lines: ``line`` / ``raw``) are copied unchanged.
+    """
+    import json
+    import os
+    import tempfile
+
+    from rewardkit.types import jsonable
+
+    pipeline = specs if isinstance(specs, ShapingPipeline) else build_pipeline(specs)
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                rows.append(json.loads(line))
+    scored = [i for i, row in enumerate(rows) if "reward" in row and not ("raw" in row and "line" in row)]
+    records, results = [], []
+    for i in scored:
+        row = dict(rows[i])
+        result = Result(
+            reward=float(row.pop("reward") or 0.0), details=row.pop("details") or {}, error=row.pop("error")
+        )
+        record = Record.from_dict(row, field_map=field_map)
+        if record.id is None:
+            record.id = i
+        records.append(record)
+        results.append(result)
+    shaped = shape_results(records, results, pipeline, tokenizer=tokenizer)
+    for i, result in zip(scored, shaped, strict=True):
+        rows[i].update(reward=result.reward, details=result.details, error=result.error)
+    target = output or path
+    folder = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(jsonable(row), ensure_ascii=False) + "\n")
+    os.replace(tmp, target)
+    return len(scored)
