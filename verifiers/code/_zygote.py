@@ -33,7 +33,9 @@ import collections  # noqa: F401
 import contextlib
 import copy  # noqa: F401
 import ctypes
+import fcntl
 import functools  # noqa: F401
+import gc
 import hashlib  # noqa: F401
 import heapq  # noqa: F401
 import itertools  # noqa: F401
@@ -169,22 +171,40 @@ def setup_zygote(config: dict) -> None:
 
 
 def zygote_loop(sock: socket.socket) -> None:
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
     sock.sendall(json.dumps({"ready": True, **STATE}).encode())
+    sock.settimeout(0.5)
+    gc.collect()
+    gc.freeze()  # forks then share these pages: the GC of a child does not touch (copy) them
     while True:
         try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:  # reap finished supervisors and judges
+                pass
+        except ChildProcessError:
+            pass
+        try:
             msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 8)
-        except InterruptedError:
+        except (InterruptedError, TimeoutError):
             continue
         if not msg:
             return  # the parent is gone
         header = json.loads(msg)
+        # Received fds take the lowest free numbers (3, 4, ...); move them out of the way of the
+        # dup2() calls that place a program's descriptors at 0-4.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+        for fd in fds:
+            os.close(fd)
+        fds = high
         pid = os.fork()
         if pid == 0:
             try:
                 sock.close()
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                supervise(header, fds)
+                gc.disable()
+                if header["kind"] == "judge":
+                    run_judge_direct(header, fds)
+                else:
+                    supervise(header, fds)
+            except BaseException:
+                traceback.print_exc()
             finally:
                 os._exit(0)
         for fd in fds:
@@ -236,7 +256,7 @@ def supervise(header: dict, fds: list[int]) -> None:
             os.close(report_fd)
             stdin_fd = extra_fd if kind == "stdio" else os.open("/dev/null", os.O_RDONLY)
             os.dup2(stdin_fd, 0)
-            os.dup2(out_w, 1)
+            os.dup2(out_w if kind == "stdio" else os.open(os.devnull, os.O_WRONLY), 1)
             os.dup2(err_w, 2)
             if kind != "stdio":
                 os.dup2(extra_fd, 3)
@@ -244,10 +264,8 @@ def supervise(header: dict, fds: list[int]) -> None:
             _enter_program(uid, workdir, limits)
             if kind == "stdio":
                 code = _run_stdio(payload.decode("utf-8", "replace"))
-            elif kind == "candidate":
-                code = _run_candidate(payload.decode("utf-8", "replace"), 3)
             else:
-                code = _run_judge(json.loads(payload), 3, limits)
+                code = _run_candidate(payload.decode("utf-8", "replace"), 3)
         except BaseException:
             with contextlib.suppress(BaseException):
                 traceback.print_exc()
@@ -673,12 +691,8 @@ class _RemoteRef:
         return f"<candidate object {self._rk_ref}>"
 
 
-def _run_judge(spec: dict, fd: int, limits: dict) -> int:
-    """Runs the tests against the candidate; the verdict (one JSON line) goes to the supervisor's stdout."""
-    verdict_fd = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - test code printing must not corrupt the verdict
+def _run_judge(spec: dict, fd: int, limits: dict) -> dict:
+    """Runs the tests against the candidate (over socket ``fd``) and returns the verdict."""
     chan = _Channel(socket.socket(fileno=fd), limits["wall"])
     verdict: dict = {"cases": []}
     try:
@@ -687,12 +701,10 @@ def _run_judge(spec: dict, fd: int, limits: dict) -> int:
         hello = _recv(first)
     except BaseException as exc:
         verdict["load_error"] = ["died", _last_line(exc)]
-        _write_all(verdict_fd, json.dumps(verdict).encode())
-        return 0
+        return verdict
     if hello[0] == "load_error":
         verdict["load_error"] = [hello[1], hello[2]]
-        _write_all(verdict_fd, json.dumps(verdict).encode())
-        return 0
+        return verdict
     globs: dict = {"__name__": "__test__", "__builtins__": builtins}
     for name, info in hello[1].items():
         if not isinstance(name, str) or not name.isidentifier():
@@ -706,8 +718,7 @@ def _run_judge(spec: dict, fd: int, limits: dict) -> int:
         exec(compile(spec.get("setup") or "", "<test-setup>", "exec"), globs)
     except BaseException as exc:
         verdict["setup_error"] = _last_line(exc)
-        _write_all(verdict_fd, json.dumps(verdict).encode())
-        return 0
+        return verdict
     for case in spec["cases"]:
         if chan.dead:
             verdict["cases"].append(["died", "candidate process ended"])
@@ -725,8 +736,44 @@ def _run_judge(spec: dict, fd: int, limits: dict) -> int:
             verdict["cases"].append(["error", _last_line(exc)])
         except BaseException as exc:
             verdict["cases"].append(["error", _last_line(exc)])
-    _write_all(verdict_fd, json.dumps(verdict).encode())
-    return 0
+    return verdict
+
+
+def run_judge_direct(header: dict, fds: list[int]) -> None:
+    """The judge runs trusted test code, so it needs no supervisor: the zygote forks it directly with
+    limits (a private uid, RLIMIT_CPU, an alarm as wall clock) and it writes its own report."""
+    t0 = time.monotonic()
+    report_fd, payload_fd, rpc_fd = fds
+    limits = header["limits"]
+    spec = json.loads(_read_fd(payload_fd))
+    os.close(payload_fd)
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    os.dup2(rpc_fd, 3)
+    os.dup2(report_fd, 4)
+    os.closerange(5, 1 << 16)
+    uid = header.get("uid") if STATE["setuid"] else None
+    _enter_program(uid, "/", limits)
+    signal.alarm(int(limits["wall"]) + 2)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - test code printing goes to /dev/null
+    try:
+        verdict = _run_judge(spec, 3, limits)
+        code = 0
+    except BaseException as exc:
+        verdict, code = {"judge_error": _last_line(exc)}, 1
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    report = {
+        "kind": "judge",
+        "wall": round(time.monotonic() - t0, 4),
+        "timed_out": False,
+        "exit_code": code,
+        "cpu": round(usage.ru_utime + usage.ru_stime, 4),
+        "maxrss_kb": usage.ru_maxrss,
+        "stdout": json.dumps(verdict),
+        "stderr": "",
+    }
+    _write_all(4, json.dumps(report).encode())
 
 
 def main() -> None:

@@ -139,7 +139,7 @@ def _default_ro_paths(python: str) -> list[str]:
     paths = ["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc"]
     if python == sys.executable or not python:
         prefixes = {sys.base_prefix, sys.prefix}
-        entries = [p for p in sys.path if p and os.path.isdir(p)]
+        entries = [os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)]
     else:
         probe = subprocess.run(
             [python, "-c", "import sys,json;print(json.dumps([sys.base_prefix,sys.prefix,sys.path]))"],
@@ -149,7 +149,7 @@ def _default_ro_paths(python: str) -> list[str]:
         )
         base, prefix, path = json.loads(probe.stdout)
         prefixes = {base, prefix}
-        entries = [p for p in path if p and os.path.isdir(p)]
+        entries = [os.path.abspath(p) for p in path if p and os.path.isdir(p)]
     real = os.path.realpath(python or sys.executable)
     for prefix in prefixes:
         if prefix and not prefix.startswith(("/usr", "/bin", "/lib")):
