@@ -116,6 +116,11 @@ class FormatVerifier(Verifier):
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
+        unknown = sorted(set(config) - set(FormatConfig.__dataclass_fields__))
+        if unknown:
+            raise ValueError(
+                f"unknown format verifier option(s) {unknown} (known: {sorted(FormatConfig.__dataclass_fields__)})"
+            )
         self.cfg = FormatConfig(**config)
         t, a = re.escape(self.cfg.think_tag), re.escape(self.cfg.answer_tag)
         self._tags = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -115,6 +116,11 @@ class SQLVerifier(Verifier):
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
+        unknown = sorted(set(config) - set(SQLConfig.__dataclass_fields__))
+        if unknown:
+            raise ValueError(
+                f"unknown sql verifier option(s) {unknown} (known: {sorted(SQLConfig.__dataclass_fields__)})"
+            )
         self.cfg = SQLConfig(**config)
         self._local = threading.local()
         self._gold: OrderedDict[tuple, _Gold] = OrderedDict()
@@ -243,7 +249,7 @@ class SQLVerifier(Verifier):
 
     def gold_result(self, reference: Any, metadata: dict[str, Any] | None = None) -> list[QueryOutput]:
         """The gold query's result on each database of ``reference`` (cached); raises on failure."""
-        ref = reference if isinstance(reference, dict) else {"query": reference}
+        ref = self._reference(reference)
         engine = ref.get("engine") or self.cfg.engine
         gold = self._gold_query(ref)
         outs = []
@@ -285,9 +291,24 @@ class SQLVerifier(Verifier):
             return f"sql syntax error: {exc.message}"
         return f"sql error: {exc.message}"
 
+    @staticmethod
+    def _reference(reference: Any) -> dict[str, Any]:
+        """The reference as a dict: a dict as is, a JSON object string (a parquet/CSV column) parsed,
+        anything else taken as the gold query."""
+        if isinstance(reference, dict):
+            return reference
+        if isinstance(reference, str) and reference.lstrip().startswith("{"):
+            try:
+                parsed = json.loads(reference)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                return parsed
+        return {"query": reference}
+
     def verify(self, record: Record) -> Result:
         cfg = self.cfg
-        ref = record.reference if isinstance(record.reference, dict) else {"query": record.reference}
+        ref = self._reference(record.reference)
         metadata = record.metadata or {}
         engine_name = ref.get("engine") or metadata.get("engine") or cfg.engine
         try:
