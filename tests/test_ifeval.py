@@ -351,3 +351,35 @@ def test_summary_counts_errors_and_accepts_dicts():
     assert summary["prompt_level_strict_acc"] == 0.0 and summary["inst_level_strict_acc"] == 0.0
     assert summary["per_category"]["punctuation"]["n"] == 1
     assert ifeval_summary([])["prompt_level_strict_acc"] is None
+
+
+def test_language_detection_is_langdetects_bit_for_bit():
+    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
+    from rewardkit.verifiers.ifeval.text import _detector_factory, _fast_detector
+
+    reference = DetectorFactory()
+    reference.load_profile(PROFILES_DIRECTORY)
+    reference.set_seed(0)
+    texts = [case[2] for case in CASES] + [case[3] for case in CASES]
+    texts += [
+        "ok sure",
+        "Hola amigo",
+        "Le thé est une boisson.",
+        "日本語のテキストです",
+        "Привет мир",
+        "42 !!",
+    ]
+    for text in texts:
+        expected = reference.create()
+        expected.append(text)
+        ours = _fast_detector(_detector_factory(0))
+        ours.append(text)
+        try:
+            want = [(p.lang, p.prob) for p in expected.get_probabilities()]
+        except Exception as exc:
+            want = type(exc).__name__
+        try:
+            got = [(p.lang, p.prob) for p in ours.get_probabilities()]
+        except Exception as exc:
+            got = type(exc).__name__
+        assert got == want, text
