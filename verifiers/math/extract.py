@@ -19,7 +19,7 @@ _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _GSM8K = re.compile(r"####\s*([^\n]*)")
 # "The answer is 5", "Final answer: 5", "**Answer:** 5", "the final answer is $\frac12$".
 _ANSWER_IS = re.compile(
-    r"(?:final\s+answer|(?<![a-z])answer)\s*(?:\*\*)?\s*(?:is|:|=)\s*(?:\*\*)?\s*:?\s*(?P<ans>[^\n]+)",
+    r"(?:final\s+answer|(?<![a-z])answer)\s*(?:\*\*)?\s*(?:is|:|=)\s*(?:\*\*)?\s*:?[ \t]*",
     re.IGNORECASE,
 )
 # Inline / display math environments; the last one is the fallback answer of a LaTeX-heavy solution.
@@ -113,9 +113,12 @@ def _cut_sentence(answer: str) -> str:
 
 def extract_answer_is(text: str) -> str | None:
     """The phrase after the last "the answer is" / "final answer:" / "Answer:"."""
+    # Anchors only (not anchor + rest of line), so "the answer is 1? No, the answer is 2" finds both.
     matches = list(_ANSWER_IS.finditer(text))
     for match in reversed(matches):
-        answer = _cut_sentence(match.group("ans"))
+        line_end = text.find("\n", match.end())
+        rest = text[match.end() : line_end if line_end >= 0 else len(text)]
+        answer = _cut_sentence(rest)
         if answer:
             return answer
     return None

@@ -1,0 +1,150 @@
+"""The math verifier: the equivalence table (>= 150 cases), extraction (>= 40 cases), details, errors."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from math_cases import EQUIVALENCE, EXTRACTION
+from rewardkit.verifiers import get_verifier
+from rewardkit.verifiers.math import MathVerifier, extract_answer, normalize_answer, parse_number
+from rewardkit.verifiers.math.extract import resolve_mode
+
+from rewardkit.types import Record
+
+
+@pytest.fixture(scope="module")
+def verifier() -> MathVerifier:
+    return get_verifier("math")
+
+
+def test_tables_are_big_enough_and_unique():
+    assert len(EQUIVALENCE) >= 150
+    assert sum(1 for case in EQUIVALENCE if not case[3]) >= 40  # both verdicts are covered
+    assert len(EXTRACTION) >= 40
+    assert len({c[0] for c in EQUIVALENCE}) == len(EQUIVALENCE)
+    assert len({c[0] for c in EXTRACTION}) == len(EXTRACTION)
+
+
+@pytest.mark.parametrize("case_id,answer,gold,expected", EQUIVALENCE, ids=[c[0] for c in EQUIVALENCE])
+def test_equivalence(verifier, case_id, answer, gold, expected):
+    result = verifier.score(Record(completion=f"The final answer is $\\boxed{{{answer}}}$.", reference=gold))
+    assert result.error is None, result
+    assert (result.reward == 1.0) is expected, result.details
+    assert result.details["match"] is expected
+    assert result.details["extracted_by"] == "boxed"
+
+
+@pytest.mark.parametrize("case_id,mode,completion,expected", EXTRACTION, ids=[c[0] for c in EXTRACTION])
+def test_extraction(case_id, mode, completion, expected):
+    answer, how = extract_answer(completion, resolve_mode(mode))
+    assert answer == expected
+    assert (how is None) is (expected is None)
+
+
+def test_details_explain_the_verdict(verifier):
+    result = verifier.score(Record(completion="so we get \\boxed{1,000} apples", reference="1000"))
+    assert result.reward == 1.0
+    d = result.details
+    assert d["extracted"] == "1,000" and d["extracted_by"] == "boxed" and d["normalized"] == "1000"
+    assert d["gold"] == "1000" and d["gold_extracted_by"] == "whole"
+    assert d["method"] == "numeric" and "exact" in d["reason"]
+    wrong = verifier.score(Record(completion="\\boxed{x^2-1}", reference="x^2+1"))
+    assert wrong.reward == 0.0 and wrong.error is None
+    assert wrong.details["method"] == "math-verify" and "not equivalent" in wrong.details["reason"]
+
+
+def test_gold_from_full_solutions(verifier):
+    math_solution = "We compute ... so the area is $\\boxed{\\frac{3}{4}}$."
+    assert verifier.score(Record(completion="\\boxed{0.75}", reference=math_solution)).reward == 1.0
+    gsm8k_solution = "She buys 3 packs of 400.\n#### 1,200"
+    result = verifier.score(Record(completion="The answer is 1200.", reference=gsm8k_solution))
+    assert result.reward == 1.0 and result.details["gold_extracted_by"] == "gsm8k"
+
+
+def test_several_acceptable_golds_and_numeric_gold(verifier):
+    assert verifier.score(Record(completion="\\boxed{2}", reference=["1", "2"])).reward == 1.0
+    assert verifier.score(Record(completion="\\boxed{3}", reference=["1", "2"])).reward == 0.0
+    assert verifier.score(Record(completion="\\boxed{0.5}", reference=0.5)).reward == 1.0
+    assert verifier.score(Record(completion="\\boxed{12}", reference=12)).reward == 1.0
+
+
+def test_failures_are_results(verifier):
+    none = verifier.score(Record(completion="I have no idea.", reference="4"))
+    assert none.reward == 0.0 and none.error == "no answer found"
+    assert none.details["gold"] == "4"
+    empty_gold = verifier.score(Record(completion="\\boxed{1}", reference=""))
+    assert empty_gold.error.startswith("invalid reference")
+    odd = verifier.score(Record(completion=None, reference="1"))
+    assert odd.error == "no answer found"
+    garbage = verifier.score(Record(completion="\\boxed{\\frac{{{}", reference="1"))
+    assert garbage.reward == 0.0
+
+
+def test_chat_completion_is_scored_on_last_message(verifier):
+    chat = [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "\\boxed{2}"}]
+    assert verifier.score(Record(completion=chat, reference="2")).reward == 1.0
+
+
+def test_strict_mode_requires_a_box():
+    strict = get_verifier("math", mode="strict")
+    assert strict.score(Record(completion="The answer is 5.", reference="5")).error == "no answer found"
+    assert strict.score(Record(completion="\\boxed{5}", reference="5")).reward == 1.0
+    custom = get_verifier("math", mode=["gsm8k", "last_number"])
+    assert custom.score(Record(completion="blah 3\n#### 5", reference="5")).reward == 1.0
+
+
+def test_numeric_tolerance():
+    assert get_verifier("math").score(Record(completion="\\boxed{3.14}", reference="3.1416")).reward == 0.0
+    loose = get_verifier("math", rel_tol=1e-2)
+    assert loose.score(Record(completion="\\boxed{3.14}", reference="3.1416")).reward == 1.0
+    assert loose.score(Record(completion="\\boxed{3.3}", reference="3.1416")).reward == 0.0
+
+
+def test_rewards_are_configurable():
+    v = get_verifier("math", correct_reward=2.0, incorrect_reward=-1.0)
+    assert v.score(Record(completion="\\boxed{1}", reference="1")).reward == 2.0
+    assert v.score(Record(completion="\\boxed{2}", reference="1")).reward == -1.0
+
+
+def test_unknown_mode_is_a_config_error():
+    with pytest.raises(ValueError, match="unknown extraction mode"):
+        get_verifier("math", mode="nope")
+
+
+def test_gold_is_parsed_once_per_reference(monkeypatch):
+    import rewardkit.verifiers.math.verifier as module
+
+    v = get_verifier("math")
+    calls = []
+    original = module.extract_boxed
+    monkeypatch.setattr(module, "extract_boxed", lambda text: calls.append(text) or original(text))
+    records = [Record(completion=f"\\boxed{{{i}}}", reference="\\frac{1}{2}") for i in range(16)]
+    results = v.score_batch(records)
+    assert len(calls) == 1  # the gold of 16 completions is extracted and parsed once
+    assert [r.reward for r in results] == [0.0] * 16
+
+
+def test_verifier_pickles_for_workers():
+    v = get_verifier("math", mode="strict")
+    clone = pickle.loads(pickle.dumps(v))
+    assert clone.settings.mode == "strict"
+    assert clone.score(Record(completion="\\boxed{1}", reference="1")).reward == 1.0
+
+
+def test_normalize_and_parse_number_helpers():
+    assert normalize_answer("$\\$1,000.$") == "1000"
+    assert normalize_answer("x = \\dfrac{1}{2}") == "\\frac{1}{2}"
+    assert normalize_answer("5 x") == "5 x"  # a variable is not a unit
+    assert parse_number("1.5e3").value == 1500
+    assert parse_number("\\frac{3}{4}").value * 4 == 3
+    assert parse_number("50\\%").percent
+    assert parse_number("x+1") is None
+
+
+def test_signal_timeout_on_the_main_thread():
+    # Outside the engine (main thread), math-verify's own signal timeout turns a runaway parse into "timeout".
+    v = get_verifier("math", timeout=1)
+    big = "+".join(f"x^{{{i}}}" for i in range(3000))
+    result = v.score(Record(completion=f"\\boxed{{{big}}}", reference="1"))
+    assert result.error == "timeout" or result.reward == 0.0
