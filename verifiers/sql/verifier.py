@@ -103,9 +103,11 @@ class SQLVerifier(Verifier):
     or a dict::
 
         {"query": "SELECT ...",            # gold SQL (also accepted: "gold", "SQL", "sql")
-         "db": "path/to/db.sqlite",        # a file, a list of files, or a folder (all its databases)
+         "db": "path/to/db.sqlite",        # a file, a list of files, or a folder (all its databases);
+                                           # also accepted: db_path, db_paths, db_dir
          "db_id": "concert_singer",        # or a Spider/BIRD database name under db_root
-         "setup_sql": "CREATE TABLE ...;", # or DDL + INSERTs built in memory (a string or a list)
+         "setup_sql": "CREATE TABLE ...;", # or DDL + INSERTs built in memory (a string or a list;
+                                           # also accepted: ddl, schema)
          "engine": "duckdb"}               # optional per-record engine
 
     Several databases (a list, a folder, ``test_suite``) give test-suite accuracy: correct only when
@@ -192,10 +194,16 @@ class SQLVerifier(Verifier):
 
     def _databases(self, ref: dict[str, Any], metadata: dict[str, Any], engine: str) -> list[Database]:
         suffixes = DB_SUFFIXES[engine]
-        setup = ref.get("setup_sql") or ref.get("ddl")
+        setup = ref.get("setup_sql") or ref.get("ddl") or ref.get("schema")
         if setup:
             return [Database.script(s) for s in ([setup] if isinstance(setup, str) else setup)]
-        db = ref.get("db") or ref.get("db_path") or ref.get("db_paths") or metadata.get("db_path")
+        db = (
+            ref.get("db")
+            or ref.get("db_path")
+            or ref.get("db_paths")
+            or ref.get("db_dir")
+            or metadata.get("db_path")
+        )
         if db:
             out: list[Database] = []
             for item in [db] if isinstance(db, str) else db:
