@@ -431,6 +431,7 @@ class Scorer:
                 self._drain(worker, done)
             if worker.process.sentinel in readable or not worker.process.is_alive():
                 self._drain(worker, done)  # results sent before it died are still in the pipe
+                worker.process.join(timeout=1)  # reap it, so the exit code is known
                 code = worker.process.exitcode
                 self._replace(i, worker, queue, done, f"worker crashed: exit code {code}")
         now = time.monotonic()
