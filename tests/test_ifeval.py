@@ -383,3 +383,22 @@ def test_language_detection_is_langdetects_bit_for_bit():
         except Exception as exc:
             got = type(exc).__name__
         assert got == want, text
+
+
+def test_tally_streams_output_rows_and_formats():
+    from rewardkit.verifiers.ifeval import IFEvalTally
+
+    verifier = IFEvalVerifier()
+    verifier.warmup()
+    reference = {"instruction_id_list": ["punctuation:no_comma", "startend:quotation"], "kwargs": [{}, {}]}
+    tally = IFEvalTally()
+    for text in ['"no commas"', "a, b"]:
+        result = verifier.score(Record(completion=text, reference=reference))
+        tally.add({"reward": result.reward, "details": result.details, "error": result.error})
+    tally.add({"reward": 0.0, "details": {}, "error": "timeout"})
+    out = tally.to_dict()
+    assert out["n_prompts"] == 3 and out["n_instructions"] == 4 and out["n_errors"] == 1
+    assert out["prompt_level_strict_acc"] == pytest.approx(1 / 3)
+    assert out["inst_level_strict_acc"] == pytest.approx(2 / 4)
+    text = tally.format()
+    assert "prompt-level" in text and "33.3%" in text

@@ -18,13 +18,14 @@ from rewardkit.verifiers.ifeval.instructions import (
     build_instruction,
     register_instruction,
 )
-from rewardkit.verifiers.ifeval.summary import ifeval_summary
+from rewardkit.verifiers.ifeval.summary import IFEvalTally, ifeval_summary
 from rewardkit.verifiers.ifeval.verifier import IFEvalConfig, IFEvalVerifier, check_response, instruction_spec
 
 __all__ = [
     "INSTRUCTIONS",
     "INSTRUCTION_IDS",
     "IFEvalConfig",
+    "IFEvalTally",
     "IFEvalVerifier",
     "Instruction",
     "InstructionArgumentError",

@@ -25,65 +25,106 @@ def _parts(result: Any) -> tuple[dict[str, Any] | None, str | None]:
     raise TypeError(f"expected Result or dict, got {type(result).__name__}")
 
 
-def ifeval_summary(results: Iterable[Result | dict[str, Any]]) -> dict[str, Any]:
-    """IFEval accuracies of ``results`` (``Result`` objects or their ``to_dict()`` form).
+def _ratio(a: int, b: int) -> float | None:
+    return a / b if b else None
 
-    Returns ``{"prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc",
-    "inst_level_loose_acc", "n_prompts", "n_instructions", "n_errors", "per_instruction",
-    "per_category"}``; the per-instruction and per-category entries hold ``n``, ``strict_acc``,
-    ``loose_acc``. Results without IFEval details (another verifier's) are skipped.
+
+class IFEvalTally:
+    """Running IFEval accuracies, fed one result (or output row) at a time, for streaming summaries.
+
+    ``add`` takes a :class:`~rewardkit.types.Result` or a dict with ``details`` and ``error`` (an
+    output row of ``rewardkit score``); rows that are not IFEval results (no ``details.instructions``
+    and no error) are ignored. ``to_dict()`` is :func:`ifeval_summary`'s answer; ``format()`` gives
+    the lines a CLI prints.
     """
-    n_prompts = n_errors = 0
-    prompt_strict = prompt_loose = 0
-    inst_strict = inst_loose = n_instructions = 0
-    per_id: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for result in results:
+
+    def __init__(self) -> None:
+        self.n_prompts = 0
+        self.n_errors = 0
+        self.prompt_strict = 0
+        self.prompt_loose = 0
+        self.inst_strict = 0
+        self.inst_loose = 0
+        self.n_instructions = 0
+        self.per_id: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+
+    def add(self, result: Result | dict[str, Any]) -> None:
         details, error = _parts(result)
-        entries = (details or {}).get("instructions")
+        entries = (details or {}).get("instructions") if isinstance(details, dict) else None
         if error is not None or not isinstance(entries, list):
-            if error is None:
-                continue  # not an IFEval result
-            n_prompts += 1
-            n_errors += 1
-            continue
-        n_prompts += 1
+            if error is not None:
+                self.n_prompts += 1
+                self.n_errors += 1
+            return
+        self.n_prompts += 1
         strict = [bool(e.get("strict")) for e in entries]
         loose = [bool(e.get("loose")) for e in entries]
-        prompt_strict += all(strict)
-        prompt_loose += all(loose)
-        inst_strict += sum(strict)
-        inst_loose += sum(loose)
-        n_instructions += len(entries)
+        self.prompt_strict += all(strict)
+        self.prompt_loose += all(loose)
+        self.inst_strict += sum(strict)
+        self.inst_loose += sum(loose)
+        self.n_instructions += len(entries)
         for entry, s, lo in zip(entries, strict, loose, strict=True):
-            counts = per_id[str(entry.get("id"))]
+            counts = self.per_id[str(entry.get("id"))]
             counts[0] += 1
             counts[1] += s
             counts[2] += lo
 
-    def ratio(a: int, b: int) -> float | None:
-        return a / b if b else None
+    def to_dict(self) -> dict[str, Any]:
+        per_category: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for instruction_id, (n, s, lo) in self.per_id.items():
+            counts = per_category[instruction_id.split(":", 1)[0]]
+            counts[0] += n
+            counts[1] += s
+            counts[2] += lo
 
-    per_category: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for instruction_id, (n, s, lo) in per_id.items():
-        counts = per_category[instruction_id.split(":", 1)[0]]
-        counts[0] += n
-        counts[1] += s
-        counts[2] += lo
+        def table(counts: dict[str, list[int]]) -> dict[str, dict[str, Any]]:
+            return {
+                key: {"n": n, "strict_acc": _ratio(s, n), "loose_acc": _ratio(lo, n)}
+                for key, (n, s, lo) in sorted(counts.items())
+            }
 
-    def table(counts: dict[str, list[int]]) -> dict[str, dict[str, Any]]:
         return {
-            key: {"n": n, "strict_acc": ratio(s, n), "loose_acc": ratio(lo, n)}
-            for key, (n, s, lo) in sorted(counts.items())
+            "prompt_level_strict_acc": _ratio(self.prompt_strict, self.n_prompts),
+            "inst_level_strict_acc": _ratio(self.inst_strict, self.n_instructions),
+            "prompt_level_loose_acc": _ratio(self.prompt_loose, self.n_prompts),
+            "inst_level_loose_acc": _ratio(self.inst_loose, self.n_instructions),
+            "n_prompts": self.n_prompts,
+            "n_instructions": self.n_instructions,
+            "n_errors": self.n_errors,
+            "per_instruction": table(self.per_id),
+            "per_category": table(per_category),
         }
 
-    return {
-        "prompt_level_strict_acc": ratio(prompt_strict, n_prompts),
-        "inst_level_strict_acc": ratio(inst_strict, n_instructions),
-        "prompt_level_loose_acc": ratio(prompt_loose, n_prompts),
-        "inst_level_loose_acc": ratio(inst_loose, n_instructions),
-        "n_prompts": n_prompts,
-        "n_instructions": n_instructions,
-        "n_errors": n_errors,
-        "per_instruction": table(per_id),
-        "per_category": table(per_category),
-    }
+    def format(self) -> str:
+        """Human-readable lines: the four accuracies (empty string when nothing was added)."""
+        if not self.n_prompts:
+            return ""
+        d = self.to_dict()
+
+        def pct(value: float | None) -> str:
+            return "n/a" if value is None else f"{100 * value:.1f}%"
+
+        return "\n".join(
+            [
+                f"IFEval       {self.n_prompts} prompts, {self.n_instructions} instructions"
+                + (f", {self.n_errors} not scored" if self.n_errors else ""),
+                f"  prompt-level  strict {pct(d['prompt_level_strict_acc'])}  loose {pct(d['prompt_level_loose_acc'])}",
+                f"  instr.-level  strict {pct(d['inst_level_strict_acc'])}  loose {pct(d['inst_level_loose_acc'])}",
+            ]
+        )
+
+
+def ifeval_summary(results: Iterable[Result | dict[str, Any]]) -> dict[str, Any]:
+    """IFEval accuracies of ``results`` (``Result`` objects or their ``to_dict()`` form / output rows).
+
+    Returns ``{"prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc",
+    "inst_level_loose_acc", "n_prompts", "n_instructions", "n_errors", "per_instruction",
+    "per_category"}``; the per-instruction and per-category entries hold ``n``, ``strict_acc``,
+    ``loose_acc``. Results without IFEval details (another verifier's) are skipped. The metric names
+    are lm-eval's.
+    """
+    tally = IFEvalTally()
+    for result in results:
+        tally.add(result)
+    return tally.to_dict()
