@@ -209,6 +209,25 @@ def test_reference_quirks_are_kept():
     )
 
 
+def test_non_letter_letter_frequency_counts_the_character():
+    # IFEval rows 1122 and 1129 ask for '#' and '!'; the reference would check a random letter.
+    check = build_instruction(
+        "keywords:letter_frequency", {"letter": "#", "let_frequency": 2, "let_relation": "at least"}
+    )
+    assert check.check("#one #two").followed and not check.check("#one").followed
+    assert "random" in check.note
+    result = IFEvalVerifier().score(
+        Record(
+            completion="Wow! Great! Yes!",
+            reference={
+                "instruction_id_list": ["keywords:letter_frequency"],
+                "kwargs": [{"let_relation": "at least", "letter": "!", "let_frequency": 3}],
+            },
+        )
+    )
+    assert result.reward == 1.0 and "random" in result.details["instructions"][0]["note"]
+
+
 def test_sentence_counting_matches_punkt():
     assert count_sentences("Dr. Smith arrived at 5 p.m. He left early. Then what?") == 3
     assert count_sentences("* item one\n* item two") == 1  # no final punctuation: one sentence
