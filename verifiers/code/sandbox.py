@@ -187,7 +187,8 @@ class Sandbox:
         self.info: dict[str, Any] = {}
         # Private uids for programs: a random block so that two sandboxes on one machine do not share.
         self._uid_base = 1_000_000 + random.SystemRandom().randrange(0, 2000) * 4096
-        self._free_uids: list[int] = []
+        self._slots: list[socket.socket] = []  # warm program supervisors (one program at a time each)
+        self._judges: list[socket.socket] = []  # warm judges (one sample at a time each)
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -226,6 +227,10 @@ class Sandbox:
             "network": bool(self.config.network),
             "isolate": backend == "native",
             "inside_bwrap": backend == "bwrap",
+            "slots": self.parallelism,
+            "judges": self.parallelism,
+            "uid_base": self._uid_base,
+            "judge_memory_mb": max(int(self.config.memory_mb), 1024) if self.config.memory_mb else 0,
         }
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [python, ZYGOTE, json.dumps(zconf), str(child.fileno())]
@@ -238,7 +243,8 @@ class Sandbox:
         child.close()
         parent.settimeout(60)
         try:
-            hello = json.loads(parent.recv(1 << 16) or b"{}")
+            msg, fds, _flags, _addr = socket.recv_fds(parent, 1 << 16, 2 * self.parallelism + 8)
+            hello = json.loads(msg or b"{}")
         except (OSError, ValueError) as exc:
             self.close()
             raise RuntimeError(f"sandbox zygote did not start: {exc}") from exc
@@ -261,8 +267,9 @@ class Sandbox:
         }
         if hello.get("setup_error"):
             self.info["setup_error"] = hello["setup_error"]
-        n = 2 * self.parallelism + 2
-        self._free_uids = [self._uid_base + i for i in range(n)]
+        workers = [socket.socket(fileno=fd) for fd in fds]
+        self._slots = workers[: self.parallelism]
+        self._judges = workers[self.parallelism :]
         atexit.register(self.close)
 
     def _bwrap_argv(self, ro_paths: list[str]) -> list[str]:
@@ -284,17 +291,21 @@ class Sandbox:
         return argv
 
     def close(self) -> None:
-        """Stops the zygote (running programs finish under their own limits and supervisors)."""
+        """Stops the zygote and its workers (their sockets close; every program is killed)."""
+        for worker in self._slots + self._judges:
+            with contextlib.suppress(OSError):
+                worker.close()
+        self._slots, self._judges = [], []
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
             self._sock = None
         if self._proc is not None and self._owner == os.getpid():
-            try:
+            try:  # the zygote exits by itself once its workers are gone
+                self._proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait(timeout=5)
-            except Exception:
-                pass
         self._proc = None
         for path in (self._root, self._runs_dir):
             if path and self._owner == os.getpid():
@@ -316,15 +327,14 @@ class Sandbox:
 
     # ------------------------------------------------------------------------------------------- running
 
-    def _launch(self, kind: str, payload: bytes, extra_fd: int, limits: dict, uid: int) -> int:
-        """Sends one program to the zygote; returns the read end of its report pipe."""
+    def _launch(self, kind: str, payload: bytes, extra_fd: int, limits: dict, worker: socket.socket) -> int:
+        """Sends one program to a warm worker; returns the read end of its report pipe."""
         report_r, report_w = os.pipe()
         payload_fd = os.memfd_create(f"rk-{kind}", os.MFD_CLOEXEC)
         try:
             os.write(payload_fd, payload)
-            header = json.dumps({"kind": kind, "limits": limits, "uid": uid}).encode()
-            assert self._sock is not None
-            socket.send_fds(self._sock, [header], [report_w, payload_fd, extra_fd])
+            header = json.dumps({"kind": kind, "limits": limits}).encode()
+            socket.send_fds(worker, [header], [report_w, payload_fd, extra_fd])
         except OSError:
             os.close(report_r)
             raise
@@ -360,90 +370,124 @@ class Sandbox:
         pending = list(range(len(tasks)))[::-1]
         sel = selectors.DefaultSelector()
         buffers: dict[int, bytearray] = {}
-        # per task: {"reports": {kind: RunReport}, "need": int, "uids": [...], "deadline": float}
+        free_slots, free_judges = list(self._slots), list(self._judges)
+        # per task: {"reports": {kind: RunReport}, "fds": [(fd, kind, worker)], "deadline": float}
         inflight: dict[int, dict[str, Any]] = {}
         judge_limits = {**limits, "wall": limits["wall"] + 1.0, "cpu": limits["cpu"] + 1.0}
+        broken = False
 
         def launch(index: int) -> None:
             task = tasks[index]
-            state: dict[str, Any] = {"reports": {}, "uids": [], "fds": []}
+            state: dict[str, Any] = {"reports": {}, "fds": []}
+            inflight[index] = state
             if isinstance(task, StdioTask):
                 stdin_fd = os.memfd_create("rk-stdin", os.MFD_CLOEXEC)
-                os.write(stdin_fd, task.stdin.encode("utf-8", "replace"))
-                os.lseek(stdin_fd, 0, os.SEEK_SET)
-                uid = self._free_uids.pop()
-                state["uids"].append(uid)
+                slot = free_slots.pop()
                 try:
-                    fd = self._launch("stdio", task.code.encode("utf-8", "replace"), stdin_fd, limits, uid)
+                    os.write(stdin_fd, task.stdin.encode("utf-8", "replace"))
+                    os.lseek(stdin_fd, 0, os.SEEK_SET)
+                    fd = self._launch("stdio", task.code.encode("utf-8", "replace"), stdin_fd, limits, slot)
+                    state["fds"].append((fd, "stdio", slot))
                 finally:
                     os.close(stdin_fd)
-                state["fds"].append((fd, "stdio"))
             else:
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 spec = json.dumps({"setup": task.setup, "cases": list(task.cases)}).encode()
+                slot, judge = free_slots.pop(), free_judges.pop()
                 try:
-                    uid_c, uid_j = self._free_uids.pop(), self._free_uids.pop()
-                    state["uids"] += [uid_c, uid_j]
                     fd_c = self._launch(
-                        "candidate", task.code.encode("utf-8", "replace"), b.fileno(), limits, uid_c
+                        "candidate", task.code.encode("utf-8", "replace"), b.fileno(), limits, slot
                     )
-                    state["fds"].append((fd_c, "candidate"))
-                    fd_j = self._launch("judge", spec, a.fileno(), judge_limits, uid_j)
-                    state["fds"].append((fd_j, "judge"))
+                    state["fds"].append((fd_c, "candidate", slot))
+                    fd_j = self._launch("judge", spec, a.fileno(), judge_limits, judge)
+                    state["fds"].append((fd_j, "judge", judge))
                 finally:
                     a.close()
                     b.close()
             state["deadline"] = time.monotonic() + judge_limits["wall"] + 30.0
-            inflight[index] = state
-            for fd, kind in state["fds"]:
+            for fd, kind, worker in state["fds"]:
                 buffers[fd] = bytearray()
-                sel.register(fd, selectors.EVENT_READ, (index, kind))
+                sel.register(fd, selectors.EVENT_READ, (index, kind, worker))
 
         def finish(index: int) -> None:
             state = inflight.pop(index)
-            self._free_uids.extend(state["uids"])
             reports = state["reports"]
             if isinstance(tasks[index], StdioTask):
-                results[index] = reports["stdio"]
+                results[index] = reports.get("stdio") or RunReport(error="sandbox error: no report")
             else:
-                results[index] = _function_outcome(reports["candidate"], reports["judge"])
+                cand = reports.get("candidate") or RunReport(error="sandbox error: no report")
+                judge = reports.get("judge") or RunReport(error="sandbox error: no report")
+                results[index] = _function_outcome(cand, judge)
+
+        def done(fd: int, index: int, kind: str, worker: socket.socket, report: RunReport) -> None:
+            nonlocal broken
+            sel.unregister(fd)
+            os.close(fd)
+            buffers.pop(fd, None)
+            if report.error:
+                broken = True  # a worker died: do not reuse it; the sandbox restarts after the batch
+            else:
+                (free_judges if kind == "judge" else free_slots).append(worker)
+            state = inflight[index]
+            state["reports"][kind] = report
+            if len(state["reports"]) == len(state["fds"]):
+                finish(index)
+
+        def can_launch() -> bool:
+            if not pending or not free_slots:
+                return False
+            return isinstance(tasks[pending[-1]], StdioTask) or bool(free_judges)
 
         try:
             while pending or inflight:
-                while pending and len(inflight) < self.parallelism:
-                    launch(pending.pop())
+                while can_launch():
+                    index = pending.pop()
+                    try:
+                        launch(index)
+                    except OSError as exc:  # a dead worker socket: fail this task, restart afterwards
+                        broken = True
+                        for fd, _kind, _worker in inflight[index]["fds"]:
+                            sel.unregister(fd)
+                            os.close(fd)
+                            buffers.pop(fd, None)
+                        inflight.pop(index)
+                        err = RunReport(error=f"sandbox error: {exc}")
+                        results[index] = (
+                            err if isinstance(tasks[index], StdioTask) else _function_outcome(err, err)
+                        )
+                if pending and not inflight and not can_launch():
+                    for index in pending:  # every worker is gone
+                        inflight[index] = {"reports": {}, "fds": []}
+                        finish(index)
+                    pending.clear()
+                    break
                 events = sel.select(timeout=1.0)
                 for key, _ in events:
-                    fd = key.fd
-                    index, kind = key.data
-                    chunk = os.read(fd, 1 << 20)
+                    index, kind, worker = key.data
+                    chunk = os.read(key.fd, 1 << 20)
                     if chunk:
-                        buffers[fd] += chunk
-                        continue
-                    sel.unregister(fd)
-                    os.close(fd)
-                    inflight[index]["reports"][kind] = _parse_report(bytes(buffers.pop(fd)))
-                    if len(inflight[index]["reports"]) == len(inflight[index]["fds"]):
-                        finish(index)
+                        buffers[key.fd] += chunk
+                    else:
+                        done(key.fd, index, kind, worker, _parse_report(bytes(buffers[key.fd])))
                 now = time.monotonic()
                 for index, state in list(inflight.items()):
-                    if now > state["deadline"]:  # a supervisor that never reported (should not happen)
-                        for fd, kind in state["fds"]:
+                    if now > state["deadline"]:  # a worker that never reported (should not happen)
+                        for fd, kind, worker in state["fds"]:
                             if kind not in state["reports"]:
-                                sel.unregister(fd)
-                                os.close(fd)
-                                buffers.pop(fd, None)
-                                state["reports"][kind] = RunReport(
-                                    timed_out=True, error="sandbox error: no report"
+                                done(
+                                    fd,
+                                    index,
+                                    kind,
+                                    worker,
+                                    RunReport(timed_out=True, error="sandbox error: no report"),
                                 )
-                        finish(index)
-                if self._proc is not None and self._proc.poll() is not None and pending:
-                    raise ConnectionError("sandbox zygote exited")
         finally:
             for key in list(sel.get_map().values()):
                 sel.unregister(key.fd)
                 os.close(key.fd)
             sel.close()
+            if broken:
+                self.close()
         return results
 
 
