@@ -421,3 +421,14 @@ def test_tally_streams_output_rows_and_formats():
     assert out["inst_level_strict_acc"] == pytest.approx(2 / 4)
     text = tally.format()
     assert "prompt-level" in text and "33.3%" in text
+
+
+def test_scoring_engine_scores_ifeval_rows_as_they_are(tmp_path):
+    from rewardkit.scoring import score_records
+
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()[:8]]
+    results = score_records(rows, "ifeval", workers=0, config={"mode": "loose"})
+    for row, result in zip(rows, results, strict=True):
+        assert result.error is None
+        assert [e["loose"] for e in result.details["instructions"]] == row["expected_loose"]
+        assert result.reward == pytest.approx(sum(row["expected_loose"]) / len(row["expected_loose"]))
