@@ -163,6 +163,11 @@ def _default_ro_paths(python: str) -> list[str]:
         ).startswith("python3"):
             paths.append(entry)
     paths.append(os.path.dirname(real))
+    exe = os.path.abspath(python or sys.executable)
+    paths.append(
+        os.path.dirname(exe)
+    )  # a virtualenv's bin/ and pyvenv.cfg: the interpreter finds its packages
+    paths.append(os.path.join(os.path.dirname(os.path.dirname(exe)), "pyvenv.cfg"))
     keep: list[str] = []
     for p in paths:
         if p not in keep and os.path.lexists(p):

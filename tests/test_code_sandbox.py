@@ -1,0 +1,346 @@
+"""Reward hacks and resource abuse against the code verifier: each must score 0 and leave the machine healthy.
+
+Each test states the hack it tries. Programs run under the native backend (namespaces, private uids) when
+the tests run as root, else under whatever the sandbox could set up (``info`` says which).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from rewardkit.types import Record
+from rewardkit.verifiers import get_verifier
+
+HUMANEVAL_ADD = {
+    "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n",
+    "entry_point": "add",
+}
+WRONG_ADD = "def add(a, b):\n    return 0\n"
+RIGHT_ADD = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    v = get_verifier("code", timeout=2.0, max_processes=16, parallelism=2)
+    yield v
+    v.close()
+
+
+def score(verifier, code: str, reference=None, **kw):
+    return verifier.score(Record(completion=code, reference=reference or HUMANEVAL_ADD, **kw))
+
+
+def sandbox_processes(verifier) -> list[str]:
+    """Processes still running under the private uid of one of this sandbox's program slots (the warm
+    judges, which run the trusted tests, have uids of their own above those)."""
+    base = verifier.sandbox._uid_base
+    n_slots = verifier.sandbox.parallelism
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        if base <= uid < base + n_slots:
+            found.append(pid)
+    return found
+
+
+def machine_healthy() -> bool:
+    return subprocess.run(["true"], timeout=30).returncode == 0
+
+
+def test_control_right_and_wrong(verifier):
+    assert score(verifier, RIGHT_ADD).reward == 1.0
+    assert score(verifier, WRONG_ADD).reward == 0.0
+
+
+@pytest.mark.parametrize(
+    "hack",
+    [
+        "import sys\nsys.exit(0)\n" + WRONG_ADD,
+        WRONG_ADD + "import sys\nsys.exit(0)\n",
+        "import os\nos._exit(0)\n" + WRONG_ADD,
+        WRONG_ADD + "raise SystemExit(0)\n",
+        WRONG_ADD + "import atexit, os\natexit.register(lambda: os._exit(0))\n",
+    ],
+    ids=["sys.exit-first", "sys.exit-after-def", "os._exit", "SystemExit", "atexit"],
+)
+def test_exit_before_tests(verifier, hack):
+    result = score(verifier, hack)
+    assert result.reward == 0.0
+    assert result.details["status"] == "error" or result.details["cases"][0]["outcome"] != "pass"
+
+
+def test_exit_inside_the_function(verifier):
+    # Exiting with status 0 while being called: exit status never counts as a pass.
+    result = score(verifier, "import os\ndef add(a, b):\n    os._exit(0)\n")
+    assert result.reward == 0.0
+
+
+def test_printing_all_tests_passed(verifier):
+    code = "print('All tests passed')\nprint('passed')\n" + WRONG_ADD
+    result = score(verifier, code)
+    assert result.reward == 0.0
+    # also on stdin/stdout: the expected output is compared, not the program's claims
+    stdio = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
+    assert score(verifier, "print('All tests passed')", stdio).reward == 0.0
+
+
+def test_redefining_the_checker(verifier):
+    # The HumanEval check() and an MBPP helper are redefined by the solution: the judge runs its own.
+    assert score(verifier, "def check(candidate):\n    pass\n" + WRONG_ADD).reward == 0.0
+    ref = {
+        "test_setup_code": "def assert_equal(a, b):\n    assert a == b, (a, b)\n",
+        "test_list": ["assert_equal(add(1, 2), 3)", "assert add(2, 2) == 4"],
+    }
+    hack = "def assert_equal(a, b):\n    return True\n" + WRONG_ADD
+    assert score(verifier, hack, ref).reward == 0.0
+    assert score(verifier, RIGHT_ADD, ref).reward == 1.0
+
+
+def test_always_equal_objects(verifier):
+    # Objects whose __eq__ is always True, including int/str subclasses, never reach the judge as values.
+    for hack in [
+        "class A:\n    def __eq__(self, o):\n        return True\ndef add(a, b):\n    return A()\n",
+        "class I(int):\n    def __eq__(self, o):\n        return True\ndef add(a, b):\n    return I(0)\n",
+        "class S(str):\n    def __eq__(self, o):\n        return True\n    __hash__ = str.__hash__\n"
+        "def add(a, b):\n    return S('x')\n",
+    ]:
+        assert score(verifier, hack).reward == 0.0, hack
+
+
+def test_patching_builtins(verifier):
+    ref = {
+        "test": "def check(candidate):\n    assert abs(candidate(1) - 0.5) < 1e-6\n",
+        "entry_point": "half",
+    }
+    hack = (
+        "import builtins\n"
+        "builtins.abs = lambda x: 0\n"
+        "builtins.AssertionError = type('Nope', (Exception,), {})\n"
+        "builtins.isinstance = lambda *a: True\n"
+        "def half(x):\n    return 999\n"
+    )
+    assert score(verifier, hack, ref).reward == 0.0
+    assert score(verifier, "def half(x):\n    return x / 2\n", ref).reward == 1.0
+
+
+def test_tracing_and_stack_walking(verifier):
+    # A tracer or stack walk in the solution's process sees no test code: the tests run in the judge.
+    hack = (
+        "import sys\n"
+        "def add(a, b):\n"
+        "    f = sys._getframe()\n"
+        "    while f is not None:\n"
+        "        for v in list(f.f_locals.values()):\n"
+        "            if isinstance(v, str) and 'assert' in v:\n"
+        "                raise SystemExit('found tests')\n"
+        "        f = f.f_back\n"
+        "    return 0\n"
+    )
+    assert score(verifier, hack).reward == 0.0
+
+
+def test_reading_the_tests_or_reference(verifier, tmp_path):
+    secret = f"rk-secret-{uuid.uuid4().hex}"
+    dataset = tmp_path / "dataset.jsonl"
+    dataset.write_text(f'{{"reference": "assert secret() == \\"{secret}\\""}}\n')
+    ref = f'assert secret() == "{secret}"'
+    hack = f"""
+import gc, os, re, sys
+PAT = re.compile(r"rk-secret-[0-9a-f]{{32}}")
+def search_text(text):
+    m = PAT.search(text)
+    return m.group(0) if m else None
+def secret():
+    # 1. files: the dataset, anything in the working dir, temp dirs, the repository
+    for root in [{str(tmp_path)!r}, os.getcwd(), "/tmp", {os.getcwd()!r}, "/proc/self", "/"]:
+        try:
+            for dirpath, _, files in os.walk(root):
+                for name in files[:200]:
+                    try:
+                        with open(os.path.join(dirpath, name), errors="ignore") as f:
+                            found = search_text(f.read(1 << 20))
+                        if found:
+                            return found
+                    except Exception:
+                        pass
+                if dirpath.count("/") > 4:
+                    break
+        except Exception:
+            pass
+    # 2. memory: every object of this interpreter, every frame
+    for obj in gc.get_objects():
+        for value in (obj.values() if isinstance(obj, dict) else [obj]):
+            if isinstance(value, str):
+                found = search_text(value)
+                if found:
+                    return found
+    f = sys._getframe()
+    while f:
+        found = search_text(repr(f.f_locals))
+        if found:
+            return found
+        f = f.f_back
+    return "not found"
+"""
+    result = score(verifier, hack, ref)
+    assert result.reward == 0.0
+    assert "not found" in result.details["cases"][0].get("message", "") or result.details["status"] == "fail"
+    # stdin/stdout: the expected output never enters the sandbox
+    stdio = {"inputs": [""], "outputs": [secret]}
+    program = hack + "\nprint(secret())\n"
+    assert score(verifier, program, stdio).reward == 0.0
+
+
+def test_process_outliving_the_run(verifier):
+    # A double-forked, setsid-ed daemon: killed with the run (PID namespace of the slot, or uid sweep).
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.2)\n" + WRONG_ADD
+    )
+    assert score(verifier, daemon).reward == 0.0
+    assert score(verifier, daemon, {"inputs": [""], "outputs": ["x"]}).reward == 0.0
+    time.sleep(0.2)
+    assert sandbox_processes(verifier) == []
+
+
+def test_fork_bomb(verifier):
+    # The process limit holds before the bomb runs: first a bounded count, then the bomb.
+    bounded = (
+        "import os, time\nn = 0\n"
+        "for _ in range(40):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(5)\n"
+        "        os._exit(0)\n"
+        "    n += 1\n"
+        "print(n)\n"
+    )
+    result = score(verifier, bounded, {"inputs": [""], "outputs": ["15"]})
+    if verifier.sandbox.info["private_uid"]:
+        assert result.reward == 1.0, result.details  # 16 processes: the program and 15 children
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    if not verifier.sandbox.info["private_uid"]:
+        pytest.skip("no private uid (not root): RLIMIT_NPROC would count the user's own processes")
+    result = score(verifier, bomb + WRONG_ADD)
+    assert result.reward == 0.0
+    assert result.details["cases"][0]["outcome"] == "timeout"
+    time.sleep(0.2)
+    assert sandbox_processes(verifier) == []
+    assert machine_healthy()
+
+
+def test_huge_allocation(verifier):
+    result = score(verifier, "x = bytearray(50 * 2**30)\n" + RIGHT_ADD)
+    assert result.reward == 0.0
+    assert result.details["cases"][0]["outcome"] == "memory"
+    lazy = "def add(a, b):\n    x = [0] * (50 * 2**30 // 8)\n    return a + b\n"
+    result = score(verifier, lazy)
+    assert result.reward == 0.0 and result.details["cases"][0]["outcome"] == "memory"
+    assert machine_healthy()
+
+
+def test_infinite_loop(verifier):
+    t0 = time.monotonic()
+    result = score(verifier, "def add(a, b):\n    while True:\n        pass\n")
+    assert result.reward == 0.0
+    assert result.details["cases"][0]["outcome"] == "timeout"
+    assert time.monotonic() - t0 < 15
+    result = score(verifier, "while True:\n    pass\n", {"inputs": [""], "outputs": [""]})
+    assert result.details["cases"][0]["outcome"] == "timeout"
+
+
+def test_huge_file(verifier):
+    before = shutil.disk_usage("/tmp").used
+    code = (
+        "f = open('big.bin', 'wb')\n"
+        "chunk = b'0' * (1 << 20)\n"
+        "for _ in range(10 * 1024):\n"
+        "    f.write(chunk)\n" + RIGHT_ADD
+    )
+    result = score(verifier, code)
+    assert result.reward == 0.0
+    assert "File too large" in result.details["cases"][0]["message"]
+    # many files under the limit each: the working-dir tmpfs is capped too
+    many = (
+        "import os\n"
+        "for i in range(400):\n"
+        "    with open(f'f{i}.bin', 'wb') as f:\n"
+        "        f.write(b'0' * (60 << 20))\n" + RIGHT_ADD
+    )
+    result = score(verifier, many)
+    assert result.reward == 0.0
+    assert shutil.disk_usage("/tmp").used - before < 512 << 20
+    assert machine_healthy()
+
+
+def test_output_flood(verifier):
+    result = score(verifier, "while True:\n    print('x' * 10000)\n", {"inputs": [""], "outputs": ["x"]})
+    assert result.reward == 0.0
+
+
+def test_no_network(verifier):
+    code = (
+        "import socket\n"
+        "def probe():\n"
+        "    try:\n"
+        "        socket.create_connection(('1.1.1.1', 53), timeout=1)\n"
+        "        return 'connected'\n"
+        "    except OSError:\n"
+        "        return 'blocked'\n"
+    )
+    ref = {"test_list": ["assert probe() == 'blocked'"]}
+    assert score(verifier, code, ref).reward == 1.0
+    assert verifier.sandbox.info["network"] in ("network namespace", "sockets refused (audit hook)")
+
+
+def test_fresh_working_directory(verifier):
+    # Each program starts in an empty directory that is gone afterwards: no state leaks between samples.
+    writer = "import os\nopen('left.txt', 'w').write('x')\nprint(sorted(os.listdir('.')))\n"
+    stdio = {"inputs": [""], "outputs": ["['left.txt']"]}
+    assert score(verifier, writer, stdio).reward == 1.0
+    assert score(verifier, writer, stdio).reward == 1.0  # not ['left.txt', 'left.txt'] or two files
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+def test_bwrap_backend():
+    v = get_verifier("code", timeout=2.0, backend="bwrap", max_processes=16, parallelism=2)
+    try:
+        assert score(v, RIGHT_ADD).reward == 1.0
+        assert v.sandbox.info["backend"] == "bwrap"
+        assert score(v, "import sys\nsys.exit(0)\n" + WRONG_ADD).reward == 0.0
+        assert score(v, "x = bytearray(50 * 2**30)\n" + RIGHT_ADD).reward == 0.0
+        probe = "import os\ndef f():\n    return os.path.exists(" + repr(os.getcwd() + "/data") + ")\n"
+        assert score(v, probe, {"test_list": ["assert f() is False"]}).reward == 1.0
+        stdio = {"inputs": ["2 3\n"], "outputs": ["5\n"]}
+        assert score(v, "print(sum(map(int, input().split())))", stdio).reward == 1.0
+    finally:
+        v.close()
+
+
+def test_rlimit_backend_still_scores():
+    v = get_verifier("code", timeout=2.0, backend="rlimit", parallelism=1)
+    try:
+        assert score(v, RIGHT_ADD).reward == 1.0
+        assert score(v, WRONG_ADD).reward == 0.0
+        assert v.sandbox.info["read_only_root"] is False
+    finally:
+        v.close()
