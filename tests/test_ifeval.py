@@ -432,3 +432,14 @@ def test_scoring_engine_scores_ifeval_rows_as_they_are(tmp_path):
         assert result.error is None
         assert [e["loose"] for e in result.details["instructions"]] == row["expected_loose"]
         assert result.reward == pytest.approx(sum(row["expected_loose"]) / len(row["expected_loose"]))
+
+
+def test_a_crashing_check_fails_alone():
+    deep = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError
+    reference = {
+        "instruction_id_list": ["detectable_format:json_format", "punctuation:no_comma"],
+        "kwargs": [{}, {}],
+    }
+    result = IFEvalVerifier().score(Record(completion=deep, reference=reference))
+    assert result.error is None and result.reward == 0.5
+    assert "RecursionError" in result.details["instructions"][0]["observed"]["check_error"]

@@ -18,7 +18,12 @@ from typing import Any
 
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.ifeval import text as T
-from rewardkit.verifiers.ifeval.instructions import Instruction, InstructionArgumentError, build_instruction
+from rewardkit.verifiers.ifeval.instructions import (
+    Instruction,
+    InstructionArgumentError,
+    Verdict,
+    build_instruction,
+)
 
 from rewardkit.registry import UnknownNameError
 from rewardkit.types import Record, Result, jsonable
@@ -98,7 +103,9 @@ def check_response(
 
     Returns ``(strict, loose, observed, loose_variant)``: ``observed`` is what the strict check
     measured, ``loose_variant`` names the first variant that passed the loose test (``None`` if none).
-    A blank response follows nothing, as in the reference.
+    A blank response follows nothing, as in the reference. A check that raises on some text (the
+    reference would crash the whole run, e.g. ``json.loads`` on thousands of nested brackets) counts
+    as not followed on that text, with the error in ``observed``; the other instructions still count.
     """
     strict, loose, observed, variants = [], [], [], []
     blank = not response.strip()
@@ -110,18 +117,25 @@ def check_response(
             observed.append({"blank_response": True})
             variants.append(None)
             continue
-        verdict = instruction.check(response)
+        verdict = _safe_check(instruction, response)
         strict.append(verdict.followed)
         observed.append(verdict.observed)
         passed = "response" if verdict.followed else None
         if passed is None:
             for name, text in loose_texts[1:]:  # the first variant is the response itself
-                if instruction.check(text).followed:
+                if _safe_check(instruction, text).followed:
                     passed = name
                     break
         loose.append(passed is not None)
         variants.append(passed)
     return strict, loose, observed, variants
+
+
+def _safe_check(instruction: Instruction, text: str) -> Verdict:
+    try:
+        return instruction.check(text)
+    except Exception as exc:  # one pathological text must not sink the record's other instructions
+        return Verdict(False, {"check_error": f"{type(exc).__name__}: {str(exc)[:120]}"})
 
 
 class IFEvalVerifier(Verifier):
