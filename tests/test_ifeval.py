@@ -443,3 +443,37 @@ def test_a_crashing_check_fails_alone():
     result = IFEvalVerifier().score(Record(completion=deep, reference=reference))
     assert result.error is None and result.reward == 0.5
     assert "RecursionError" in result.details["instructions"][0]["observed"]["check_error"]
+
+
+def test_docs_examples_run(tmp_path, monkeypatch, capsys):
+    import re
+
+    from rewardkit.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "ifeval").symlink_to(root / "data" / "ifeval")
+    monkeypatch.chdir(tmp_path)
+    assert (
+        main(
+            [
+                "score",
+                "data/ifeval/sample.jsonl",
+                "-o",
+                "scored.jsonl",
+                "--verifier",
+                "ifeval",
+                "--workers",
+                "0",
+            ]
+        )
+        == 0
+    )
+    blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "ifeval.md").read_text(), flags=re.DOTALL)
+    assert len(blocks) >= 4
+    for block in blocks:
+        if "Scorer(" in block:  # worker processes: covered by the scoring engine's own tests
+            continue
+        exec(compile(block, "docs/ifeval.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "0.5" in out and "prompt_level_strict_acc" in out
