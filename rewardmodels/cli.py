@@ -340,6 +340,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         label_owners = add_dataclass_arguments(lab, {"label": prm["label"]})
     lab.set_defaults(func=run_label_steps, _owners=label_owners)
 
+    # ---- judge (LLM judge; lives in rewardkit.rewardmodels.judge.cli)
+    from rewardkit.rewardmodels.judge.cli import add_judge_parser
+
+    add_judge_parser(sub)
+
 
 # --------------------------------------------------------------------------------------------------
 # commands

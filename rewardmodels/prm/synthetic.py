@@ -113,4 +113,80 @@ def make_arithmetic_examples(
     return examples
 
 
-__all__ = ["make_arithmetic_examples", "make_problem", "prompt_text", "solve"]
+def _math_shepherd_row(ex: StepExample) -> dict:
+    from rewardkit.rewardmodels.prm.steps import MATH_SHEPHERD_TAG
+
+    steps = [f"Step {i + 1}: {s}" for i, s in enumerate(ex.steps)]
+    marks = ["+" if (y is not None and y >= 0.5) else "-" for y in ex.labels or []]
+    return {
+        "input": ex.prompt + " " + "\n".join(f"{s} {MATH_SHEPHERD_TAG}" for s in steps),
+        "label": ex.prompt + " " + "\n".join(f"{s} {m}" for s, m in zip(steps, marks, strict=True)),
+        "task": "arithmetic",
+    }
+
+
+def _prm800k_row(ex: StepExample) -> dict:
+    steps = []
+    for s, y in zip(ex.steps, ex.labels or [], strict=True):
+        rating = 1 if y is not None and y >= 0.5 else -1
+        steps.append(
+            {"completions": [{"text": s, "rating": rating, "flagged": False}], "chosen_completion": 0}
+        )
+        if rating < 0:
+            break
+    return {
+        "question": {"problem": ex.prompt, "ground_truth_answer": ex.reference},
+        "label": {"steps": steps, "finish_reason": "found_error" if ex.first_error() >= 0 else "solution"},
+    }
+
+
+def write_samples(folder: str) -> dict[str, int]:
+    """Writes the shipped ``data/prm`` samples (reproducible: fixed seeds); returns rows per file."""
+    import json
+    from pathlib import Path
+
+    from rewardkit.rewardmodels.prm.data import write_step_examples
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    train = make_arithmetic_examples(400, seed=11)
+    write_step_examples(train, out / "arithmetic_train.jsonl")
+    test = make_arithmetic_examples(100, seed=12, after_error="unlabelled")
+    rows = [
+        {
+            "id": ex.id,
+            "generator": "synthetic",
+            "problem": ex.prompt,
+            "steps": ex.steps,
+            "final_answer_correct": ex.first_error() < 0,
+            "label": ex.first_error(),
+            "reference": ex.reference,
+        }
+        for ex in test
+    ]
+    files = {
+        "arithmetic_processbench.jsonl": rows,
+        "arithmetic_math_shepherd.jsonl": [
+            _math_shepherd_row(ex) for ex in make_arithmetic_examples(50, seed=13)
+        ],
+        "arithmetic_prm800k.jsonl": [_prm800k_row(ex) for ex in make_arithmetic_examples(50, seed=14)],
+        "arithmetic_unlabelled.jsonl": [
+            {"id": ex.id, "prompt": ex.prompt, "completions": ex.steps, "reference": ex.reference}
+            for ex in make_arithmetic_examples(20, seed=15)
+        ],
+    }
+    for name, rows in files.items():
+        with open(out / name, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        counts[name] = len(rows)
+    counts["arithmetic_train.jsonl"] = len(train)
+    return counts
+
+
+if __name__ == "__main__":  # python -m rewardkit.rewardmodels.prm.synthetic data/prm
+    import sys
+
+    print(write_samples(sys.argv[1] if len(sys.argv) > 1 else "data/prm"))
+__all__ = ["make_arithmetic_examples", "make_problem", "prompt_text", "solve", "write_samples"]
