@@ -98,6 +98,9 @@ EQUIVALENCE: list[tuple[str, str, str, bool]] = [
     ("tuple-3", "(3, 4, 5)", "(3,4,5)", True),
     ("tuple-left-right", "\\left( 1, 2 \\right)", "(1,2)", True),
     ("tuple-fraction", "(\\frac{1}{2}, 3)", "(0.5, 3)", True),
+    ("tuple-decimal-integer", "(2.0, -1)", "(2, -1)", True),
+    ("set-repeats", "\\{2, 2, 3\\}", "\\{2, 3\\}", True),
+    ("interval-fractions", "(\\frac{1}{2}, 3]", "(0.5, 3]", True),
     # multiple answers (a list is a set: order free)
     ("multi-order", "2, 3", "3, 2", True),
     ("multi-same", "-1, 1", "-1,1", True),
@@ -180,6 +183,8 @@ EQUIVALENCE: list[tuple[str, str, str, bool]] = [
     ("ne-set-extra", "\\{1,2,3\\}", "\\{1,2\\}", False),
     ("ne-tuple-order", "(2,1)", "(1,2)", False),
     ("ne-tuple-length", "(1,2,3)", "(1,2)", False),
+    ("ne-tuple-vs-interval-brackets", "[1, 2]", "(1, 2)", False),
+    ("ne-set-element", "1, 4", "1, 2", False),
     (
         "ne-matrix-entry",
         "\\begin{pmatrix}1\\\\3\\end{pmatrix}",

@@ -271,6 +271,7 @@ class Scorer:
         self.default_name = name
         self._by_name: dict[str, _Source | str] = {}
         self._pool: list[_Worker] = []
+        self._warmed = False
         self._ray = None
         self._closed = False
         if mp_context == "forkserver":
@@ -402,6 +403,14 @@ class Scorer:
             done[index] = result
 
     def _ensure_pool(self) -> None:
+        if not self._pool and not self._warmed and self._ctx.get_start_method() == "fork":
+            # Forked workers inherit what the parent has built (e.g. the LaTeX parser's caches): warm once here
+            # instead of once per worker, and again after every worker a timeout replaces.
+            self._warmed = True
+            warmup = getattr(self.default.obj, "warmup", None)
+            if self.default.pooled and callable(warmup):
+                with contextlib.suppress(Exception):
+                    warmup()
         while len(self._pool) < self.workers:
             self._pool.append(_Worker(self._ctx))
 

@@ -96,6 +96,24 @@ def normalize_answer(text: str) -> str:
     return text
 
 
+_COMMAND_END = re.compile(r"\\[A-Za-z]+$")
+
+
+def compact(text: str) -> str:
+    """``text`` without insignificant spaces (kept after a command name like ``\\pi`` and between digits)."""
+    if " " not in text:
+        return text
+    parts = text.split(" ")
+    out = parts[0]
+    for part in parts[1:]:
+        if not part:
+            continue
+        if _COMMAND_END.search(out) or (out[-1:].isdigit() and part[0].isdigit()):
+            out += " "
+        out += part
+    return out
+
+
 def parse_number(text: str) -> NumericAnswer | None:
     """``text`` as a plain number (integer, decimal, scientific, ``a/b``, ``\\frac{a}{b}``, percent) or ``None``."""
     text = text.strip()
@@ -151,3 +169,66 @@ def numbers_equal(
         if inexact and rel_tol is None and round(g, float_rounding) == round(p, float_rounding):
             return True, f"numeric match after rounding to {float_rounding} decimals" + note
     return False, "numbers differ"
+
+
+@dataclass(frozen=True)
+class NumericStructure:
+    """A tuple, interval or set whose elements are all plain numbers.
+
+    ``kind`` is ``"set"`` (``\\{1, 2\\}`` or a bare list ``1, 2``: order and repeats don't matter) or
+    ``"sequence"`` (``(1, 2)``, ``[1, 2)``: order and brackets matter, as for math-verify's tuples and intervals).
+    """
+
+    kind: str
+    brackets: str
+    values: tuple[NumericAnswer, ...]
+
+
+_SET_BRACES = re.compile(r"^\\\{(.*)\\\}$")
+
+
+def parse_structure(text: str) -> NumericStructure | None:
+    """``text`` as a :class:`NumericStructure`, or ``None`` when it is not one (or any element is not a number)."""
+    text = text.strip()
+    if "," not in text:
+        return None
+    match = _SET_BRACES.match(text)
+    if match:
+        kind, brackets, inner = "set", "{}", match.group(1)
+    elif text[0] in "([" and text[-1] in ")]":
+        kind, brackets, inner = "sequence", text[0] + text[-1], text[1:-1]
+    elif text[0] not in "([{\\" and "=" not in text:
+        kind, brackets, inner = "set", "", text
+    else:
+        return None
+    if any(c in inner for c in "()[]{}"):
+        return None  # nested structure: leave it to sympy
+    values = []
+    for part in inner.split(","):
+        number = parse_number(part)
+        if number is None or number.percent:
+            return None
+        values.append(number)
+    if len(values) < 2:
+        return None
+    return NumericStructure(kind, brackets, tuple(values))
+
+
+def structures_equal(
+    gold: NumericStructure, pred: NumericStructure, *, float_rounding: int = 6, rel_tol: float | None = None
+) -> bool | None:
+    """Whether two numeric structures are equal; ``None`` when they are of different kinds (ask sympy)."""
+    if gold.kind != pred.kind:
+        return None
+
+    def eq(a: NumericAnswer, b: NumericAnswer) -> bool:
+        return numbers_equal(a, b, float_rounding=float_rounding, rel_tol=rel_tol)[0]
+
+    if gold.kind == "sequence":
+        if gold.brackets != pred.brackets or len(gold.values) != len(pred.values):
+            return False
+        return all(eq(a, b) for a, b in zip(gold.values, pred.values, strict=True))
+    # Sets: every element of each side has an equal element on the other (repeats collapse, as in FiniteSet).
+    return all(any(eq(a, b) for b in pred.values) for a in gold.values) and all(
+        any(eq(a, b) for a in gold.values) for b in pred.values
+    )

@@ -16,6 +16,7 @@ Pipeline for one record:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -30,7 +31,15 @@ import math_verify.parser
 from math_verify.errors import TimeoutException
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.math.extract import extract_answer, extract_boxed, extract_gsm8k, resolve_mode
-from rewardkit.verifiers.math.normalize import NumericAnswer, normalize_answer, numbers_equal, parse_number
+from rewardkit.verifiers.math.normalize import (
+    NumericAnswer,
+    compact,
+    normalize_answer,
+    numbers_equal,
+    parse_number,
+    parse_structure,
+    structures_equal,
+)
 
 from rewardkit.scoring.engine import IN_WORKER_ENV
 from rewardkit.types import Record, Result
@@ -65,7 +74,8 @@ class MathConfig:
     """Seconds math-verify may spend on one parse or comparison (its ``signal.alarm``, only active on a
     process's main thread). The scoring engine's per-item timeout is the hard limit that always fires."""
     gold_cache_size: int = 65536
-    """Distinct references whose parsed form is kept (RL scores many completions per problem)."""
+    """Distinct references whose parsed form is kept, and distinct (gold, answer) verdicts of the sympy path
+    (RL scores many completions per problem, often with the same final answer)."""
     correct_reward: float = 1.0
     """Reward of a matching answer."""
     incorrect_reward: float = 0.0
@@ -109,6 +119,7 @@ class MathVerifier(Verifier):
             None if self.settings.gold_mode == "auto" else resolve_mode(self.settings.gold_mode)
         )
         self._gold_cache: OrderedDict[str, list[_Answer]] = OrderedDict()
+        self._verdicts: OrderedDict[tuple, tuple[bool, str, str]] = OrderedDict()
 
     # -- extraction ---------------------------------------------------------------------------------------
     def _gold_answers(self, reference: Any) -> list[_Answer]:
@@ -208,15 +219,65 @@ class MathVerifier(Verifier):
                 rel_tol=self.settings.rel_tol,
             )
             return ok, "numeric", reason
-        if gold.normalized and gold.normalized == pred.normalized:
+        if gold.normalized and compact(gold.normalized) == compact(pred.normalized):
             return True, "string", "identical after normalisation"
+        gold_structure, pred_structure = parse_structure(gold.normalized), parse_structure(pred.normalized)
+        if gold_structure is not None and pred_structure is not None:
+            same = structures_equal(
+                gold_structure,
+                pred_structure,
+                float_rounding=self.settings.float_rounding,
+                rel_tol=self.settings.rel_tol,
+            )
+            if same is not None:
+                what = "set" if gold_structure.kind == "set" else f"{gold_structure.brackets} sequence"
+                return same, "numeric", f"numeric {what}s {'equal' if same else 'differ'} element-wise"
+        # RL scores many samples per problem and they often end in the same answer: sympy runs once per
+        # distinct (gold, answer) pair.
+        key = (gold.normalized, gold.raw, pred.normalized, pred.raw)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._compare_symbolic(gold, pred)
+            self._verdicts[key] = verdict
+            if len(self._verdicts) > self.settings.gold_cache_size:
+                self._verdicts.popitem(last=False)
+        return verdict
+
+    def _compare_symbolic(self, gold: _Answer, pred: _Answer) -> tuple[bool, str, str]:
         if self._symbolic(gold, pred, "normalized"):
             return True, "math-verify", "math-verify: equivalent"
-        if (gold.raw != gold.normalized or pred.raw != pred.normalized) and self._symbolic(gold, pred, "raw"):
+        # Normalisation only rewrites surface forms; when it left something math-verify can't parse on
+        # either side, compare the text as written.
+        unparsed = not self._parsed(gold, "normalized") or not self._parsed(pred, "normalized")
+        changed = gold.raw != gold.normalized or pred.raw != pred.normalized
+        if unparsed and changed and self._symbolic(gold, pred, "raw"):
             return True, "math-verify", "math-verify: equivalent (as written, before normalisation)"
-        if not self._parsed(pred, "normalized") and not self._parsed(pred, "raw"):
+        if not self._parsed(pred, "normalized") and (not changed or not self._parsed(pred, "raw")):
             return False, "math-verify", "answer could not be parsed"
         return False, "math-verify", "math-verify: not equivalent"
+
+    def warmup(self) -> None:
+        """Parses a few typical answers so that the LaTeX parser's caches are built (the scoring engine calls
+        this before forking workers, which then inherit warm caches instead of each building its own)."""
+        samples = [
+            "\\frac{1}{2}",
+            "2\\sqrt{3}",
+            "(1, 2]",
+            "\\{1,2\\}",
+            "x^2+2x+1",
+            "3\\pi",
+            "(1,2)",
+            "1, 2",
+            "\\begin{pmatrix}1\\\\2\\end{pmatrix}",
+            "\\text{(B)}",
+            "y=2x+1",
+            "[0,\\infty)",
+            "10^{3}",
+        ]
+        gold = _Answer("1", "1", "whole", None)
+        for text in samples:
+            with contextlib.suppress(BaseException):  # a warm-up never fails the run
+                self._symbolic(gold, _Answer(text, text, "boxed", None), "normalized")
 
     # -- Verifier -----------------------------------------------------------------------------------------
     def verify(self, record: Record) -> Result:
