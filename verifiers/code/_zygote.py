@@ -772,7 +772,9 @@ def _run_judge(spec: dict, sock: socket.socket, limits: dict) -> dict:
         return verdict
     globs: dict = {"__name__": "__test__", "__builtins__": builtins}
     for name, info in hello[1].items():
-        if not isinstance(name, str) or not name.isidentifier():
+        # A solution's global never shadows a builtin in the tests (``def abs(x): return 0`` would
+        # make ``assert abs(candidate(x) - y) < 1e-6`` pass in an in-process harness).
+        if not isinstance(name, str) or not name.isidentifier() or hasattr(builtins, name):
             continue
         if info[0] == "module" and (info[1] in sys.modules or info[1] in sys.stdlib_module_names):
             with contextlib.suppress(BaseException):

@@ -199,7 +199,8 @@ class Sandbox:
 
     @property
     def parallelism(self) -> int:
-        return self.config.parallelism or os.cpu_count() or 1
+        # Worker sockets travel in one SCM_RIGHTS message (at most 253 descriptors): 2 per slot.
+        return min(self.config.parallelism or os.cpu_count() or 1, 120)
 
     def _backend(self) -> str:
         backend = self.config.backend
@@ -532,6 +533,9 @@ def _function_outcome(candidate: RunReport, judge: RunReport) -> FunctionOutcome
             f" ({judge.last_error_line})" if judge.last_error_line else ""
         )
     load = verdict.get("load_error")
+    if verdict.get("judge_error") and error is None:
+        judge.timed_out = judge.timed_out or verdict["judge_error"] == "timeout"
+        judge.stderr = judge.stderr or str(verdict["judge_error"])
     return FunctionOutcome(
         cases=[(str(o), str(m)) for o, m in verdict.get("cases", [])],
         load_error=(str(load[0]), str(load[1])) if load else None,

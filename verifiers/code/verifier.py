@@ -551,7 +551,10 @@ class CodeVerifier(Verifier):
                 cases.append({"outcome": "pass"})
             else:
                 cases.append({"outcome": kind, "message": msg})
-        while len(cases) < n:  # the judge itself ran out of time
+        while len(cases) < n:  # the judge stopped early (its own time limit, or an error in the tests)
+            if judge.stderr and not judge.timed_out and not cand.timed_out:
+                cases.append({"outcome": "error", "message": f"test harness: {judge.stderr[:300]}"})
+                continue
             cases.append(
                 {
                     "outcome": "timeout" if judge.timed_out or cand.timed_out else "error",
