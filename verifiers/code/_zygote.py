@@ -1,25 +1,26 @@
-"""The sandbox side of the code verifier: a warm "zygote" interpreter that forks one supervised process per program.
+"""The sandbox side of the code verifier: a warm "zygote" interpreter and the workers it forks.
 
-This file runs as a script (``python _zygote.py CONFIG_JSON``), never imported by rewardkit itself: it must
-stay light (standard library only) because every sandboxed program is a fork of it.
+This file runs as a script (``python _zygote.py CONFIG_JSON FD``), never imported by rewardkit itself: it
+must stay light (standard library only) because every sandboxed program is a fork of it.
 
-Process tree for one program::
+Process tree::
 
-    zygote (root, started once; own mount + network namespace, chrooted into a read-only minimal root)
-      └─ supervisor S (root): makes the working dir, unshares a PID namespace, enforces the wall-clock limit,
-         │                    reports exit status / rusage / captured output to the parent over a pipe
-         └─ program P (PID 1 of its namespace): rlimits, drops to an unprivileged uid, runs one role:
-              "stdio"     - run the program on stdin, stdout captured by S (compared by the parent, which
-                            alone holds the expected outputs)
-              "candidate" - load the solution, then answer calls from the judge over a socket
-              "judge"     - run the test code (read from a memfd the candidate never sees), calling the
-                            candidate's functions through the socket; its verdict is written to S
+    zygote (root, started once; own mount + network + IPC + UTS namespace, chrooted into a read-only root)
+      ├─ slot i (root, PID 1 of a PID namespace of its own; warm, one program at a time)
+      │    └─ program P (private uid, rlimits, no_new_privs, fresh working dir), one of:
+      │         "stdio"     - the program on stdin; stdout goes to the slot, then to the parent, which
+      │                       alone holds the expected outputs and compares
+      │         "candidate" - loads the solution, then answers the judge's calls over a socket
+      └─ judge j (its own private uid; warm, one sample at a time)
+           runs the test code (from a memfd the candidate never sees) with fresh globals, calling the
+           candidate's functions through the socket; writes the verdict to the parent
 
-When P (PID 1) exits or is killed, the kernel kills every process left in its PID namespace, including
-double-forked, ``setsid``-ed daemons. The judge never runs candidate code and the candidate never holds the
-tests, so nothing the candidate does in its own process (exit early, print, patch builtins or ``assert``
-helpers, walk the stack for the expected values) can change the verdict: the judge only ever sees plain
-data values (decoded by a strict, non-pickle decoder) or opaque handles.
+After each program the slot kills every other process of its namespace (``kill(-1)`` from PID 1), which
+includes double-forked, ``setsid``-ed daemons, reaps them, and removes the working directory. The judge
+never runs solution code and the candidate never holds the tests, so nothing the solution does in its own
+process (exit early, print, patch builtins or ``assert`` helpers, walk the stack or ``gc`` for the
+expected values) changes the verdict: the judge sees plain data values (decoded by a strict, non-pickle
+decoder) or opaque handles, never the solution's objects.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Process sandbox for untrusted programs: a warm zygote interpreter forks one supervised process per program.
+"""Process sandbox for untrusted programs: warm workers fork one supervised process per program.
 
 The parent side lives here; the sandbox side is ``_zygote.py`` (run as a script, standard library only).
 Isolation, strongest available first (what was used is in :attr:`Sandbox.info` and every result's details):
@@ -6,9 +6,10 @@ Isolation, strongest available first (what was used is in :attr:`Sandbox.info` a
 * ``native`` backend as root (the default here): the zygote enters a new mount, network, IPC and UTS
   namespace once and chroots into a minimal read-only root (``/usr``, ``/etc``, the Python installation and
   its ``site-packages``; no ``/home``, ``/root``, ``/tmp``, ``/proc`` or project directory, so the dataset
-  and the tests are not on any disk the program can see). Each program then gets a PID namespace of its
-  own (every child dies with it, double-forked daemons included), an unprivileged uid of its own (so that
-  ``RLIMIT_NPROC`` counts exactly its processes and it cannot signal or trace anything else), rlimits on CPU
+  and the tests are not on any disk the program can see). Each program runs in a warm slot whose
+  supervisor is PID 1 of a PID namespace of its own (everything the program leaves, double-forked daemons
+  included, is killed after it), under the slot's unprivileged uid (so that ``RLIMIT_NPROC`` counts
+  exactly its processes and it cannot signal or trace anything else), with rlimits on CPU
   time, address space, file size and open files, ``no_new_privs``, and a fresh working directory on a
   size-capped tmpfs, removed afterwards.
 * ``bwrap`` backend: the zygote is started inside ``bubblewrap`` (which makes the mount / network
