@@ -155,6 +155,15 @@ def test_function_and_stdio_rewards(verifier):
     results = verifier.score_batch(recs)
     assert [r.reward for r in results] == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
     assert results[1].details["code_source"] == "text after the prompt"
+    # a full function in a fence still gets the helpers defined only in the prompt
+    helper = {
+        "test": "def check(candidate):\n    assert candidate(3) == 9\n",
+        "entry_point": "sq",
+        "prompt": 'def _mul(a, b):\n    return a * b\n\ndef sq(x):\n    """Square."""\n',
+    }
+    fenced = "```python\ndef sq(x):\n    return _mul(x, x)\n```"
+    full = verifier.score(Record(completion=fenced, reference=helper))
+    assert full.reward == 1.0 and full.details["code_source"] == "fenced python after the prompt"
     assert results[4].details["cases"][0]["outcome"] == "pass"
     assert results[4].details["cases"][1]["outcome"] == "fail"
     assert results[5].error == "no code found"

