@@ -23,8 +23,9 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from rewardkit.types import Record
 from rewardkit.verifiers import get_verifier
+
+from rewardkit.types import Record
 
 PROBLEMS = os.path.join(os.path.dirname(__file__), "..", "data", "code", "problems.jsonl")
 
