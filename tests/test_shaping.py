@@ -351,3 +351,12 @@ def test_weighted_sum_source_names_parts():
     assert bad.score_batch([Record()])[0].error == "a: timeout"
     with pytest.raises(ValueError):
         S.WeightedSumSource({"a": _Const("a", [1.0])}, {"b": 1.0})
+
+
+def test_empty_batches():
+    empty = torch.zeros(0)
+    assert F.group_normalize(empty, torch.zeros(0, dtype=torch.long)).numel() == 0
+    assert F.kimi_length_penalty(empty, empty.bool(), torch.zeros(0, dtype=torch.long)).numel() == 0
+    r, m = F.pad_steps([])
+    assert F.gao_clip_delta(r, m).shape == (0, 1)
+    assert S.shape_results([], [], ["group_norm"]) == []

@@ -144,8 +144,10 @@ def _group_index(group: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
     group = torch.as_tensor(group)
     if group.dim() != 1 or group.numel() != n:
         raise ValueError(f"group ids must be a 1-D tensor of length {n}, got shape {tuple(group.shape)}")
+    if n == 0:
+        return torch.zeros(0, dtype=torch.long), 0
     _, inverse = torch.unique(group, return_inverse=True)
-    return inverse, int(inverse.max().item()) + 1 if n else 0
+    return inverse, int(inverse.max().item()) + 1
 
 
 def _group_stats(
