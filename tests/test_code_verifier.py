@@ -325,3 +325,24 @@ def test_return_values_like_an_in_process_harness(verifier):
     finally:
         v.close()
     assert [c["outcome"] for c in result.details["cases"]] == ["pass"] * len(tests)
+
+
+def test_early_stop_keeps_rewards():
+    ref = {"inputs": ["1\n", "2\n", "3\n"], "outputs": ["2", "4", "6"]}
+    programs = [
+        "print(int(input()) * 2)",
+        "print(int(input()) + 1)",
+        "x = int(input())\nprint(2 * x if x < 3 else 0)",
+    ]
+    recs = [Record(completion=p, reference=ref) for p in programs]
+    eager = get_verifier("code", timeout=3.0, early_stop=False, parallelism=2)
+    staged = get_verifier("code", timeout=3.0, parallelism=2)
+    try:
+        a, b = eager.score_batch(recs), staged.score_batch(recs)
+    finally:
+        eager.close()
+        staged.close()
+    assert [r.reward for r in a] == [r.reward for r in b] == [1.0, 0.0, 0.0]
+    assert [c["outcome"] for c in b[1].details["cases"]] == ["pass", "fail", "fail"]  # 1+1 == 2 passes
+    assert [c["outcome"] for c in b[2].details["cases"]] == ["pass", "pass", "fail"]
+    assert [c["outcome"] for c in a[1].details["cases"]] == ["pass", "fail", "fail"]

@@ -70,6 +70,9 @@ class CodeConfig:
     """stdin/stdout: tokens that both parse as numbers match when within this absolute or relative error."""
     case_sensitive: bool = True
     """stdin/stdout: compare tokens case-sensitively."""
+    early_stop: bool = True
+    """stdin/stdout, all-or-nothing rewards: run the other cases only when the first one passed (the
+    reward is the same; a failed record's later cases are reported as ``skipped``)."""
     include_challenge_tests: bool = False
     """MBPP: also run ``challenge_test_list``."""
     extra_ro_paths: list[str] = field(default_factory=list)
@@ -413,10 +416,13 @@ class CodeVerifier(Verifier):
         return spec, code, source
 
     def score_batch(self, records: Sequence[Record]) -> list[Result]:
-        """Scores all records, running their programs in parallel (``parallelism`` at a time)."""
+        """Scores all records, running their programs in parallel (``parallelism`` at a time).
+
+        With ``early_stop`` (and all-or-nothing rewards), stdin/stdout problems run in two waves: the first
+        case of every record, then the other cases only of the records whose first case passed, since
+        most wrong programs already fail the first case."""
         results: list[Result | None] = [None] * len(records)
-        tasks: list[StdioTask | FunctionTask] = []
-        plan: list[tuple[int, TestSpec, str, list[int]]] = []
+        plan: list[tuple[int, TestSpec, str, str]] = []
         for i, record in enumerate(records):
             try:
                 spec, code, source = self.prepare(record)
@@ -429,29 +435,52 @@ class CodeVerifier(Verifier):
             if not code.strip():
                 results[i] = Result.failure("no code found")
                 continue
+            plan.append((i, spec, code, source))
+        staged = self.options.early_stop and not self.options.partial
+        # wave 1: function tests, and the first (or every) stdin/stdout case
+        tasks: list[StdioTask | FunctionTask] = []
+        ids: dict[int, list[int]] = {}
+        for i, spec, code, _ in plan:
             if spec.style == "stdio":
-                ids = []
-                for stdin in spec.inputs:
-                    ids.append(len(tasks))
-                    tasks.append(StdioTask(code, stdin))
+                inputs = spec.inputs[:1] if staged else spec.inputs
+                ids[i] = [len(tasks) + k for k in range(len(inputs))]
+                tasks += [StdioTask(code, stdin) for stdin in inputs]
             else:
-                ids = [len(tasks)]
+                ids[i] = [len(tasks)]
                 tasks.append(FunctionTask(code, spec.cases, spec.setup))
-            plan.append((i, spec, source, ids))
-        if tasks:
+        outcomes = self._run(tasks)
+        reports = {i: [outcomes[j] for j in js] for i, js in ids.items()}
+        if staged:  # wave 2: the remaining cases of the stdin/stdout records that passed their first case
+            tasks, ids = [], {}
+            for i, spec, code, _ in plan:
+                if spec.style != "stdio" or len(spec.inputs) < 2:
+                    continue
+                first = reports[i][0]
+                if first.error or self._stdio_case(first, spec.outputs[0])["outcome"] != "pass":
+                    continue
+                ids[i] = [len(tasks) + k for k in range(len(spec.inputs) - 1)]
+                tasks += [StdioTask(code, stdin) for stdin in spec.inputs[1:]]
+            if tasks:
+                outcomes = self._run(tasks)
+                for i, js in ids.items():
+                    reports[i] += [outcomes[j] for j in js]
+        for i, spec, _, source in plan:
             try:
-                outcomes = self.sandbox.run(tasks)
-            except Exception as exc:  # noqa: BLE001 - e.g. the zygote cannot start
-                outcomes = [RunReport(error=f"sandbox error: {exc}") for _ in tasks]
-            for i, spec, source, ids in plan:
-                try:
-                    if spec.style == "stdio":
-                        results[i] = self._stdio_result(spec, [outcomes[j] for j in ids], source)
-                    else:
-                        results[i] = self._function_result(spec, outcomes[ids[0]], source)
-                except Exception as exc:  # noqa: BLE001
-                    results[i] = Result.failure(f"verifier error: {type(exc).__name__}: {exc}")
+                if spec.style == "stdio":
+                    results[i] = self._stdio_result(spec, reports[i], source)
+                else:
+                    results[i] = self._function_result(spec, reports[i][0], source)
+            except Exception as exc:  # noqa: BLE001
+                results[i] = Result.failure(f"verifier error: {type(exc).__name__}: {exc}")
         return [r if r is not None else Result.failure("verifier error: not scored") for r in results]
+
+    def _run(self, tasks: list[StdioTask | FunctionTask]) -> list[Any]:
+        if not tasks:
+            return []
+        try:
+            return self.sandbox.run(tasks)
+        except Exception as exc:  # noqa: BLE001 - e.g. the zygote cannot start
+            return [RunReport(error=f"sandbox error: {exc}") for _ in tasks]
 
     # -------------------------------------------------------------------------------------------- results
 
@@ -481,10 +510,12 @@ class CodeVerifier(Verifier):
 
     def _stdio_result(self, spec: TestSpec, reports: list[Any], source: str) -> Result:
         cases = []
-        for report, expected in zip(reports, spec.outputs, strict=True):
+        for report, expected in zip(reports, spec.outputs, strict=False):
             if report.error:
                 return Result.failure(report.error)
             cases.append(self._stdio_case(report, expected))
+        for _ in range(len(spec.outputs) - len(reports)):  # not run: an earlier case failed (early_stop)
+            cases.append({"outcome": "skipped", "message": "not run: an earlier case failed"})
         return self._reward(cases, source)
 
     def _stdio_case(self, report: RunReport, expected: str) -> dict:
