@@ -333,6 +333,7 @@ def test_early_stop_keeps_rewards():
         "print(int(input()) * 2)",
         "print(int(input()) + 1)",
         "x = int(input())\nprint(2 * x if x < 3 else 0)",
+        "print(0)",
     ]
     recs = [Record(completion=p, reference=ref) for p in programs]
     eager = get_verifier("code", timeout=3.0, early_stop=False, parallelism=2)
@@ -342,7 +343,8 @@ def test_early_stop_keeps_rewards():
     finally:
         eager.close()
         staged.close()
-    assert [r.reward for r in a] == [r.reward for r in b] == [1.0, 0.0, 0.0]
+    assert [r.reward for r in a] == [r.reward for r in b] == [1.0, 0.0, 0.0, 0.0]
+    assert [c["outcome"] for c in b[3].details["cases"]] == ["fail", "skipped", "skipped"]
     assert [c["outcome"] for c in b[1].details["cases"]] == ["pass", "fail", "fail"]  # 1+1 == 2 passes
     assert [c["outcome"] for c in b[2].details["cases"]] == ["pass", "pass", "fail"]
     assert [c["outcome"] for c in a[1].details["cases"]] == ["pass", "fail", "fail"]
