@@ -121,6 +121,20 @@ def test_pointwise_metrics_and_subsets():
     assert pointwise_metrics([1.0], [1])["roc_auc"] is None
 
 
+def test_rewardbench_sections():
+    from rewardkit.rewardmodels.orm.evaluate import by_subset, rewardbench_sections
+
+    sec = rewardbench_sections(
+        {"alpacaeval-easy": 1.0, "mt-bench-easy": 0.0, "math-prm": 0.5, "hep-go": 1.0, "x": 0.0}
+    )
+    assert sec["Chat"] == pytest.approx(100 / 128)
+    assert sec["Reasoning"] == pytest.approx((0.5 * 984 + 164) / (984 + 164))
+    assert sec["score"] == pytest.approx((sec["Chat"] + sec["Reasoning"]) / 2)
+    assert rewardbench_sections({"mine": 1.0}) == {}
+    out = by_subset("pairwise", [1.0, 0.0], [0.0, 1.0], ["donotanswer", "refusals-dangerous"])
+    assert out["sections"]["Safety"] == pytest.approx(136 / 236)
+
+
 # ---- data ------------------------------------------------------------------------------------------
 
 
