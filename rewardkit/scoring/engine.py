@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import time
 import traceback
 from collections import deque
@@ -125,7 +126,7 @@ def as_record(item: Any, index: int) -> Record:
     elif isinstance(item, dict):
         record = Record.from_dict(item)
     else:
-        raise TypeError(f"record {index}: expected a Record or a dict, got {type(item).__name__}")
+        raise TypeError(f"expected a Record or a dict, got {type(item).__name__}")
     if record.id is None:
         record.id = index
     return record
@@ -137,6 +138,9 @@ def as_record(item: Any, index: int) -> Record:
 def _worker_main(conn: Connection) -> None:
     """Worker loop: build sources on first use, score chunk items one by one, report each as it ends."""
     os.environ[IN_WORKER_ENV] = "1"
+    # Ctrl-C reaches the whole process group: the parent handles it (keeps what it wrote, kills workers);
+    # workers ignoring it avoids a traceback per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sources: dict[str, Any] = {}
     conn.send(("ready",))
     while True:
@@ -256,7 +260,7 @@ class Scorer:
         self.engine = engine
         self.chunk_size = max(1, chunk_size)
         self.batch_size = max(1, batch_size)
-        self.window = window or max(256, 8 * max(1, workers) * self.chunk_size)
+        self.window = window or max(1024, 8 * max(1, workers) * self.chunk_size)
         if mp_context is None:
             # fork: a worker (or a replacement for a killed one) starts in milliseconds with everything the
             # parent imported, and scripts need no ``if __name__ == "__main__"`` guard. Workers only run the
