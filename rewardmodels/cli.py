@@ -417,6 +417,10 @@ def _format_metrics(metrics: dict[str, Any]) -> str:
 
     keys = [k for k, v in metrics.items() if not isinstance(v, dict)]
     lines = ["  ".join(f"{k}={fmt(metrics[k])}" for k in keys)]
+    if metrics.get("sections"):
+        lines.append(
+            "  RewardBench sections: " + "  ".join(f"{k}={fmt(v)}" for k, v in metrics["sections"].items())
+        )
     for name, sub in (metrics.get("subsets") or metrics.get("groups") or {}).items():
         inner = "  ".join(f"{k}={fmt(v)}" for k, v in sub.items() if not isinstance(v, dict))
         lines.append(f"  {name}: {inner}")
