@@ -477,3 +477,19 @@ def test_docs_examples_run(tmp_path, monkeypatch, capsys):
         exec(compile(block, "docs/ifeval.md", "exec"), {})
     out = capsys.readouterr().out
     assert "0.5" in out and "prompt_level_strict_acc" in out
+
+
+def test_module_cli_prints_accuracies(tmp_path, capsys):
+    from rewardkit.verifiers.ifeval.__main__ import main
+
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()[:5]]
+    results = IFEvalVerifier().score_batch([Record.from_dict(row) for row in rows])
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text(
+        "".join(json.dumps({**row, **res.to_dict()}) + "\n" for row, res in zip(rows, results, strict=True))
+    )
+    assert main([str(scored)]) == 0
+    assert "prompt-level" in capsys.readouterr().out
+    assert main([str(scored), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_prompts"] == 5
+    assert main([str(tmp_path / "missing.jsonl")]) == 2
