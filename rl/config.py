@@ -59,6 +59,10 @@ class DataConfig:
     """For ``arithmetic``: largest operand."""
     arithmetic_ops: str = "+-"
     """For ``arithmetic``: operators to draw from."""
+    arithmetic_min_value: int = 0
+    """For ``arithmetic``: smallest operand."""
+    arithmetic_carry: bool = True
+    """For ``arithmetic``: ``false`` draws only problems solved without carrying / borrowing."""
     shuffle: bool = True
     """Shuffle the prompts each epoch (seeded by ``train.seed``)."""
     eval_path: str | None = None

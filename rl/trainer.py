@@ -81,15 +81,16 @@ def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record
     if path == "arithmetic":
         from rewardkit.data import arithmetic
 
+        dist = {
+            "max_value": data.arithmetic_max_value,
+            "ops": data.arithmetic_ops,
+            "min_value": data.arithmetic_min_value,
+            "carry": data.arithmetic_carry,
+        }
         if eval_set:
-            rows = arithmetic.heldout(max_value=data.arithmetic_max_value, ops=data.arithmetic_ops)
+            rows = arithmetic.heldout(**dist)
         else:
-            rows = arithmetic.generate(
-                data.num_examples,
-                seed=cfg.train.seed,
-                max_value=data.arithmetic_max_value,
-                ops=data.arithmetic_ops,
-            )
+            rows = arithmetic.generate(data.num_examples, seed=cfg.train.seed, **dist)
         records = [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in rows]
     else:
         from rewardkit.data.loaders import load_records
@@ -473,6 +474,7 @@ class RLTrainer:
         self.data_index = 0
         self.num_tokens = 0
         self._order = self._epoch_order(0)
+        self.initial_eval: dict[str, Any] = {}
 
     # -- schedule, data -------------------------------------------------------------------------------------
     def _total_opt_steps(self) -> int:
@@ -1040,6 +1042,7 @@ class RLTrainer:
         try:
             if self.step == 0 and self.eval_records and main:
                 first = self.evaluate()
+                self.initial_eval = first
                 if logger:
                     logger.log(0, first)
             while self.step < end:
