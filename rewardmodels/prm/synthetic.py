@@ -171,6 +171,10 @@ def write_samples(folder: str) -> dict[str, int]:
             _math_shepherd_row(ex) for ex in make_arithmetic_examples(50, seed=13)
         ],
         "arithmetic_prm800k.jsonl": [_prm800k_row(ex) for ex in make_arithmetic_examples(50, seed=14)],
+        "arithmetic_records.jsonl": [
+            {"id": ex.id, "prompt": ex.prompt, "completion": "\n".join(ex.steps), "reference": ex.reference}
+            for ex in make_arithmetic_examples(20, seed=16)
+        ],
         "arithmetic_unlabelled.jsonl": [
             {"id": ex.id, "prompt": ex.prompt, "completions": ex.steps, "reference": ex.reference}
             for ex in make_arithmetic_examples(20, seed=15)
