@@ -143,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
         from rewardkit.rewardmodels.shaping import shape_jsonl
 
         try:
-            shape_jsonl(args.output, pipeline, field_map=dict(args.field) or None)
+            shaped = shape_jsonl(args.output, pipeline, field_map=dict(args.field) or None)
+            summary.reward_sum = float(sum(shaped))  # the summary reports the shaped rewards
         except (KeyError, ValueError) as exc:
             raise CLIError(f"--shape: {exc}") from exc
     if args.json:

@@ -215,9 +215,9 @@ def shape_jsonl(
     output: str | None = None,
     field_map: dict[str, str] | None = None,
     tokenizer: Any | None = None,
-) -> int:
+) -> list[float]:
     """Shapes a scored JSONL file (rows with ``reward``, ``details``, ``error``, as ``rewardkit score``
-    writes them) in place, or into ``output``; returns the number of rows shaped.
+    writes them) in place, or into ``output``; returns the shaped rewards of the scored rows.
 
     This is how ``rewardkit score --shape ...`` works: scoring streams rows to the file, then shaping runs
     over all of them at once (group statistics need every sample of a group). Rows that are not scored
@@ -257,4 +257,4 @@ def shape_jsonl(
         for row in rows:
             out.write(json.dumps(jsonable(row), ensure_ascii=False) + "\n")
     os.replace(tmp, target)
-    return len(scored)
+    return [r.reward for r in shaped]
