@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import pickle
+import sys
+import time
+from pathlib import Path
 
 import pytest
-from math_cases import EQUIVALENCE, EXTRACTION
+
+sys.path.insert(0, str(Path(__file__).parent))  # math_cases.py is shared with bench/score_math.py
+from math_cases import EQUIVALENCE, EXTRACTION  # noqa: E402
 from rewardkit.verifiers import get_verifier
 from rewardkit.verifiers.math import MathVerifier, extract_answer, normalize_answer, parse_number
 from rewardkit.verifiers.math.extract import resolve_mode
@@ -148,3 +153,18 @@ def test_signal_timeout_on_the_main_thread():
     big = "+".join(f"x^{{{i}}}" for i in range(3000))
     result = v.score(Record(completion=f"\\boxed{{{big}}}", reference="1"))
     assert result.error == "timeout" or result.reward == 0.0
+
+
+def test_adversarial_completions_extract_in_linear_time(verifier):
+    floods = [
+        "\\boxed{" * 5000,
+        "{" * 100_000 + "\\boxed{3}",
+        "1,2," * 5000,
+        "the answer is. " * 5000,
+        "$" * 20_000,
+    ]
+    for text in floods:
+        start = time.perf_counter()
+        verifier.extract(text)
+        assert time.perf_counter() - start < 2.0, text[:20]
+    assert verifier.score(Record(completion="{" * 100_000 + "\\boxed{3}", reference="3")).reward == 1.0

@@ -32,36 +32,37 @@ _NUMBER = re.compile(
 _SENTENCE_END = re.compile(r"\.(?!\d)|\n")
 
 
-def _match_braces(text: str, open_index: int) -> int | None:
-    """Index of the ``}`` closing the ``{`` at ``open_index`` (``None`` when the braces never close)."""
-    depth = 0
-    i = open_index
-    n = len(text)
+def _closing_braces(text: str) -> dict[int, int]:
+    """Maps the index of every ``{`` that gets closed to the index of its ``}``, in one pass (linear time:
+    a completion of thousands of unclosed ``\\boxed{`` must not cost quadratic time)."""
+    closes: dict[int, int] = {}
+    stack: list[int] = []
+    i, n = 0, len(text)
     while i < n:
         ch = text[i]
         if ch == "\\" and i + 1 < n and text[i + 1] in "{}":
-            i += 2  # an escaped brace (``\{``) is content, not structure
+            i += 2  # an escaped brace (``\\{``) is content, not structure
             continue
         if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
+            stack.append(i)
+        elif ch == "}" and stack:
+            closes[stack.pop()] = i
         i += 1
-    return None
+    return closes
 
 
 def extract_boxed(text: str) -> str | None:
     """Content of the last complete ``\\boxed{}`` / ``\\fbox{}`` (a truncated last box falls back to the one before)."""
     starts = [m.end() - 1 for m in _BOXED_START.finditer(text)]
     bare = list(_BOXED_BARE.finditer(text))
-    for open_index in reversed(starts):
-        close = _match_braces(text, open_index)
-        if close is not None:
-            if bare and bare[-1].start() > open_index:
-                return bare[-1].group(1)
-            return text[open_index + 1 : close].strip()
+    if starts:
+        closes = _closing_braces(text)
+        for open_index in reversed(starts):
+            close = closes.get(open_index)
+            if close is not None:
+                if bare and bare[-1].start() > open_index:
+                    return bare[-1].group(1)
+                return text[open_index + 1 : close].strip()
     if bare:
         return bare[-1].group(1)
     return None

@@ -82,7 +82,8 @@ def normalize_answer(text: str) -> str:
     text = re.sub(r"\s+", " ", text).strip()
     text = _DEGREES.sub("", text).strip()
     text = _CURRENCY.sub("", text).strip()
-    match = _TRAILING_WORDS.match(text)
+    # Unit words follow short answers; the length bound keeps this regex's backtracking off long text.
+    match = _TRAILING_WORDS.match(text) if len(text) <= 200 else None
     if match:
         words = {w.strip(".").lower() for w in match.group("words").split()}
         if not words & _MATH_WORDS:
