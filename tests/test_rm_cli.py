@@ -153,3 +153,47 @@ def test_field_docs_become_help():
     docs = _field_docs(ORMTrainConfig)
     assert docs["center_rewards_coefficient"].startswith("Weight of the reward-centering term")
     assert set(docs) >= {f for f in ORMTrainConfig.__dataclass_fields__}
+
+
+def test_prm_dispatch_train_eval_score(tmp_path, tiny_model_dir, capsys):
+    """`--type prm` reaches the PRM package's trainer; eval and score detect a PRM folder by itself."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parent.parent / "data" / "prm"
+    out = tmp_path / "prm"
+    rc = main(
+        [
+            "rm", "train", "--type", "prm", "--model", tiny_model_dir, "--train-file",
+            str(data / "arithmetic_train.jsonl"), "--output-dir", str(out), "--max-steps", "2", "--batch-size", "4",
+        ]
+    )  # fmt: skip
+    assert rc == 0 and (out / "rewardkit_prm.json").exists()
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "rm",
+                "eval",
+                "--model",
+                str(out),
+                "--data",
+                str(data / "arithmetic_processbench.jsonl"),
+                "--limit",
+                "8",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["kind"] == "prm" and "processbench_f1" in metrics
+    scored = tmp_path / "scored.jsonl"
+    rows = [{"prompt": "Compute 1+1.", "completion": "1+1=2\nThe answer is 2.", "metadata": {"group": 0}}] * 2
+    src = _write(tmp_path / "in.jsonl", rows)
+    assert main(["rm", "score", src, "-o", str(scored), "--model", str(out), "--shape", "delta"]) == 0
+    got = [json.loads(x) for x in scored.read_text().splitlines()]
+    steps = got[0]["details"]["shaping"]["step_rewards"]
+    assert len(steps) == len(got[0]["details"]["step_scores"]) >= 1
+    assert got[0]["reward"] == pytest.approx(
+        got[0]["details"]["step_scores"][0], abs=1e-5
+    )  # Delta: return = r_1
