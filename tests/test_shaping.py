@@ -360,3 +360,39 @@ def test_empty_batches():
     r, m = F.pad_steps([])
     assert F.gao_clip_delta(r, m).shape == (0, 1)
     assert S.shape_results([], [], ["group_norm"]) == []
+
+
+def test_step_transforms_random_ragged_batches():
+    """Invariants on random ragged batches: telescoping sums, row independence, padding independence."""
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        counts = torch.randint(0, 7, (5,), generator=gen).tolist()
+        rows = [torch.randn(n, generator=gen).tolist() for n in counts]
+        r, m = F.pad_steps(rows)
+        wide_r = torch.cat([r, torch.full((r.shape[0], 3), 9.0)], dim=1)  # garbage in padding
+        wide_m = torch.cat([m, torch.zeros(r.shape[0], 3, dtype=torch.bool)], dim=1)
+        first = torch.tensor([row[0] if row else 0.0 for row in rows])
+        last = torch.tensor([row[-1] if row else 0.0 for row in rows])
+        fns = {
+            "delta": F.gao_delta,
+            "clip": lambda a, b: F.gao_clip(a, b, 0.3),
+            "clip+delta": lambda a, b: F.gao_clip_delta(a, b, 0.3),
+            "progress": F.progress_delta,
+            "min_form": F.min_form,
+        }
+        for name, fn in fns.items():
+            out = fn(r, m)
+            assert close(fn(wide_r, wide_m)[:, : r.shape[1]], out), name
+            assert (out[~m] == 0).all(), name
+            for i, row in enumerate(rows):  # each row alone gives the same values
+                if row:
+                    alone = fn(*F.pad_steps([row]))
+                    assert close(alone[0], out[i, : len(row)]), name
+        assert close(F.step_returns(F.gao_delta(r, m), m), torch.where(m, r, torch.zeros_like(r)))
+        assert close(
+            F.gao_clip_delta(r, m, 0.3).sum(1),
+            torch.where(torch.tensor(counts) > 0, (first - 0.3).clamp(max=0), 0.0),
+        )
+        assert close(F.progress_delta(r, m).sum(1), last)
+        assert close(F.step_returns(F.min_form(r, m), m), F.min_form_returns(r, m))
+        assert (F.gao_clip(r, m, 0.3) <= 0).all()
