@@ -18,7 +18,8 @@ Registries
 * :data:`ADVANTAGE_ESTIMATORS` -- ``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``, ``reinforce_pp_baseline``,
   ``gae``. Uniform signature ``fn(token_level_rewards, response_mask, **kw) -> (advantages, returns)``, both
   ``(B, T)``; outcome estimators sum the token rewards into one score per sample.
-* :data:`POLICY_LOSSES` -- ``ppo`` (clipped surrogate, clip-higher, dual clip), ``gspo`` (sequence ratio).
+* :data:`POLICY_LOSSES` -- ``ppo`` (clipped surrogate, clip-higher, dual clip), ``gspo`` (sequence ratio),
+  ``cispo`` (clipped importance weight).
 * :data:`LOSS_AGG_MODES` -- ``token-mean``, ``seq-mean-token-mean``, ``seq-mean-token-sum``,
   ``seq-mean-token-sum-norm`` (Dr.GRPO's constant normaliser).
 * :data:`KL_ESTIMATORS` -- ``k1``, ``k2``, ``k3`` (Schulman, "Approximating KL divergence", 2020).
@@ -841,7 +842,9 @@ def ppo_policy_loss(
 
     ``r_t = exp(log pi_t - log pi_old_t)``;
     ``l_t = -min(r_t A_t, clip(r_t, 1 - eps_low, 1 + eps_high) A_t)``;
-    with dual clip (Ye et al., 2020, c > 1): ``l_t = min(l_t, -c A_t)`` where ``A_t < 0``.
+    with dual clip (Ye et al., 2020, c > 1): ``l_t = min(l_t, -c A_t)`` where ``A_t < 0``. (TRL's ``delta``,
+    INTELLECT-2's two-sided clipping, is the same loss as a dual clip with ``c = delta`` when
+    ``delta > 1 + eps_high``.)
 
     * ``clip_ratio_low`` / ``clip_ratio_high``: eps_low / eps_high. PPO/GRPO use 0.2 / 0.2; DAPO (Yu et al.,
       2025) decouples them, 0.2 / 0.28, so that low-probability tokens can rise (against entropy collapse).
@@ -912,6 +915,56 @@ def gspo_policy_loss(
         loss_agg_mode=loss_agg_mode,
         **kwargs,
     )
+
+
+@POLICY_LOSSES.register("cispo")
+def cispo_policy_loss(
+    log_prob: Tensor,
+    old_log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    clip_ratio_max: float = 5.0,
+    loss_agg_mode: str = "token-mean",
+    is_weights: Tensor | None = None,
+    global_num_tokens: float | int | Tensor | None = None,
+    global_num_seqs: float | int | Tensor | None = None,
+    max_len: int | None = None,
+    dp_size: int = 1,
+    **_: Any,
+) -> PolicyLossOutput:
+    """CISPO (MiniMax-M1, 2025; ScaleRL, 2025): clip the importance weight, not the update.
+
+    ``l_t = -sg[min(r_t, eps_max)] * A_t * log pi_t``: every token keeps a gradient (PPO's clip zeroes it),
+    only its weight is capped. ``clip_ratio_max`` is eps_max (5.0 in ScaleRL; TRL's ``epsilon_high`` for
+    ``loss_type="cispo"``). Stats: ``cispo_clip_ratio`` (fraction of tokens with ``r > eps_max`` and
+    ``A > 0``, TRL's metric), ``approx_kl``.
+    """
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1)
+    log_ratio = torch.where(response_mask.bool(), log_prob - old_log_prob, torch.zeros_like(log_prob))
+    ratio = torch.exp(log_ratio)
+    weight = ratio.clamp(max=clip_ratio_max).detach()
+    per_token = -weight * advantages * log_prob
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach()
+    per_token = torch.where(response_mask.bool(), per_token, torch.zeros_like(per_token))
+    loss = agg_loss(
+        per_token,
+        response_mask,
+        loss_agg_mode,
+        global_num_tokens=global_num_tokens,
+        global_num_seqs=global_num_seqs,
+        max_len=max_len,
+        dp_size=dp_size,
+    )
+    with torch.no_grad():
+        clipped = (ratio > clip_ratio_max) & (advantages > 0)
+        stats = {
+            "cispo_clip_ratio": float(masked_mean(clipped.float(), response_mask).item()),
+            "approx_kl": float(masked_mean(kl_k3(log_prob, old_log_prob), response_mask).item()),
+        }
+    return PolicyLossOutput(loss=loss, per_token_loss=per_token, stats=stats)
 
 
 def compute_policy_loss(name: str, *args: Any, **kwargs: Any) -> PolicyLossOutput:

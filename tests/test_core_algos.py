@@ -385,3 +385,17 @@ def test_rollout_importance_weights_by_hand():
     # geometric: 2^(1/2) and 0.5^(1/3)
     w, _, _ = ca.rollout_importance_weights(old, mu, mask, level="sequence", seq_ratio="geometric")
     assert close(w[:, 0], [math.sqrt(2), 0.5 ** (1 / 3)], atol=1e-6)
+
+
+def test_cispo_by_hand():
+    # ratios 7 and 0.5, A = +1 and -2, eps_max 5: weights 5 and 0.5 (detached)
+    lp = torch.log(torch.tensor([[0.7, 0.05]])).requires_grad_()
+    old = torch.log(torch.tensor([[0.1, 0.1]]))
+    adv = torch.tensor([[1.0, -2.0]])
+    out = ca.compute_policy_loss("cispo", lp, old, adv, torch.ones(1, 2), clip_ratio_max=5.0)
+    expected = [[-5 * 1 * math.log(0.7), -0.5 * -2 * math.log(0.05)]]
+    assert close(out.per_token_loss, expected, atol=1e-5)
+    out.loss.backward()
+    # d/dlp = -w * A / 2 tokens: the clipped token keeps a gradient (unlike PPO)
+    assert close(lp.grad, [[-5 / 2, 1.0 / 2]], atol=1e-5)
+    assert out.stats["cispo_clip_ratio"] == 0.5

@@ -280,3 +280,56 @@ def test_model_untouched_by_parity_harness(setup):
     model, *_ = setup
     ref = copy.deepcopy(model)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), ref.parameters(), strict=True))
+
+
+def test_cispo_matches_trl(setup, tmp_path):
+    model, tokenizer, _, batch = setup
+    trainer = _make_trainer(model, tokenizer, tmp_path, loss_type="cispo", epsilon_high=1.2)
+    inputs = _inputs_with_old_logps(model, batch)
+    model.zero_grad()
+    loss_trl = trainer._compute_loss(model, inputs)
+    loss_trl.backward()
+    grad_trl = _grads(model).clone()
+    model.zero_grad()
+    logps, _ = _our_logps(model, inputs)
+    mask = inputs["completion_mask"]
+    out = ca.compute_policy_loss(
+        "cispo",
+        logps,
+        inputs["old_per_token_logps"],
+        inputs["advantages"],
+        mask,
+        clip_ratio_max=1.2,
+        global_num_tokens=ca.batch_counts(mask)[0],
+    )
+    out.loss.backward()
+    assert abs(out.loss.item() - loss_trl.item()) < 1e-5
+    assert torch.allclose(_grads(model), grad_trl, atol=1e-5, rtol=1e-4)
+    assert out.stats["cispo_clip_ratio"] > 0
+    assert math.isclose(
+        out.stats["cispo_clip_ratio"], trainer._metrics["train"]["cispo_clip_ratio"][-1], abs_tol=1e-6
+    )
+
+
+def test_trl_two_sided_delta_is_our_dual_clip(setup, tmp_path):
+    model, tokenizer, _, batch = setup
+    trainer = _make_trainer(model, tokenizer, tmp_path, loss_type="bnpo", delta=1.3)
+    inputs = _inputs_with_old_logps(model, batch, scale=0.5)
+    model.zero_grad()
+    loss_trl = trainer._compute_loss(model, inputs)
+    loss_trl.backward()
+    grad_trl = _grads(model).clone()
+    model.zero_grad()
+    logps, _ = _our_logps(model, inputs)
+    out = ca.ppo_policy_loss(
+        logps,
+        inputs["old_per_token_logps"],
+        inputs["advantages"],
+        inputs["completion_mask"],
+        clip_ratio_c=1.3,
+        loss_agg_mode="token-mean",
+    )
+    out.loss.backward()
+    assert out.stats["clip_ratio/dual_mean"] > 0
+    assert abs(out.loss.item() - loss_trl.item()) < 1e-5
+    assert torch.allclose(_grads(model), grad_trl, atol=1e-5, rtol=1e-4)
