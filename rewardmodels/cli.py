@@ -266,6 +266,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--group-by", default="subset", help="PRM: metadata field to report metrics by")
     ev.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when available)")
+    ev.add_argument("--dtype", default="float32", help="ORM: float32, bfloat16, float16, auto")
     ev.add_argument("-o", "--output", default=None, help="write per-row scores to this JSONL file")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON")
     ev.set_defaults(func=run_eval)
@@ -313,6 +314,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     sc.add_argument("--split", default=None, help="dataset split")
     sc.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when available)")
+    sc.add_argument("--dtype", default="float32", help="ORM: float32, bfloat16, float16, auto")
     sc.add_argument("--json", action="store_true", help="print the summary as JSON")
     sc.set_defaults(func=run_score)
 
@@ -445,6 +447,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 n_bins=args.bins,
                 max_tokens=args.token_budget,
                 device=args.device,
+                dtype=args.dtype,
             )
         else:
             from rewardkit.rewardmodels.prm import ProcessRewardModel, load_step_examples
@@ -518,7 +521,12 @@ def run_score(args: argparse.Namespace) -> int:
     field_map = dict(_key_value(f) for f in args.field) or None
     kwargs: dict[str, Any] = {"device": args.device}
     if _model_kind(args.model, args.type) == "orm":
-        kwargs.update(normalize=args.normalize, max_tokens=args.token_budget, max_length=args.max_length)
+        kwargs.update(
+            normalize=args.normalize,
+            max_tokens=args.token_budget,
+            max_length=args.max_length,
+            dtype=args.dtype,
+        )
     source = reward_model_source(args.model, kind=args.type, **kwargs)
     summary = Summary()
     start = time.perf_counter()

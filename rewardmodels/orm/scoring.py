@@ -60,7 +60,8 @@ class RewardModel:
         use_chat_template: ``None``: as recorded in the model folder's ``rm_config.json`` (written by
             training), else when the tokenizer has one. Must match how the RM was trained.
         append_eos: Append EOS to plain texts (as training does); ``None``: as recorded, else True.
-        device, dtype: Where and in what precision to run.
+        device, dtype: Where and in what precision to run a model loaded from a path (device ``None``:
+            CUDA when available, else CPU).
     """
 
     def __init__(
@@ -90,6 +91,10 @@ class RewardModel:
                 if append_eos is None:
                     append_eos = trained.get("append_eos", True)
             self.path = str(model)
+            if device is None:
+                import torch
+
+                device = "cuda" if torch.cuda.is_available() else None
             model, tokenizer = load_reward_model(str(model), tokenizer=tokenizer, dtype=dtype, device=device)
         else:
             self.path = getattr(getattr(model, "config", None), "_name_or_path", "") or "reward-model"
