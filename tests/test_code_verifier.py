@@ -348,3 +348,42 @@ def test_early_stop_keeps_rewards():
     assert [c["outcome"] for c in b[1].details["cases"]] == ["pass", "fail", "fail"]  # 1+1 == 2 passes
     assert [c["outcome"] for c in b[2].details["cases"]] == ["pass", "pass", "fail"]
     assert [c["outcome"] for c in a[1].details["cases"]] == ["pass", "fail", "fail"]
+
+
+def test_prefetched_calls_keep_the_call_order(verifier):
+    # Literal-argument calls are sent ahead in one batch; a stateful solution must still see the calls in
+    # the order the tests make them, including calls on computed arguments in between.
+    code = "n = 0\ndef f(x):\n    global n\n    n += 1\n    return n + x\n"
+    tests = (
+        "def check(candidate):\n"
+        "    assert candidate(0) == 1\n"
+        "    assert abs(candidate(0) - 2) < 1e-9\n"
+        "    y = 0\n"
+        "    assert candidate(y) == 3\n"
+        "    assert candidate(0) == 4\n"
+        "    for k in range(2):\n"
+        "        assert candidate(0) == 5 + k\n"
+        "    assert candidate(10) == 17\n"
+    )
+    ref = {"test": tests, "entry_point": "f"}
+    assert verifier.score(Record(completion=code, reference=ref)).reward == 1.0
+    mbpp = {
+        "test_list": ["assert f(0) == 1", "assert f(x) == 2", "assert f(0) == 3"],
+        "test_setup_code": "x = 0",
+    }
+    assert verifier.score(Record(completion=code, reference=mbpp)).reward == 1.0
+
+
+def test_failed_assert_ends_the_run_early():
+    # A wrong solution whose later (prefetched) call never returns: the verdict comes from the failed
+    # assert and the candidate is stopped when the judge hangs up, well before the time limit.
+    v = get_verifier("code", timeout=20.0, parallelism=2)
+    try:
+        ref = {"test_list": ["assert f(1) == 2", "assert f(2) == 3"]}
+        code = "def f(x):\n    while x == 2:\n        pass\n    return 0\n"
+        result = v.score(Record(completion=code, reference=ref))
+        assert result.reward == 0.0
+        assert result.details["cases"][0]["outcome"] == "fail"
+        assert result.details["wall"] < 10
+    finally:
+        v.close()

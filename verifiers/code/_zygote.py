@@ -996,7 +996,11 @@ def _run_judge(spec: dict, sock: socket.socket, limits: dict) -> dict:
     except BaseException as exc:
         verdict["setup_error"] = _last_line(exc)
         return verdict
+    stop_on_fail = bool(spec.get("stop_on_fail"))
     for case in spec["cases"]:
+        if stop_on_fail and any(outcome != "pass" for outcome, _ in verdict["cases"]):
+            verdict["cases"].append(["skipped", "not run: an earlier case failed"])
+            continue
         if chan.dead:
             verdict["cases"].append(["died", "candidate process ended"])
             continue

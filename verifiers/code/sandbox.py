@@ -96,6 +96,8 @@ class FunctionTask:
     code: str
     cases: list[str]
     setup: str = ""
+    stop_on_fail: bool = False
+    """Skip the remaining cases after the first one that does not pass (all-or-nothing rewards)."""
 
 
 @dataclass
@@ -399,14 +401,15 @@ class Sandbox:
                     os.close(stdin_fd)
             else:
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                spec = json.dumps({"setup": task.setup, "cases": list(task.cases)}).encode()
+                spec = {"setup": task.setup, "cases": list(task.cases), "stop_on_fail": task.stop_on_fail}
+                spec_json = json.dumps(spec).encode()
                 slot, judge = free_slots.pop(), free_judges.pop()
                 try:
                     fd_c = self._launch(
                         "candidate", task.code.encode("utf-8", "replace"), b.fileno(), limits, slot
                     )
                     state["fds"].append((fd_c, "candidate", slot))
-                    fd_j = self._launch("judge", spec, a.fileno(), judge_limits, judge)
+                    fd_j = self._launch("judge", spec_json, a.fileno(), judge_limits, judge)
                     state["fds"].append((fd_j, "judge", judge))
                 finally:
                     a.close()

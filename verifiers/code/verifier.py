@@ -71,8 +71,9 @@ class CodeConfig:
     case_sensitive: bool = True
     """stdin/stdout: compare tokens case-sensitively."""
     early_stop: bool = True
-    """stdin/stdout, all-or-nothing rewards: run the other cases only when the first one passed (the
-    reward is the same; a failed record's later cases are reported as ``skipped``)."""
+    """All-or-nothing rewards: stop at the first failing case, as a single test program does (function
+    tests: the later cases are skipped; stdin/stdout: the other cases run only when the first passed).
+    The reward is the same; the cases not run are reported as ``skipped``."""
     include_challenge_tests: bool = False
     """MBPP: also run ``challenge_test_list``."""
     extra_ro_paths: list[str] = field(default_factory=list)
@@ -447,7 +448,7 @@ class CodeVerifier(Verifier):
                 tasks += [StdioTask(code, stdin) for stdin in inputs]
             else:
                 ids[i] = [len(tasks)]
-                tasks.append(FunctionTask(code, spec.cases, spec.setup))
+                tasks.append(FunctionTask(code, spec.cases, spec.setup, stop_on_fail=staged))
         outcomes = self._run(tasks)
         reports = {i: [outcomes[j] for j in js] for i, js in ids.items()}
         if staged:  # wave 2: the remaining cases of the stdin/stdout records that passed their first case
