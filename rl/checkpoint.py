@@ -65,7 +65,15 @@ def save_checkpoint(
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    policy.save_pretrained(tmp / "policy", safe_serialization=True)
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # one "Writing model shards" bar per checkpoint is noise in a run log
+    try:
+        policy.save_pretrained(tmp / "policy", safe_serialization=True)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp / "policy")
     if value_model is not None:

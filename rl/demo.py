@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ),
         )
         print(f"[demo] warm start done in {time.perf_counter() - t0:.0f}s")
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
         model.save_pretrained(out / "sft")
         tokenizer.save_pretrained(out / "sft")
 

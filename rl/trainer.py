@@ -101,6 +101,16 @@ def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record
     return records
 
 
+def _maybe_init_distributed() -> None:
+    """Joins the process group that ``torchrun`` describes (``RANK``/``WORLD_SIZE`` in the environment)."""
+    import os
+
+    if not torch.distributed.is_available() or torch.distributed.is_initialized():
+        return
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ:
+        torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+
 class ValueModel(nn.Module):
     """PPO's critic: a copy of the policy's transformer body with a scalar head (zero-initialised)."""
 
@@ -394,7 +404,13 @@ class RLTrainer:
         self.device = torch.device(
             ("cuda" if torch.cuda.is_available() else "cpu") if cfg.run.device == "auto" else cfg.run.device
         )
+        _maybe_init_distributed()
         self.dist = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if self.dist and self.device.type == "cuda" and cfg.run.device == "auto":
+            import os
+
+            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            torch.cuda.set_device(self.device)
         self.rank = torch.distributed.get_rank() if self.dist else 0
         self.world = torch.distributed.get_world_size() if self.dist else 1
         torch.manual_seed(cfg.train.seed)
@@ -681,16 +697,21 @@ class RLTrainer:
             else ca.frac_zero_std_groups(everything.rewards, n, everything.valid)
         )
 
-        if train_rollout is None or (
-            not ac.dynamic_sampling
-            and zero_std >= 1.0
+        degenerate = train_rollout is None or (not ac.dynamic_sampling and zero_std >= 1.0)
+        if degenerate:
+            # Every group is degenerate: a group-baseline advantage is 0 everywhere, so the policy gets no
+            # gradient from the reward. Say so instead of silently "training" on nothing.
+            metrics["warning"] = "all groups have zero reward std: no policy gradient this step"
+        if train_rollout is None and self.dist:
+            train_rollout = rollout  # every rank must take part in the same optimiser steps
+        skip = train_rollout is None or (
+            degenerate
+            and not self.dist
             and ac.adv_estimator in ("grpo", "dr_grpo", "rloo")
             and ac.kl_coef == 0
             and ac.entropy_coef == 0
-        ):
-            # Every group is degenerate: the group-baseline advantage is 0 everywhere, so there is no gradient.
-            # Say so instead of silently "training" on nothing (and skip the useless backward passes).
-            metrics["warning"] = "all groups have zero reward std: no policy gradient this step"
+        )
+        if skip:
             metrics["skipped_update"] = 1
             metrics["learning_rate"] = self.sched.get_last_lr()[0]
         else:

@@ -2,7 +2,7 @@
 
 * The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, as TRL's colocate mode) so that
   :meth:`VLLMBackend.update_weights` can hand the trainer's tensors to the model's own ``load_weights``
-  through ``LLM.apply_model`` without copying them through a pipe; the prefix cache is reset afterwards,
+  through the worker's ``reload_weights`` without a copy through a pipe; the prefix cache is reset afterwards,
   since KV blocks computed with the old weights are stale.
 * A model object is saved once (``save_pretrained``, with its tokenizer) to a temporary folder for the
   engine to load; a path or hub name is passed straight through.
@@ -109,7 +109,16 @@ class VLLMBackend(RolloutBackend):
             include_stop_str_in_output=params.include_stop_str_in_output,
             skip_special_tokens=True,
         )
-        outputs = self.llm.generate(list(prompts), sp, use_tqdm=False)
+        if self.tokenizer is not None:
+            # Token ids from the trainer's tokenizer: both backends (and the trainer) see the same prompt ids
+            # whatever vLLM's own tokenizer loading does with this tokenizer.
+            inputs: list[Any] = [
+                {"prompt_token_ids": ids}
+                for ids in self.tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+            ]
+        else:
+            inputs = list(prompts)
+        outputs = self.llm.generate(inputs, sp, use_tqdm=False)
         result: list[list[Generation]] = []
         for req in outputs:
             prompt_ids = list(req.prompt_token_ids or [])
@@ -124,7 +133,7 @@ class VLLMBackend(RolloutBackend):
                 reason = "length" if out.finish_reason == "length" else "stop"
                 group.append(
                     Generation(
-                        text=out.text,
+                        text=self._text(out, token_ids, params),
                         token_ids=token_ids,
                         prompt_token_ids=prompt_ids,
                         logprobs=logprobs,
@@ -134,16 +143,35 @@ class VLLMBackend(RolloutBackend):
             result.append(group)
         return result
 
+    def _text(self, out: Any, token_ids: list[int], params: SamplingParams) -> str:
+        """The completion text decoded with the trainer's tokenizer (vLLM's own when there is none)."""
+        if self.tokenizer is None:
+            return out.text
+        text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
+        if params.stop:
+            hits = [(text.find(s), s) for s in params.stop if s and s in text]
+            if hits:
+                idx, stop = min(hits, key=lambda h: (h[0], -len(h[1])))
+                text = text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
+        return text
+
     def update_weights(self, model: Any) -> None:
         """Loads ``model``'s current weights into the engine (``load_weights`` of vLLM's model class)."""
         source = model.module if hasattr(model, "module") else model
         weights = [(name, tensor.detach()) for name, tensor in source.state_dict().items()]
+        try:
+            # vLLM >= 0.1x: in-place reload through the worker (re-runs the post-load weight processing,
+            # which a bare model.load_weights on already-processed parameters cannot).
+            self.llm.collective_rpc(
+                "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
+            )
+        except (AttributeError, NotImplementedError, TypeError):
 
-        def _load(vllm_model: Any) -> int:
-            vllm_model.load_weights(weights)
-            return len(weights)
+            def _load(vllm_model: Any) -> int:  # older engines: the model class's own loader
+                vllm_model.load_weights(weights)
+                return len(weights)
 
-        self.llm.apply_model(_load)
+            self.llm.apply_model(_load)
         self.llm.reset_prefix_cache()
 
     def close(self) -> None:

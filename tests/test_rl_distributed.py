@@ -1,0 +1,89 @@
+"""Data-parallel training on CPU: two processes with the gloo backend hold the same weights after a step.
+
+Each rank samples its own prompts (a stride of the same order), so the ranks' losses differ; DDP averages
+the gradients (the loss is scaled by the world size and normalised by the global token count), and both
+ranks must end the step with identical parameters that differ from the initial ones.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from rewardkit.types import Record
+
+
+def digits_reward(prompts, completions, references):
+    return [sum(ch.isdigit() for ch in c) / max(len(c), 1) for c in completions]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        from rewardkit.rl.config import load_config
+        from rewardkit.rl.trainer import RLTrainer
+
+        cfg = load_config(
+            preset="grpo",
+            overrides=[
+                "train.steps=1",
+                "train.prompts_per_step=2",
+                "rollout.n=4",
+                "rollout.max_new_tokens=6",
+                "train.lr=1e-3",
+                "train.micro_batch_size=3",
+                "reward.sources=[]",
+                "run.tensorboard=false",
+                f"run.output_dir={out_dir}",
+                "run.device=cpu",
+            ],
+        )
+        records = [Record(id=i, prompt=f"{i}*{i}=", reference=str(i * i)) for i in range(8)]
+        with RLTrainer(
+            cfg, train_records=records, eval_records=[], reward_fns=[digits_reward], console=None
+        ) as tr:
+            initial = torch.cat([p.detach().flatten().clone() for p in tr.policy.parameters()])
+            metrics = tr.train_step()
+            final = torch.cat([p.detach().flatten() for p in tr.policy.parameters()])
+        gathered = [torch.zeros_like(final) for _ in range(world)]
+        dist.all_gather(gathered, final)
+        prompts = [tr.records[i].prompt for i in tr._order[:2]]
+        torch.save(
+            {
+                "same": all(torch.equal(gathered[0], g) for g in gathered),
+                "moved": not torch.equal(initial, final),
+                "grad_norm": metrics.get("grad_norm"),
+                "prompts": prompts,
+            },
+            os.path.join(out_dir, f"rank{rank}.pt"),
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_gloo_ranks_hold_the_same_weights(tmp_path):
+    world = 2
+    mp.spawn(_worker, args=(world, _free_port(), str(tmp_path)), nprocs=world, join=True)
+    results = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
+    for res in results:
+        assert res["same"], "ranks diverged after one step"
+        assert res["moved"], "the step did not change the weights"
+        assert res["grad_norm"] and res["grad_norm"] > 0
+    assert results[0]["prompts"] != results[1]["prompts"], "ranks should sample different prompts"
+
+
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed unavailable")
