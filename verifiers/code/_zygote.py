@@ -219,6 +219,7 @@ def _spawn_worker(kind: str, uid: int, control: socket.socket, others: list[sock
                 _unshare(CLONE_NEWPID)
                 init = os.fork()
                 if init:
+                    child_end.close()  # only the slot may hold it: if the slot dies, sends to it fail
                     with contextlib.suppress(ChildProcessError):
                         os.waitpid(init, 0)
                     os._exit(0)
