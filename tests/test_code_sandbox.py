@@ -357,3 +357,63 @@ def test_rlimit_backend_still_scores():
         assert v.sandbox.info["read_only_root"] is False
     finally:
         v.close()
+
+
+def test_fallback_without_namespaces_still_kills_daemons():
+    """The path taken where the kernel refuses namespaces (a default Docker seccomp profile): leftovers are
+    killed by process group and by sweeping the slot's private uid."""
+    from rewardkit.verifiers.code import Sandbox, SandboxConfig, StdioTask
+
+    if os.geteuid() != 0:
+        pytest.skip("the uid sweep needs root (private uids)")
+    sandbox = Sandbox(SandboxConfig(timeout=2.0, backend="rlimit", pid_namespace=False, parallelism=1))
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.2)\n"
+        "print('done')\n"
+    )
+    try:
+        report = sandbox.run([StdioTask(daemon)])[0]
+        assert report.stdout.strip() == b"done"
+        assert sandbox.info["pid_namespace"] is False
+        time.sleep(0.2)
+        leftovers = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    if os.stat(f"/proc/{pid}").st_uid == sandbox._uid_base:
+                        with open(f"/proc/{pid}/stat") as f:
+                            state = f.read().rsplit(")", 1)[1].split()[0]
+                        leftovers.append((pid, state))
+                except (OSError, IndexError):
+                    pass
+        assert leftovers == []
+    finally:
+        sandbox.close()
+
+
+def test_fallback_daemon_writing_to_stdout():
+    from rewardkit.verifiers.code import Sandbox, SandboxConfig, StdioTask
+
+    if os.geteuid() != 0:
+        pytest.skip("the uid sweep needs root (private uids)")
+    sandbox = Sandbox(SandboxConfig(timeout=3.0, backend="rlimit", pid_namespace=False, parallelism=1))
+    chatty = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    while True:\n"
+        "        print('x', flush=True)\n"
+        "        time.sleep(0.01)\n"
+        "print('done', flush=True)\n"
+    )
+    try:
+        report = sandbox.run([StdioTask(chatty)])[0]
+        assert not report.timed_out and report.wall < 2.5
+    finally:
+        sandbox.close()

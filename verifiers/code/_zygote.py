@@ -75,6 +75,7 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -157,8 +158,8 @@ def setup_zygote(config: dict) -> None:
     if not STATE["chroot"]:
         os.makedirs(config["runs_dir"], exist_ok=True)
     STATE["setuid"] = is_root and config.get("drop_privileges", True)
-    if is_root:
-        try:  # probe once: is a PID namespace per program allowed here?
+    if is_root and config.get("pid_namespace", True):
+        try:  # probe once: is a PID namespace per slot allowed here?
             pid = os.fork()
             if pid == 0:
                 try:
@@ -250,6 +251,10 @@ def _recv_job(sock: socket.socket) -> tuple[dict, list[int]] | None:
 def slot_loop(sock: socket.socket, uid: int | None) -> None:
     """One program at a time: fork it, watch it, kill what it left, clean up, report."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if not STATE["pidns"]:
+        # Without a namespace of its own, the slot adopts the orphans of its programs (double-forked
+        # daemons) so that it can reap them once killed.
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     while True:
         job = _recv_job(sock)
         if job is None:
@@ -324,7 +329,7 @@ def supervise(header: dict, fds: list[int], uid: int | None) -> None:
     os.close(out_w)
     os.close(err_w)
     os.close(extra_fd)
-    out, err, status = _watch(pid, out_r, err_r, limits, t0)
+    out, err, status = _watch(pid, uid, out_r, err_r, limits, t0)
     wall = time.monotonic() - t0
     _kill_leftovers(pid, uid)
     _rmtree(workdir)
@@ -335,7 +340,9 @@ def supervise(header: dict, fds: list[int], uid: int | None) -> None:
     os.close(report_fd)
 
 
-def _watch(pid: int, out_r: int, err_r: int, limits: dict, t0: float) -> tuple[bytes, bytes, dict]:
+def _watch(
+    pid: int, uid: int | None, out_r: int, err_r: int, limits: dict, t0: float
+) -> tuple[bytes, bytes, dict]:
     """Collects output until the program ends or the wall limit passes; kills the namespace on timeout."""
     deadline = t0 + limits["wall"]
     max_out = int(limits["out_mb"] * 1024 * 1024)
@@ -343,7 +350,7 @@ def _watch(pid: int, out_r: int, err_r: int, limits: dict, t0: float) -> tuple[b
     out, err = bytearray(), bytearray()
     open_fds = {out_r, err_r}
     timed_out = out_limit = False
-    exited = False
+    exited = killed = False
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -367,8 +374,10 @@ def _watch(pid: int, out_r: int, err_r: int, limits: dict, t0: float) -> tuple[b
                     del err[:-8192]
         if out_limit or (exited and not open_fds):
             break
-        if exited:  # the program ended: kill what it left running, then drain the pipes
-            _kill_others()
+        if exited and not killed:  # the program ended: kill what it left running, then drain the pipes
+            killed = True
+            _kill_others(pid, uid)
+        if exited:
             ready, _, _ = select.select(list(open_fds), [], [], 0.05)
             if not ready:
                 break
@@ -408,11 +417,31 @@ def _kill(pid: int) -> None:
             target()
 
 
-def _kill_others() -> None:
-    """From a slot's PID 1: SIGKILL every other process of the namespace (the program and its children)."""
+def _kill_others(pid: int | None = None, uid: int | None = None) -> None:
+    """SIGKILL what a program left running, without reaping. From a slot's PID 1: every other process
+    of the namespace. Without a namespace: the program's process group and the processes of its uid."""
     if STATE["pidns"]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
+        return
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    if uid is not None:
+        _sweep_uid(uid)
+
+
+def _sweep_uid(uid: int) -> None:
+    """kill(-1) from a helper running as ``uid``: every process of that uid, ``setsid``-ed ones included."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)  # as that uid: all processes it may signal, i.e. its own
+        except OSError:
+            pass
+        os._exit(0)
+    os.waitpid(child, 0)
 
 
 def _kill_leftovers(pid: int, uid: int | None) -> None:
@@ -434,23 +463,27 @@ def _kill_leftovers(pid: int, uid: int | None) -> None:
     if uid is None:
         return
     for _ in range(50):
-        child = os.fork()
-        if child == 0:
-            try:
-                os.setresuid(uid, uid, uid)
-                os.kill(-1, signal.SIGKILL)  # as that uid: all processes it may signal, i.e. its own
-            except OSError:
-                pass
-            os._exit(0)
-        os.waitpid(child, 0)
+        _sweep_uid(uid)
+        _reap()
         if not any(_owned_by(p, uid) for p in os.listdir("/proc") if p.isdigit()):
             return
+        time.sleep(0.001)
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
 
 
 def _owned_by(pid: str, uid: int) -> bool:
+    """Whether a live (not zombie) process of that uid has this pid."""
     try:
-        return os.stat(f"/proc/{pid}").st_uid == uid
-    except OSError:
+        if os.stat(f"/proc/{pid}").st_uid != uid:
+            return False
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
         return False
 
 

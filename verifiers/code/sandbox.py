@@ -69,6 +69,9 @@ class SandboxConfig:
     """More host paths made visible (read-only) inside the sandbox, e.g. a data directory a task needs."""
     python: str = ""
     """Interpreter of the zygote; empty uses the current one (so the sandbox sees the same packages)."""
+    pid_namespace: bool = True
+    """Give each slot a PID namespace where the kernel allows it (off: the fallback used where it does
+    not, killing leftovers by process group and by sweeping the slot's uid)."""
 
     def limits(self) -> dict[str, Any]:
         return {
@@ -240,6 +243,7 @@ class Sandbox:
             "judges": self.parallelism,
             "uid_base": self._uid_base,
             "judge_memory_mb": max(int(self.config.memory_mb), 1024) if self.config.memory_mb else 0,
+            "pid_namespace": bool(self.config.pid_namespace),
         }
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [python, ZYGOTE, json.dumps(zconf), str(child.fileno())]
