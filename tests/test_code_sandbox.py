@@ -397,6 +397,37 @@ def test_fallback_without_namespaces_still_kills_daemons():
         sandbox.close()
 
 
+def test_fallback_without_root_kills_adopted_daemons():
+    """Without root (no private uid) and without namespaces: the slot, a child subreaper, adopts and kills
+    the daemons a program leaves."""
+    from rewardkit.verifiers.code import Sandbox, SandboxConfig, StdioTask
+
+    config = SandboxConfig(
+        timeout=2.0, backend="rlimit", pid_namespace=False, private_uids=False, parallelism=1
+    )
+    sandbox = Sandbox(config)
+    marker = f"rk-daemon-{uuid.uuid4().hex[:8]}"
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.environ['X'] = {marker!r}\n"
+        f"        os.execvp('sleep', ['sleep', '60', {marker!r}])\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n"
+        "print('done')\n"
+    )
+    try:
+        report = sandbox.run([StdioTask(daemon)])[0]
+        assert report.stdout.strip() == b"done"
+        time.sleep(0.2)
+        running = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+        assert running == []
+    finally:
+        sandbox.close()
+
+
 def test_fallback_daemon_writing_to_stdout():
     from rewardkit.verifiers.code import Sandbox, SandboxConfig, StdioTask
 

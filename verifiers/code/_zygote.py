@@ -429,6 +429,27 @@ def _kill_others(pid: int | None = None, uid: int | None = None) -> None:
             os.killpg(pid, signal.SIGKILL)
     if uid is not None:
         _sweep_uid(uid)
+    else:
+        _kill_adopted()
+
+
+def _kill_adopted() -> int:
+    """SIGKILL the slot's children other than zombies: as a child subreaper it adopts the orphans of its
+    programs (double-forked daemons), so these are what a program left behind. Returns how many."""
+    me, n = str(os.getpid()), 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == me and fields[0] != "Z":
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
+                n += 1
+    return n
 
 
 def _sweep_uid(uid: int) -> None:
@@ -461,6 +482,12 @@ def _kill_leftovers(pid: int, uid: int | None) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     if uid is None:
+        for _ in range(1000):
+            killed = _kill_adopted()
+            _reap()
+            if not killed:
+                return
+            time.sleep(0.001)
         return
     for _ in range(50):
         _sweep_uid(uid)

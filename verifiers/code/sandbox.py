@@ -69,6 +69,9 @@ class SandboxConfig:
     """More host paths made visible (read-only) inside the sandbox, e.g. a data directory a task needs."""
     python: str = ""
     """Interpreter of the zygote; empty uses the current one (so the sandbox sees the same packages)."""
+    private_uids: bool = True
+    """Run programs and judges as unprivileged uids of their own when started as root (off: as the
+    current user, the path taken without root)."""
     pid_namespace: bool = True
     """Give each slot a PID namespace where the kernel allows it (off: the fallback used where it does
     not, killing leftovers by process group and by sweeping the slot's uid)."""
@@ -244,6 +247,7 @@ class Sandbox:
             "uid_base": self._uid_base,
             "judge_memory_mb": max(int(self.config.memory_mb), 1024) if self.config.memory_mb else 0,
             "pid_namespace": bool(self.config.pid_namespace),
+            "drop_privileges": bool(self.config.private_uids),
         }
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [python, ZYGOTE, json.dumps(zconf), str(child.fileno())]
