@@ -90,6 +90,13 @@ def test_reference_shapes():
         }
     )
     assert lcb_fn.cases == ["assert Solution().solve(*[[1, 2], 3]) == 4"]
+    cc = normalize_reference(
+        {
+            "public_tests": {"input": ["1\n"], "output": ["1\n"]},
+            "private_tests": {"input": ["2\n"], "output": ["2\n"]},
+        }
+    )
+    assert cc.style == "stdio" and cc.inputs == ["1\n", "2\n"]
     # a HumanEval row loaded as is: no reference column, the tests are in the metadata
     row = {
         "task_id": "x/0",

@@ -145,6 +145,8 @@ _REF_KEYS = (
     "input_output",
     "public_test_cases",
     "private_test_cases",
+    "public_tests",
+    "private_tests",
 )
 
 
@@ -185,8 +187,10 @@ def normalize_reference(reference: Any, *, metadata: dict | None = None, challen
     ``{"tests": "<assert code or HumanEval check()>", "entry_point": "f"}``, ``{"tests": [assert lines]}``,
     HumanEval ``{"test", "entry_point", "prompt"}``, MBPP ``{"test_list", "test_setup_code",
     "test_imports", "challenge_test_list"}``, stdin/stdout ``{"inputs": [...], "outputs": [...]}``,
-    APPS ``{"input_output": {"inputs", "outputs", "fn_name"?}}`` and LiveCodeBench
-    ``{"public_test_cases", "private_test_cases", "metadata": {"func_name"}}``; a plain string is assert code.
+    APPS ``{"input_output": {"inputs", "outputs", "fn_name"?}}``, LiveCodeBench
+    ``{"public_test_cases", "private_test_cases", "metadata": {"func_name"}}`` and CodeContests
+    ``{"public_tests", "private_tests", "generated_tests": {"input": [...], "output": [...]}}``; a plain
+    string is assert code.
     """
     ref = reference
     if ref is None or ref == "" or ref == {}:
@@ -228,6 +232,15 @@ def normalize_reference(reference: Any, *, metadata: dict | None = None, challen
         return normalize_reference({**{k: v for k, v in ref.items() if k != "input_output"}, **io})
     if "public_test_cases" in ref or "private_test_cases" in ref:
         return _livecodebench(ref)
+    if "public_tests" in ref or "private_tests" in ref:  # CodeContests: {"input": [...], "output": [...]}
+        inputs, outputs = [], []
+        for key in ("public_tests", "private_tests", "generated_tests"):
+            block = ref.get(key) or {}
+            if isinstance(block, str):
+                block = json.loads(block) if block.strip() else {}
+            inputs += list(block.get("input") or [])
+            outputs += list(block.get("output") or [])
+        return normalize_reference({"inputs": inputs, "outputs": outputs})
     if "inputs" in ref:
         inputs, outputs = list(ref["inputs"]), list(ref.get("outputs") or [])
         if len(inputs) != len(outputs):
