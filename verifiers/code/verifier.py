@@ -205,6 +205,7 @@ def normalize_reference(reference: Any, *, metadata: dict | None = None, challen
                 "test_setup_code",
                 "test_imports",
                 "challenge_test_list",
+                "generated_tests",
                 "fn_name",
                 "metadata",
                 "func_name",
