@@ -39,6 +39,9 @@ EQUIVALENCE: list[tuple[str, str, str, bool]] = [
     ("decimal-tenth", "0.1", "\\frac{1}{10}", True),
     ("slash-decimal", "3/4", "0.75", True),
     ("decimal-trailing-zero-frac", "0.50", "\\frac{1}{2}", True),
+    ("mixed-number", "1\\frac{1}{2}", "\\frac{3}{2}", True),
+    ("mixed-number-decimal", "2\\frac{1}{4}", "2.25", True),
+    ("mixed-number-negative", "-1\\frac{1}{2}", "-1.5", True),
     # percent
     ("percent-vs-number", "50\\%", "50", True),
     ("percent-vs-fraction", "50\\%", "0.5", True),
