@@ -399,3 +399,15 @@ def test_cispo_by_hand():
     # d/dlp = -w * A / 2 tokens: the clipped token keeps a gradient (unlike PPO)
     assert close(lp.grad, [[-5 / 2, 1.0 / 2]], atol=1e-5)
     assert out.stats["cispo_clip_ratio"] == 0.5
+
+
+def test_every_registered_function_resolves_and_is_documented():
+    import rewardkit.rl.step_rewards  # noqa: F401  (registers step_return)
+
+    for registry in (ca.ADVANTAGE_ESTIMATORS, ca.POLICY_LOSSES, ca.LOSS_AGG_MODES, ca.KL_ESTIMATORS):
+        for name in registry.names():
+            fn = registry.get(name)
+            assert callable(fn) and (fn.__doc__ or "").strip(), (registry.kind, name)
+    assert {"grpo", "dr_grpo", "rloo", "reinforce_pp", "gae", "step_return"} <= set(
+        ca.ADVANTAGE_ESTIMATORS.names()
+    )
