@@ -19,7 +19,6 @@ Isolation, strongest available first (what was used is in :attr:`Sandbox.info` a
 
 from __future__ import annotations
 
-import atexit
 import base64
 import contextlib
 import json
@@ -33,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -201,6 +201,7 @@ class Sandbox:
         self.info: dict[str, Any] = {}
         # Private uids for programs: a random block so that two sandboxes on one machine do not share.
         self._uid_base = 1_000_000 + random.SystemRandom().randrange(0, 2000) * 4096
+        self._finalizer: weakref.finalize | None = None
         self._slots: list[socket.socket] = []  # warm program supervisors (one program at a time each)
         self._judges: list[socket.socket] = []  # warm judges (one sample at a time each)
 
@@ -258,6 +259,11 @@ class Sandbox:
             argv, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, start_new_session=True
         )
         child.close()
+        owned = [parent]  # the worker sockets join once the zygote has sent them
+        # Runs on close(), when the sandbox is garbage-collected, or at interpreter exit.
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._proc, owned, [self._root, self._runs_dir], self._owner
+        )
         parent.settimeout(60)
         try:
             msg, fds, _flags, _addr = socket.recv_fds(parent, 1 << 16, 2 * self.parallelism + 8)
@@ -285,9 +291,9 @@ class Sandbox:
         if hello.get("setup_error"):
             self.info["setup_error"] = hello["setup_error"]
         workers = [socket.socket(fileno=fd) for fd in fds]
+        owned.extend(workers)
         self._slots = workers[: self.parallelism]
         self._judges = workers[self.parallelism :]
-        atexit.register(self.close)
 
     def _bwrap_argv(self, ro_paths: list[str]) -> list[str]:
         argv = ["bwrap", "--die-with-parent", "--unshare-ipc", "--unshare-uts", "--new-session"]
@@ -309,24 +315,10 @@ class Sandbox:
 
     def close(self) -> None:
         """Stops the zygote and its workers (their sockets close; every program is killed)."""
-        for worker in self._slots + self._judges:
-            with contextlib.suppress(OSError):
-                worker.close()
-        self._slots, self._judges = [], []
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.close()
-            self._sock = None
-        if self._proc is not None and self._owner == os.getpid():
-            try:  # the zygote exits by itself once its workers are gone
-                self._proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=5)
-        self._proc = None
-        for path in (self._root, self._runs_dir):
-            if path and self._owner == os.getpid():
-                shutil.rmtree(path, ignore_errors=True)
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer()
+        self._slots, self._judges, self._sock, self._proc = [], [], None, None
         self._root = self._runs_dir = None
 
     def __enter__(self) -> Sandbox:
@@ -507,6 +499,24 @@ class Sandbox:
             if broken:
                 self.close()
         return results
+
+
+def _shutdown(
+    proc: subprocess.Popen, sockets: list[socket.socket], paths: list[str | None], owner: int
+) -> None:
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.close()
+    if owner != os.getpid():
+        return  # a forked copy: the zygote belongs to the parent
+    try:  # the zygote exits by itself once its workers are gone
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+    for path in paths:
+        if path:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _parse_report(data: bytes) -> RunReport:
