@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
@@ -568,4 +568,4 @@ def _function_outcome(candidate: RunReport, judge: RunReport) -> FunctionOutcome
     )
 
 
-__all__ = ["FunctionOutcome", "FunctionTask", "RunReport", "Sandbox", "SandboxConfig", "StdioTask", "asdict"]
+__all__ = ["FunctionOutcome", "FunctionTask", "RunReport", "Sandbox", "SandboxConfig", "StdioTask"]
