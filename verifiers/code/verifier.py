@@ -133,7 +133,7 @@ class TestSpec:
     prompt: str | None = None
 
 
-class ReferenceError_(ValueError):
+class InvalidReference(ValueError):
     """The record's reference is not in a shape the verifier knows."""
 
 
@@ -161,7 +161,7 @@ def split_asserts(code: str) -> tuple[str, list[str]]:
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
-        raise ReferenceError_(f"invalid reference: test code does not parse ({exc.msg})") from None
+        raise InvalidReference(f"invalid reference: test code does not parse ({exc.msg})") from None
     setup, cases = [], []
     for node in tree.body:
         segment = ast.get_source_segment(code, node) or ast.unparse(node)
@@ -212,7 +212,7 @@ def normalize_reference(reference: Any, *, metadata: dict | None = None, challen
             )
         }
         if not any(k in ref for k in _REF_KEYS):
-            raise ReferenceError_("invalid reference: no tests in the record")
+            raise InvalidReference("invalid reference: no tests in the record")
     if isinstance(ref, str):
         stripped = ref.strip()
         if stripped.startswith("{"):
@@ -221,10 +221,10 @@ def normalize_reference(reference: Any, *, metadata: dict | None = None, challen
         if isinstance(ref, str):
             setup, cases = split_asserts(ref)
             if not cases:
-                raise ReferenceError_("invalid reference: test code has no assert statement")
+                raise InvalidReference("invalid reference: test code has no assert statement")
             return TestSpec("function", cases=cases, setup=setup)
     if not isinstance(ref, dict):
-        raise ReferenceError_(f"invalid reference: expected a dict or a string, got {type(ref).__name__}")
+        raise InvalidReference(f"invalid reference: expected a dict or a string, got {type(ref).__name__}")
 
     if "input_output" in ref:
         io = ref["input_output"]
@@ -245,9 +245,9 @@ def normalize_reference(reference: Any, *, metadata: dict | None = None, challen
     if "inputs" in ref:
         inputs, outputs = list(ref["inputs"]), list(ref.get("outputs") or [])
         if len(inputs) != len(outputs):
-            raise ReferenceError_("invalid reference: inputs and outputs differ in length")
+            raise InvalidReference("invalid reference: inputs and outputs differ in length")
         if not inputs:
-            raise ReferenceError_("invalid reference: no test cases")
+            raise InvalidReference("invalid reference: no test cases")
         fn = ref.get("fn_name")
         if fn:  # APPS call-based: each input is the argument list; APPS also accepts [result] == output
             cases = [
@@ -273,7 +273,7 @@ def normalize_reference(reference: Any, *, metadata: dict | None = None, challen
         )
     tests = ref.get("tests", ref.get("test"))
     if tests is None:
-        raise ReferenceError_(f"invalid reference: no tests (keys: {sorted(ref)})")
+        raise InvalidReference(f"invalid reference: no tests (keys: {sorted(ref)})")
     if isinstance(tests, list):
         return TestSpec(
             "function",
@@ -285,12 +285,12 @@ def normalize_reference(reference: Any, *, metadata: dict | None = None, challen
     tests = str(tests)
     if re.search(r"^def check\(", tests, re.MULTILINE):
         if not entry:
-            raise ReferenceError_("invalid reference: a HumanEval-style check() needs an entry_point")
+            raise InvalidReference("invalid reference: a HumanEval-style check() needs an entry_point")
         setup = "\n".join(p for p in [*setup_parts, tests] if p)
         return TestSpec("function", cases=[f"check({entry})"], setup=setup, entry_point=entry, prompt=prompt)
     setup, cases = split_asserts(tests)
     if not cases:
-        raise ReferenceError_("invalid reference: test code has no assert statement")
+        raise InvalidReference("invalid reference: test code has no assert statement")
     setup = "\n".join(p for p in [*setup_parts, setup] if p)
     return TestSpec("function", cases=cases, setup=setup, entry_point=entry, prompt=prompt)
 
@@ -303,7 +303,7 @@ def _livecodebench(ref: dict) -> TestSpec:
             value = json.loads(value) if value.strip() else []
         cases += list(value or [])
     if not cases:
-        raise ReferenceError_("invalid reference: no test cases")
+        raise InvalidReference("invalid reference: no test cases")
     meta = ref.get("metadata") or {}
     if isinstance(meta, str):
         meta = json.loads(meta) if meta.strip() else {}
@@ -311,7 +311,7 @@ def _livecodebench(ref: dict) -> TestSpec:
     if all(c.get("testtype", "stdin") == "stdin" for c in cases):
         return TestSpec("stdio", inputs=[c["input"] for c in cases], outputs=[c["output"] for c in cases])
     if not func:
-        raise ReferenceError_("invalid reference: functional LiveCodeBench cases need metadata.func_name")
+        raise InvalidReference("invalid reference: functional LiveCodeBench cases need metadata.func_name")
     out = []
     for c in cases:  # LiveCodeBench functional: one JSON value per input line, called on Solution()
         args = [json.loads(line) for line in c["input"].split("\n") if line.strip()]
@@ -441,7 +441,7 @@ class CodeVerifier(Verifier):
         for i, record in enumerate(records):
             try:
                 spec, code, source = self.prepare(record)
-            except ReferenceError_ as exc:
+            except InvalidReference as exc:
                 results[i] = Result.failure(str(exc))
                 continue
             except Exception as exc:  # noqa: BLE001 - a bad row never stops the batch
