@@ -17,6 +17,9 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
     python -m pip install -q torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
     python -m pip install -q -e ".[dev]" 2>&1 | grep -v -e '^WARNING: Location' -e 'BuildBackendWarning' || true
+    # Google's IFEval checks as lm-eval ships them: the reference the IFEval tests compare with. Its own
+    # dependencies are ~30 packages the checks do not use, hence --no-deps.
+    python -m pip install -q --no-deps lm-eval==0.4.13 2>&1 | grep -v '^WARNING: Location' || true
     python -c "import torch, transformers, rewardkit" || { echo "[setup] install failed" >&2; exit 1; }
     echo "$WANT" > "$STAMP"
 fi
