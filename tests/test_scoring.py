@@ -192,3 +192,12 @@ def test_bad_arguments():
         Scorer(object())
     with pytest.raises(ValueError):
         Scorer("math", timeout=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_other_start_methods(method):
+    rows = [{"completion": "\\boxed{2}", "reference": "2"}, {"completion": "\\boxed{3}", "reference": "2"}]
+    with Scorer("math", workers=1, timeout=5, mp_context=method) as scorer:
+        # the import of math-verify in a fresh worker is not charged to the first record
+        assert [r.reward for r in scorer.score(rows)] == [1.0, 0.0]

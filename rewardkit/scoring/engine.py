@@ -38,6 +38,9 @@ from typing import Any
 from rewardkit.registry import UnknownNameError
 from rewardkit.types import Record, Result, jsonable
 
+BUILD_GRACE_S = 120.0
+"""Extra seconds a worker may take to build a source (imports) before its first record's clock starts."""
+
 IN_WORKER_ENV = "REWARDKIT_SCORING_WORKER"
 """Set in engine worker processes: verifiers can skip their own soft timeouts, the engine enforces one."""
 
@@ -152,6 +155,7 @@ def _worker_main(conn: Connection) -> None:
             return
         key, spec, items = message
         if key not in sources:
+            conn.send(("clock", time.monotonic() + BUILD_GRACE_S))
             try:
                 sources[key] = _build(spec)
             except Exception as exc:
@@ -159,6 +163,8 @@ def _worker_main(conn: Connection) -> None:
                 for index, _ in items:
                     conn.send((index, Result.failure(f"source error: {last}"), time.monotonic()))
                 continue
+            # Building (imports: sympy takes seconds in a spawned process) is not the first record's time.
+            conn.send(("clock", time.monotonic()))
         source = sources[key]
         for index, record in items:
             result = _call_score_batch(source, [record])[0]
@@ -458,6 +464,9 @@ class Scorer:
                 message = worker.conn.recv()
                 if message[0] == "ready":
                     worker.ready = True
+                    continue
+                if message[0] == "clock":
+                    worker.item_start = message[1]
                     continue
                 index, result, finished_at = message
                 done[index] = result
