@@ -46,7 +46,7 @@ class Record:
             if key in row:
                 values[name] = row[key]
                 used.add(key)
-        metadata = dict(values.pop("metadata", None) or {})
+        metadata = _as_metadata(values.pop("metadata", None))
         for key, value in row.items():
             if key not in used and key not in metadata:
                 metadata[key] = value
@@ -66,6 +66,23 @@ class Record:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _as_metadata(value: Any) -> dict[str, Any]:
+    """A row's ``metadata`` column as a dict: JSON text is decoded (LiveCodeBench stores it so), any other
+    non-dict value is kept under ``metadata["metadata"]``."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except json.JSONDecodeError:
+            decoded = None
+        if isinstance(decoded, dict):
+            return decoded
+    return {"metadata": value}
 
 
 def message_text(value: Any) -> str:

@@ -54,3 +54,9 @@ def test_cli_help_lists_subcommands():
     assert out.returncode == 0
     for command in ("score", "rm", "rl", "eval"):
         assert command in out.stdout
+
+
+def test_metadata_column_as_json_text_or_other_value():
+    assert Record.from_dict({"metadata": '{"difficulty": "easy"}'}).metadata == {"difficulty": "easy"}
+    assert Record.from_dict({"metadata": "plain"}).metadata == {"metadata": "plain"}
+    assert Record.from_dict({"metadata": None, "level": 2}).metadata == {"level": 2}
