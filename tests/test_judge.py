@@ -274,3 +274,27 @@ def test_fallback_judge_failure_keeps_both_reasons(tiny_tokenizer):
     res = fb.score(Record(prompt="q", completion="?", reference="1"))
     assert res.error.startswith("undecided: no answer found; judge: no verdict")
     assert res.details["decided_by"] is None
+
+
+def test_judge_cli(tiny_model_dir, tmp_path, capsys):
+    import json
+
+    from rewardkit.cli import main
+
+    data = tmp_path / "in.jsonl"
+    rows = [
+        {"prompt": "1+1?", "completion": "The answer is 2.", "reference": "2"},
+        {"prompt": "1+1?", "completion": "two-ish", "reference": "2"},
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    rc = main(["rm", "judge", str(data), "-o", str(out), "--model", tiny_model_dir, "--k", "2",
+               "--temperature", "1.0", "--max-new-tokens", "6", "--fallback-for", "math"])  # fmt: skip
+    assert rc == 0
+    res = [json.loads(line) for line in out.read_text().splitlines()]
+    assert res[0]["details"]["decided_by"] == "math" and res[0]["reward"] == 1.0
+    # The math verifier cannot read "two-ish"; the random judge cannot decide either: both reasons kept.
+    assert res[1]["error"] is None or res[1]["error"].startswith("undecided")
+    summary = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert summary["rows"] == 2
+    assert main(["rm", "judge", str(data), "-o", str(out), "--model", tiny_model_dir, "--mode", "nope"]) == 2

@@ -389,3 +389,20 @@ def test_monte_carlo_labelling_with_tiny_policy(tiny_model, tiny_tokenizer, tmp_
     assert len(load_step_examples(tmp_path / "labelled.jsonl")) == 3
     with pytest.raises(ValueError, match="reference"):
         label_steps([StepExample(prompt="p", steps=["a"])], backend, "math", cfg)
+
+
+def test_label_steps_cli(tiny_model_dir, tmp_path):
+    from pathlib import Path
+
+    from rewardkit.cli import main
+
+    data = Path(__file__).resolve().parent.parent / "data" / "prm" / "arithmetic_unlabelled.jsonl"
+    out = tmp_path / "labelled.jsonl"
+    rc = main(
+        ["rm", "label-steps", str(data), "-o", str(out), "--policy", tiny_model_dir, "--k", "2",
+         "--max-new-tokens", "4", "--limit", "2", "--label-type", "hard"]
+    )  # fmt: skip
+    assert rc == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(set(r["labels"]) <= {0.0, 1.0} for r in rows)
+    assert rows[0]["rollouts"] == 2 and len(rows[0]["soft_labels"]) == len(rows[0]["completions"])
