@@ -130,6 +130,19 @@ class RewardConfig:
     """DAPO soft overlong punishment: length of the buffer before ``max_new_tokens`` (0: off)."""
     overlong_penalty_factor: float = 1.0
     """DAPO soft overlong punishment: its scale."""
+    process: str | None = None
+    """Per-step (process) reward scorer: ``prm:PATH`` (a trained ``ProcessRewardModel``),
+    ``correct_looking`` (the reward-hacking testbed's scripted scorer) or ``py:module:Class``; ``None``: off."""
+    process_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Constructor / ``from_pretrained`` arguments of the process scorer."""
+    step_shaping: str = "clip+delta"
+    """How step scores become rewards (Gao et al., 2024): ``none``, ``clip``, ``delta``, ``clip+delta``."""
+    step_eta: float = 0.0
+    """Gao et al.'s eta: the threshold of Clip (``min(r - eta, 0)``)."""
+    success_weight: float = 1.0
+    """Weight of the outcome (verifier) reward on the last token when process rewards are on."""
+    step_weight: float = 1.0
+    """Weight of the shaped step rewards on their step-end tokens."""
 
 
 @dataclass
@@ -141,7 +154,10 @@ class AlgorithmConfig:
     adv_eps: float = 1e-6
     """GRPO: epsilon added to the group std."""
     adv_scale: str = "group"
-    """GRPO: ``group`` std, ``batch`` std or ``none`` (Dr.GRPO)."""
+    """GRPO: ``group`` std, ``batch`` std or ``none`` (Dr.GRPO); ``step_return``: ``group`` or ``none``."""
+    step_baseline: str = "rloo"
+    """``step_return`` (process rewards): baseline of the trajectories' total returns, ``rloo``, ``mean``,
+    ``none``."""
     policy_loss: str = "ppo"
     """``ppo`` (clipped surrogate; token ratio) or ``gspo`` (sequence ratio)."""
     clip_ratio_low: float = 0.2
@@ -348,13 +364,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         "rollout": {"n": 1},
         "train": {"lr": 1e-6, "value_lr": 1e-5, "epochs": 4, "minibatches": 4},
     },
-    # GRPO with process rewards (issue 7): step rewards from a PRM, shaped per step; otherwise GRPO.
+    # GRPO with process rewards (DeepSeekMath's process supervision, Shao et al., 2024, sec. 4.1.3, with Gao et
+    # al. 2024's Clip+Delta shaping against step-reward hacking): shaped step rewards on the step-end tokens
+    # plus the verifier's success reward, return-to-go advantages with a leave-one-out group baseline.
+    # Set reward.process (e.g. prm:runs/prm).
     "grpo_prm": {
         "algorithm": {
-            "adv_estimator": "grpo",
+            "adv_estimator": "step_return",
+            "adv_scale": "none",
+            "step_baseline": "rloo",
             "loss_agg_mode": "seq-mean-token-mean",
             "kl_coef": 0.0,
         },
+        "reward": {"step_shaping": "clip+delta", "step_eta": 0.0},
         "train": {"lr": 1e-6},
     },
 }

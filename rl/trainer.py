@@ -101,6 +101,26 @@ def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record
     return records
 
 
+def load_process_scorer(cfg: RLConfig) -> Any | None:
+    """The per-step scorer named by ``reward.process`` (``None`` when process rewards are off)."""
+    spec, kwargs = cfg.reward.process, cfg.reward.process_kwargs or {}
+    if not spec:
+        return None
+    if spec.startswith("prm:"):
+        from rewardkit.rewardmodels.prm import ProcessRewardModel
+
+        return ProcessRewardModel.from_pretrained(spec[4:], **kwargs)
+    if spec == "correct_looking":
+        from rewardkit.rl.step_rewards import CorrectLookingStepScorer
+
+        return CorrectLookingStepScorer(**kwargs)
+    if spec.startswith("py:"):
+        from rewardkit.registry import lazy
+
+        return lazy(spec[3:])(**kwargs)
+    raise ValueError(f"unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)")
+
+
 def _maybe_init_distributed() -> None:
     """Joins the process group that ``torchrun`` describes (``RANK``/``WORLD_SIZE`` in the environment)."""
     import os
@@ -392,6 +412,7 @@ class RLTrainer:
         eval_records: Sequence[Record] | None = None,
         reward_fns: Sequence[Any] = (),
         backend: Any | None = None,
+        process_scorer: Any | None = None,
         console: Any = "stdout",
     ) -> None:
         import sys
@@ -470,6 +491,7 @@ class RLTrainer:
         )
         if self.reward is None:
             raise ValueError("no reward source configured")
+        self.process = process_scorer if process_scorer is not None else load_process_scorer(cfg)
         self.shaping = None
         if cfg.reward.shaping:
             from rewardkit.rewardmodels.shaping import build_pipeline
@@ -788,6 +810,24 @@ class RLTrainer:
         lengths = batch["response_mask"].sum(-1).long()
         has = lengths > 0
         token_rewards[has, lengths[has] - 1] = r.rewards[has]
+        if self.process is not None:
+            # Process rewards: shaped step scores on their step-end tokens plus the outcome on the last one.
+            from rewardkit.rl.step_rewards import combine_success_and_steps, shaped_step_token_rewards
+
+            rw = self.cfg.reward
+            step_tokens, sstats = shaped_step_token_rewards(
+                self.process,
+                r.records,
+                [g.token_ids for g in r.gens],
+                self.tokenizer,
+                mask,
+                shaping=rw.step_shaping,
+                eta=rw.step_eta,
+            )
+            token_rewards = combine_success_and_steps(
+                r.rewards, step_tokens, mask, success_weight=rw.success_weight, step_weight=rw.step_weight
+            )
+            m.update(sstats)
         if ac.use_kl_in_reward and ref_logp is not None:
             base = old_logp if old_logp is not None else self._no_grad_logprobs(self.policy, batch)
             old_logp = base if old_logp is None and not single_pass else old_logp
@@ -798,6 +838,12 @@ class RLTrainer:
         adv_kwargs: dict[str, Any] = {"group_size": n, "valid": r.valid & r.keep, "gamma": ac.gamma}
         if ac.adv_estimator == "grpo":
             adv_kwargs.update(eps=ac.adv_eps, scale=ac.adv_scale)
+        if ac.adv_estimator == "step_return":
+            import rewardkit.rl.step_rewards  # noqa: F401  (registers the estimator)
+
+            adv_kwargs.update(
+                baseline=ac.step_baseline, scale=ac.adv_scale if ac.adv_scale == "group" else "none"
+            )
         if ac.adv_estimator == "gae":
             adv_kwargs.update(values=old_values * mask, lam=ac.lam)
         advantages, returns = ca.compute_advantages(ac.adv_estimator, token_rewards, mask, **adv_kwargs)

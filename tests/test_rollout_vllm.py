@@ -98,6 +98,7 @@ def test_stop_strings(engine):
 
 
 def test_update_weights_pushes_the_policy(engine):
+    import torch
     from rewardkit.rl.rollout import SamplingParams, get_backend
 
     from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
@@ -105,9 +106,21 @@ def test_update_weights_pushes_the_policy(engine):
     backend, _ = engine
     new = build_tiny_model(seed=123)
     greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
-    before = backend.generate(PROMPTS, greedy)
+    sampled = SamplingParams(n=2, max_new_tokens=8, seed=5)
+    before = backend.generate(PROMPTS, sampled)
     backend.update_weights(new)
     after = backend.generate(PROMPTS, greedy)
     expected = get_backend("hf", new, load_tiny_tokenizer()).generate(PROMPTS, greedy)
     assert [g[0].token_ids for g in after] == [g[0].token_ids for g in expected]
-    assert [g[0].token_ids for g in after] != [g[0].token_ids for g in before]
+    # Random tiny models tend to repeat the last prompt token under greedy decoding, so compare what the
+    # engine now assigns to sampled tokens with the new model's own forward pass.
+    for group in backend.generate(PROMPTS, sampled):
+        for gen in group:
+            ids = torch.tensor([gen.prompt_token_ids + gen.token_ids])
+            with torch.no_grad():
+                logits = new(ids).logits[0, len(gen.prompt_token_ids) - 1 : -1]
+            ref = torch.log_softmax(logits, -1).gather(-1, torch.tensor(gen.token_ids)[:, None]).squeeze(-1)
+            assert torch.allclose(ref, torch.tensor(gen.logprobs), atol=2e-3)
+    assert [[g.logprobs for g in grp] for grp in before] != [
+        [g.logprobs for g in grp] for grp in backend.generate(PROMPTS, sampled)
+    ]
