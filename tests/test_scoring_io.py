@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from rewardkit.data import sample_path
-from rewardkit.data.loaders import load_records
 
 from rewardkit.cli import main
+from rewardkit.data import sample_path
+from rewardkit.data.loaders import load_records
 from rewardkit.scoring import score_file
 
 
@@ -209,3 +209,17 @@ def test_loaders_jsonl_saved_dataset_parquet(tmp_path):
     with pytest.raises(ValueError, match="invalid JSON at line 2"):
         load_records(write_jsonl(tmp_path / "bad.jsonl", [{"a": 1}], {1: "nope"}))
     assert len(load_records(tmp_path / "bad.jsonl", on_invalid="skip")) == 1
+
+
+def test_ifeval_runs_report_instruction_and_prompt_accuracy(tmp_path):
+    from rewardkit.data import sample_path
+    from rewardkit.scoring.io import score_file
+
+    out = tmp_path / "scored.jsonl"
+    summary = score_file(sample_path("ifeval", "sample.jsonl"), out, "ifeval", workers=1, timeout=60)
+    report = summary.to_dict()["ifeval"]
+    assert report["n_prompts"] == 58 and 0 < report["prompt_level_strict_acc"] < 1
+    assert "IFEval" in summary.format() and "prompt-level" in summary.format()
+    # resuming counts the kept rows in the tally too
+    again = score_file(sample_path("ifeval", "sample.jsonl"), out, "ifeval", workers=1, timeout=60, resume=True)
+    assert again.to_dict()["ifeval"] == report

@@ -71,6 +71,7 @@ def read_done_rows(output: str | os.PathLike, summary: Summary) -> int:
             good_bytes += len(line)
             rows += 1
             summary.add(row.get("reward", 0.0) or 0.0, row.get("error"), new=False)
+            summary.observe(row)
     if good_bytes != path.stat().st_size:
         with open(path, "r+b") as handle:
             handle.truncate(good_bytes)
@@ -111,7 +112,7 @@ def score_file(
     rows = iter_rows(input, split)
     first = next(rows, None)
     rows = itertools.chain([first] if first is not None else [], rows)
-    summary = Summary()
+    summary = Summary(tallies=_tallies_for(source))
     with Scorer(
         source if source is not None else _NoDefault(),
         workers=workers,
@@ -151,6 +152,7 @@ def score_file(
                 handle.write(_dumps(out) + "\n")
                 handle.flush()
                 summary.add(out["reward"], out["error"])
+                summary.observe(out)
                 if bar is not None:
                     bar.update(1)
 
@@ -164,6 +166,16 @@ def score_file(
         if bar is not None:
             bar.close()
     return summary
+
+
+def _tallies_for(source: Any) -> dict[str, Any]:
+    """Verifier-specific summaries: IFEval runs also report instruction- and prompt-level accuracy."""
+    name = source if isinstance(source, str) else getattr(source, "name", None)
+    if name == "ifeval":
+        from rewardkit.verifiers.ifeval.summary import IFEvalTally
+
+        return {"ifeval": IFEvalTally()}
+    return {}
 
 
 class _NoDefault:

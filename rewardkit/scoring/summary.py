@@ -20,6 +20,8 @@ class Summary:
         reward_sum: Sum of rewards over all ``rows``.
         errors: Rows with an error, by kind (:func:`rewardkit.types.error_kind`).
         seconds: Wall-clock time of this run.
+        tallies: Verifier-specific running summaries (``name -> object`` with ``add(row)``, ``to_dict()``,
+            ``format()``), fed every output row; e.g. IFEval's instruction- and prompt-level accuracies.
     """
 
     rows: int = 0
@@ -28,6 +30,12 @@ class Summary:
     reward_sum: float = 0.0
     errors: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    tallies: dict[str, Any] = field(default_factory=dict)
+
+    def observe(self, row: dict[str, Any]) -> None:
+        """Feeds one output row to the verifier-specific tallies."""
+        for tally in self.tallies.values():
+            tally.add(row)
 
     def add(self, reward: float, error: str | None, *, new: bool = True) -> None:
         self.rows += 1
@@ -57,6 +65,7 @@ class Summary:
             "errors": dict(self.errors),
             "seconds": self.seconds,
             "rows_per_s": self.rows_per_s,
+            **{name: tally.to_dict() for name, tally in self.tallies.items()},
         }
 
     def format(self) -> str:
@@ -72,6 +81,7 @@ class Summary:
         lines.append(
             f"throughput   {self.rows_per_s:.1f} rows/s ({self.scored} rows in {self.seconds:.2f} s)"
         )
+        lines += [text for text in (tally.format() for tally in self.tallies.values()) if text]
         return "\n".join(lines)
 
 
