@@ -51,6 +51,7 @@ def main() -> None:
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
+
     from rewardkit.rewardmodels.orm import RewardModel, fixed_batches, length_sorted_batches
 
     if args.threads:

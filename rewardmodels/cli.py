@@ -502,9 +502,8 @@ def run_score(args: argparse.Namespace) -> int:
     import itertools
     import time
 
-    from rewardkit.data.loaders import InvalidRow, iter_rows
-
     from rewardkit.cli import CLIError
+    from rewardkit.data.loaders import InvalidRow, iter_rows
     from rewardkit.scoring.summary import Summary
     from rewardkit.types import Record, Result, jsonable
 

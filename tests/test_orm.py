@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
 from rewardkit.rewardmodels.orm import (
     ORMTrainConfig,
     RewardModel,
@@ -27,7 +28,6 @@ from rewardkit.rewardmodels.orm import (
     tokenize_rows,
     train_orm,
 )
-
 from rewardkit.types import Record
 
 # ---- losses ----------------------------------------------------------------------------------------

@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
+
 from rewardkit.rewardmodels import shaping as S
 from rewardkit.rewardmodels.shaping import functional as F
-
 from rewardkit.types import Record, Result
 
 
