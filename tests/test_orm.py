@@ -337,3 +337,19 @@ def test_lora_training_saves_merged_model(tmp_path, tiny_model_dir):
     merged, _ = load_reward_model(str(out / "checkpoint-4"))
     ids = torch.tensor([[5, 6, 7]])
     assert torch.allclose(merged(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-4)
+
+
+def test_bf16_autocast_and_gradient_checkpointing_train(tmp_path, tiny_model_dir):
+    cfg = _config(
+        tmp_path,
+        tiny_model_dir,
+        max_steps=2,
+        per_device_train_batch_size=4,
+        bf16=True,
+        gradient_checkpointing=True,
+    )
+    summary = train_orm(
+        cfg, train_rows=synthetic_preferences(8, seed=8), eval_rows=synthetic_preferences(4, seed=9)
+    )
+    assert summary["steps"] == 2 and summary["eval"]["n"] == 4
+    assert next(summary["model"].parameters()).dtype == torch.float32

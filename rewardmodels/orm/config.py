@@ -38,7 +38,6 @@ class ORMTrainConfig:
         num_train_epochs: Passes over the training rows.
         max_steps: Optimizer steps to run; > 0 overrides ``num_train_epochs``.
         per_device_train_batch_size: Pairs (or pointwise rows) per micro-batch.
-        per_device_eval_batch_size: Rows per eval micro-batch (scoring uses the token budget below instead).
         gradient_accumulation_steps: Micro-batches per optimizer step.
         eval_steps: Evaluate every this many optimizer steps (0: only at the end).
         save_steps: Save a checkpoint every this many optimizer steps (0: only the final model).
@@ -46,7 +45,10 @@ class ORMTrainConfig:
         logging_steps: Log train loss/accuracy every this many optimizer steps.
         resume_from_checkpoint: A checkpoint folder, or ``True`` for the newest one in ``output_dir``.
         seed: Seed of the score head's init and the data order.
-        dtype: Training precision (``float32``, ``bfloat16``; ``float32`` on CPU).
+        dtype: Precision the weights are loaded in (and AdamW keeps); ``float32`` is the safe choice.
+        bf16: Run forward passes under ``torch.autocast(bfloat16)`` (mixed precision: float32 weights and
+            optimizer state, bfloat16 matmuls; the loss is computed in float32).
+        gradient_checkpointing: Recompute activations in the backward pass (less memory, ~30% slower).
         device: ``cpu``, ``cuda``...; ``None`` picks CUDA when available.
         disable_dropout: Turn off dropout (TRL's default True) so a pair's difference comes from the texts.
         use_lora: Train a LoRA adapter (peft) instead of all weights; the final model is saved merged.
@@ -81,7 +83,6 @@ class ORMTrainConfig:
     num_train_epochs: float = 1.0
     max_steps: int = -1
     per_device_train_batch_size: int = 8
-    per_device_eval_batch_size: int = 8
     gradient_accumulation_steps: int = 1
     eval_steps: int = 0
     save_steps: int = 0
@@ -90,6 +91,8 @@ class ORMTrainConfig:
     resume_from_checkpoint: str | bool | None = None
     seed: int = 42
     dtype: str = "float32"
+    bf16: bool = False
+    gradient_checkpointing: bool = False
     device: str | None = None
     disable_dropout: bool = True
     use_lora: bool = False

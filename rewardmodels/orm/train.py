@@ -14,6 +14,7 @@ loadable by ``AutoModelForSequenceClassification`` and ``rewardkit rm score``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -66,6 +67,9 @@ def _build_model(config: ORMTrainConfig, tokenizer, checkpoint: Path | None):
     model.config.pad_token_id = tokenizer.pad_token_id
     if config.disable_dropout:
         disable_dropout(model)
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
     if config.use_lora:
         if checkpoint is not None:
             from peft import PeftModel
@@ -194,6 +198,11 @@ def train_orm(
         torch.set_rng_state(rng["torch"])
         random.setstate(rng["python"])
 
+    def autocast():
+        if config.bf16:
+            return torch.autocast(device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     log = _Logger(out_dir / "metrics.jsonl", config.log_to_stdout, resume=checkpoint is not None)
     collate = collate_pairwise if kind == "pairwise" else collate_pointwise
     pad_id = tokenizer.pad_token_id
@@ -259,7 +268,9 @@ def train_orm(
                 batch = collate([train[i] for i in idx], pad_id)
                 ids = batch["input_ids"].to(device)
                 mask = batch["attention_mask"].to(device)
-                rewards = model(input_ids=ids, attention_mask=mask).logits[:, 0].float()
+                with autocast():
+                    logits = model(input_ids=ids, attention_mask=mask).logits
+                rewards = logits[:, 0].float()
                 if kind == "pairwise":
                     chosen, rejected = rewards.chunk(2)
                     margin = batch["margin"].to(device) if "margin" in batch else None
