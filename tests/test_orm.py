@@ -353,3 +353,5 @@ def test_bf16_autocast_and_gradient_checkpointing_train(tmp_path, tiny_model_dir
     )
     assert summary["steps"] == 2 and summary["eval"]["n"] == 4
     assert next(summary["model"].parameters()).dtype == torch.float32
+    model = summary["model"]
+    assert getattr(model, "is_activation_checkpointing", None) or model.is_gradient_checkpointing

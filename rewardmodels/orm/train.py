@@ -68,7 +68,11 @@ def _build_model(config: ORMTrainConfig, tokenizer, checkpoint: Path | None):
     if config.disable_dropout:
         disable_dropout(model)
     if config.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # transformers 5 renamed gradient_checkpointing_enable; older versions only have that name
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
     if config.use_lora:
         if checkpoint is not None:
