@@ -65,7 +65,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=int, default=8, help="Problems per generation batch.")
     parser.add_argument("--fewshot", type=int, default=0, help="Worked examples prepended to each prompt.")
     parser.add_argument("--no-chat-template", action="store_true", help="Do not apply the chat template.")
-    parser.add_argument("--reward-model", help="Reward model (path) for best-of-n.")
+    parser.add_argument("--reward-model", help="Reward model (ORM or PRM folder) for best-of-n.")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="Reward shaping before mean reward (repeatable), e.g. --shape length_penalty:weight=0.1; "
+        "pass@k and maj@k use the verifier's own verdicts.",
+    )
     parser.add_argument("--workers", type=int, default=2, help="Scoring worker processes (default 2).")
     parser.add_argument(
         "--timeout", type=float, default=10.0, help="Per-completion scoring timeout, seconds."
@@ -80,10 +88,9 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from rewardkit.cli import CLIError
     from rewardkit.eval.benchmarks import load_benchmark
     from rewardkit.eval.runner import EvalConfig, GenerationConfig, evaluate_completions, evaluate_model
-
-    from rewardkit.cli import CLIError
 
     field_map = {}
     for item in args.field:
@@ -170,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load_reward_model(path: str):
-    """A trained reward model as a reward source (score_batch), for best-of-n."""
-    from rewardkit.rewardmodels.orm import RewardModelSource
+    """A trained reward model (ORM, or PRM folder) as a reward source (score_batch), for best-of-n."""
+    from rewardkit.rewardmodels.cli import reward_model_source
 
-    return RewardModelSource(path)
+    return reward_model_source(path)

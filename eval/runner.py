@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from rewardkit.eval import metrics as M
 from rewardkit.eval.benchmarks import Benchmark, Problem, render_prompt
-
 from rewardkit.types import Record, Result, error_kind, jsonable
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,9 @@ class EvalConfig:
         bootstrap: Bootstrap resamples for the 95% intervals (0 disables them).
         maj_draws: Random k-subsets averaged for maj@k when k < n.
         seed: Seed of the bootstrap and of the maj@k subsets.
+        shape: Reward-shaping steps (``rewardkit.rewardmodels.shaping`` specs such as ``"clip:0,1"`` or
+            ``"length_penalty:weight=0.1"``) applied to the rewards before ``mean_reward``; correctness
+            (pass@k, maj@k, best-of-k) always uses the verifier's own reward.
     """
 
     ks: list[int] | None = None
@@ -52,6 +55,7 @@ class EvalConfig:
     bootstrap: int = 1000
     maj_draws: int = 64
     seed: int = 0
+    shape: list[str] | None = None
 
 
 @dataclass
@@ -118,12 +122,19 @@ def score_samples(
         if records
         else []
     )
+    raw_rewards = [result.reward for result in results]
+    if config.shape and results:
+        from rewardkit.rewardmodels.shaping import shape_results
+
+        results = shape_results(records, results, config.shape)
     model_scores: list[Result | None] = [None] * len(records)
     if reward_model is not None and records:
         model_scores = list(reward_model.score_batch(records))
     samples = []
     generation_errors = generation_errors or {}
-    for (pid, index), record, result, rm_result in zip(keys, records, results, model_scores, strict=True):
+    for (pid, index), record, result, rm_result, raw in zip(
+        keys, records, results, model_scores, raw_rewards, strict=True
+    ):
         error = generation_errors.get(pid) or result.error
         rm_value = rm_result.reward if rm_result is not None and rm_result.error is None else None
         if rm_value is None and rm_scores and pid in rm_scores:
@@ -134,7 +145,7 @@ def score_samples(
                 sample_index=index,
                 completion=record.completion,
                 reward=float(result.reward),
-                correct=error is None and result.reward >= config.correct_threshold,
+                correct=error is None and raw >= config.correct_threshold,
                 error=error,
                 answer=extracted_answer(result) if bench.math_answers else None,
                 rm_score=rm_value,

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+
 from rewardkit.eval import EvalConfig, evaluate_completions, load_benchmark
 from rewardkit.eval.runner import group_answers
 
@@ -166,3 +167,16 @@ def test_best_of_n_with_a_reward_model(tmp_path, tiny_model_dir):
     assert 0.0 <= metrics["best_of_3"]["mean"] <= 1.0
     assert all(s.rm_score is not None for s in report.samples)
     assert metrics["best_of_1"]["mean"] == pytest.approx(metrics["pass@1"]["mean"])
+
+
+def test_shaping_changes_mean_reward_not_correctness():
+    bench, problems = load_benchmark("sample:gsm8k", limit=2)
+    rows = _rows(problems, [["27", "1"], ["17", "17"]])
+    plain = evaluate_completions(bench, problems, rows, config=EvalConfig(ks=[1], workers=1, bootstrap=0))
+    shaped = evaluate_completions(
+        bench, problems, rows, config=EvalConfig(ks=[1], workers=1, bootstrap=0, shape=["scale:0.5"])
+    )
+    assert shaped.summary["metrics"]["pass@1"] == plain.summary["metrics"]["pass@1"]
+    assert shaped.summary["metrics"]["mean_reward"]["mean"] == pytest.approx(
+        0.5 * plain.summary["metrics"]["mean_reward"]["mean"]
+    )
