@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+
 from rewardkit.rewardmodels.prm import (
     PRMConfig,
     ProcessRewardModel,
@@ -22,7 +23,6 @@ from rewardkit.rewardmodels.prm import (
 from rewardkit.rewardmodels.prm.data import StepExample, example_from_row, write_step_examples
 from rewardkit.rewardmodels.prm.model import encode_steps
 from rewardkit.rewardmodels.prm.synthetic import make_arithmetic_examples
-
 from rewardkit.types import Record
 
 # ---- steps -------------------------------------------------------------------------------------------
@@ -266,13 +266,23 @@ def test_step_example_to_record():
 
 
 def _train_and_eval(base: str, head: str, *, n: int, epochs: int, lr: float, **data_kw):
+    import zlib
+
     import torch
+
     from rewardkit.rewardmodels.prm.train import PRMTrainConfig, evaluate_prm, train_prm
 
-    train = make_arithmetic_examples(n, seed=1, after_error="unlabelled", error_rate=0.8, **data_kw)
-    held_out = make_arithmetic_examples(100, seed=2, after_error="unlabelled", **data_kw)
-    seen = {(e.prompt, tuple(e.steps)) for e in train}
-    held_out = [e for e in held_out if (e.prompt, tuple(e.steps)) not in seen]
+    # Held-out *problems* (about a quarter of the prompts, by hash): a correct solution in the test set was
+    # never seen in training, so the PRM must check the arithmetic, not recall solutions.
+    def held(ex):
+        return zlib.crc32(ex.prompt.encode()) % 4 == 0
+
+    pool = make_arithmetic_examples(n * 4 // 3, seed=1, after_error="unlabelled", error_rate=0.8, **data_kw)
+    train = [e for e in pool if not held(e)]
+    held_out = [
+        e for e in make_arithmetic_examples(800, seed=2, after_error="unlabelled", **data_kw) if held(e)
+    ]
+    held_out = held_out[:100]
     cfg = PRMTrainConfig(
         model=base, head=head, epochs=epochs, learning_rate=lr, batch_size=16, warmup_ratio=0.05, device="cpu"
     )
@@ -288,22 +298,33 @@ def _train_and_eval(base: str, head: str, *, n: int, epochs: int, lr: float, **d
 
 
 def test_prm_learns_to_find_planted_wrong_step(prm_pair):
-    """Token head, small table (0..4, +-1): trained for ~150 steps it finds the first wrong step."""
+    """Token head, small table (0..4, +-1, up to 6 steps): after ~160 optimiser steps it finds the first
+    wrong step of problems it never saw (ProcessBench F1 about 0.76; an untrained head about 0.2)."""
     before, after, result = _train_and_eval(
-        prm_pair, "token", n=1200, epochs=2, lr=3e-3, max_value=4, max_delta=1
+        prm_pair, "token", n=1200, epochs=2, lr=3e-3, max_value=4, max_delta=1, max_ops=6
     )
     assert result.history[-1]["loss"] < result.history[0]["loss"]
-    assert before["processbench_f1"] < 0.3  # an untrained head cannot do it
-    assert after["processbench_f1"] >= 0.7, after
+    assert before["processbench_f1"] < 0.4  # an untrained head cannot do it
+    assert after["processbench_f1"] >= 0.65, after
     assert after["step_auc"] >= 0.8, after
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("head", ["token", "lm"])
-def test_prm_learns_full_table_slow(prm_pair, head):
-    """Both heads on the full 0..9 table with +-1..3 steps (about 1000 optimiser steps)."""
-    _, after, _ = _train_and_eval(prm_pair, head, n=4000, epochs=4, lr=2e-3)
-    assert after["processbench_f1"] >= 0.8, after
+def test_prm_lm_head_learns_planted_wrong_step_slow(prm_pair):
+    """Math-Shepherd's "+"/"-" head on the small table: slower to learn than the token head (~600 steps)."""
+    before, after, _ = _train_and_eval(prm_pair, "lm", n=4800, epochs=2, lr=3e-3, max_value=4, max_delta=1)
+    assert after["processbench_f1"] >= 0.65 and after["processbench_f1"] > before["processbench_f1"] + 0.3, (
+        after
+    )
+    assert after["step_auc"] >= 0.8, after
+
+
+@pytest.mark.slow
+def test_prm_token_head_full_table_slow(prm_pair):
+    """Token head on the full 0..9 table with +-1..3 steps (1000 optimiser steps): well above chance."""
+    before, after, _ = _train_and_eval(prm_pair, "token", n=4000, epochs=4, lr=2e-3)
+    assert after["step_auc"] >= 0.75 and after["step_auc"] > before["step_auc"] + 0.15, after
+    assert after["processbench_f1"] >= 0.45, after
 
 
 def test_train_from_jsonl_and_save(prm_pair, tmp_path):
