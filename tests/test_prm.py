@@ -427,3 +427,30 @@ def test_label_steps_cli(tiny_model_dir, tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 2 and all(set(r["labels"]) <= {0.0, 1.0} for r in rows)
     assert rows[0]["rollouts"] == 2 and len(rows[0]["soft_labels"]) == len(rows[0]["completions"])
+
+
+def test_lm_head_matches_math_shepherd_reference_inference(prm_pair):
+    """Our ``lm`` head against Math-Shepherd's published inference recipe on the same model: softmax over the
+    "+"/"-" logits, read where the input holds the step tag (here "#": the tiny vocabulary has no "ки")."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(prm_pair)
+    model = AutoModelForCausalLM.from_pretrained(prm_pair).eval()
+    prompt, steps = "Compute 2+3-1.", ["2+3=5", "5-1=4", "The answer is 4."]
+    text = prompt + "\n" + "\n".join(f"{s} #" for s in steps)
+    ids = torch.tensor([tok(text)["input_ids"]])
+    good, bad = (
+        tok("+", add_special_tokens=False)["input_ids"][-1],
+        tok("-", add_special_tokens=False)["input_ids"][-1],
+    )
+    tag = tok("#", add_special_tokens=False)["input_ids"][-1]
+    with torch.no_grad():
+        logits = model(ids).logits[:, :, [good, bad]]
+    reference = logits.softmax(dim=-1)[:, :, 0][ids == tag].tolist()
+
+    prm = ProcessRewardModel(
+        model, tok, PRMConfig(head="lm", step_marker=" #", step_joiner="\n"), device="cpu"
+    )
+    ours = prm.score_steps([Record(prompt=prompt, completion="\n".join(steps))])[0]
+    assert ours == pytest.approx(reference, abs=1e-5)

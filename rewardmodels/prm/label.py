@@ -15,13 +15,11 @@ Verification goes through :func:`rewardkit.scoring.score_records` (parallel work
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.rewardmodels.prm.data import StepExample
-
 from rewardkit.types import Record
 
 
@@ -113,7 +111,6 @@ def label_steps(
     missing = [ex.id for ex in examples if ex.reference is None]
     if missing:
         raise ValueError(f"Monte Carlo labelling needs a reference answer; missing for ids {missing[:5]}")
-    started = time.perf_counter()
 
     # Final steps: verify the solution itself.
     finals = [
@@ -148,7 +145,6 @@ def label_steps(
     else:
         waves = [jobs]
     dead: set[int] = set()
-    n_rollouts = 0
     for wave in waves:
         wave = [(e, i) for e, i in wave if e not in dead]
         if not wave:
@@ -172,7 +168,6 @@ def label_steps(
                         reference=ex.reference,
                     )
                 )
-        n_rollouts += len(records)
         oks = _score(records, verifier, config)
         pos = 0
         for e, i in wave:
@@ -208,11 +203,6 @@ def label_steps(
                 metadata=meta,
             )
         )
-    label_steps.last_stats = {  # type: ignore[attr-defined]
-        "examples": len(examples),
-        "rollouts": n_rollouts,
-        "seconds": time.perf_counter() - started,
-    }
     return out
 
 
