@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from rewardkit.rewardmodels.judge import (
     FallbackVerifier,
     JudgeConfig,
@@ -16,7 +17,6 @@ from rewardkit.rewardmodels.judge import (
 )
 from rewardkit.rewardmodels.judge.judge import Judgment
 from rewardkit.rewardmodels.judge.parse import Verdict, VerdictError
-
 from rewardkit.types import Record, Result
 
 # (kind, output, expected value or None for "no verdict", expected reason fragment)

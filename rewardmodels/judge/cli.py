@@ -50,10 +50,9 @@ def add_judge_parser(sub: Any) -> None:
 
 def run_judge(args: argparse.Namespace) -> int:
     """Runs ``rewardkit rm judge``."""
+    from rewardkit.cli import CLIError
     from rewardkit.rewardmodels.cli import _build_config, _given
     from rewardkit.rewardmodels.judge.judge import JudgeConfig, LLMJudge
-
-    from rewardkit.cli import CLIError
     from rewardkit.types import jsonable
 
     values = _given(args, args._judge_owners)

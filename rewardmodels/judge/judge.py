@@ -32,7 +32,6 @@ from typing import Any
 
 from rewardkit.rewardmodels.judge.parse import KINDS, Verdict, try_parse_verdict
 from rewardkit.rewardmodels.judge.templates import get_template, render
-
 from rewardkit.types import Record, Result
 
 

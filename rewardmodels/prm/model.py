@@ -31,7 +31,6 @@ from typing import Any
 from rewardkit.rewardmodels.prm.aggregate import aggregate
 from rewardkit.rewardmodels.prm.data import first_error
 from rewardkit.rewardmodels.prm.steps import MATH_SHEPHERD_TAG, record_steps
-
 from rewardkit.types import Record, Result
 
 CONFIG_FILE = "rewardkit_prm.json"
