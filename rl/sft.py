@@ -31,6 +31,8 @@ class SFTConfig:
         max_grad_norm: Gradient clipping norm.
         seed: Seeds batch order and dropout.
         log_every: Steps between log lines (0: silent).
+        schedule_steps: Length of the cosine schedule (default ``steps``); longer than ``steps`` stops the
+            warm start early on a still-high learning rate (a deliberately partial warm start).
     """
 
     steps: int = 300
@@ -42,6 +44,7 @@ class SFTConfig:
     max_grad_norm: float = 1.0
     seed: int = 0
     log_every: int = 50
+    schedule_steps: int | None = None
 
 
 def encode_pairs(tokenizer: Any, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
@@ -78,8 +81,13 @@ def sft(
     config: SFTConfig | None = None,
     *,
     log: Callable[[str], None] | None = print,
+    callback: Callable[[int], bool | None] | None = None,
 ) -> list[float]:
-    """Trains ``model`` in place on ``pairs`` of (prompt, completion); returns the loss of each step."""
+    """Trains ``model`` in place on ``pairs`` of (prompt, completion); returns the loss of each step.
+
+    ``callback(step)`` runs after every optimiser step (1-based), e.g. to evaluate or save; returning True
+    stops the warm start there.
+    """
     config = config or SFTConfig()
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
@@ -91,7 +99,8 @@ def sft(
     def lr_at(step: int) -> float:
         if step < config.warmup_steps:
             return (step + 1) / config.warmup_steps
-        progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+        horizon = config.schedule_steps or config.steps
+        progress = min(1.0, (step - config.warmup_steps) / max(1, horizon - config.warmup_steps))
         return config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
@@ -114,6 +123,11 @@ def sft(
         opt.step()
         sched.step()
         losses.append(out.loss.item())
+        if callback is not None:
+            stop = callback(step + 1)
+            model.train()
+            if stop:
+                break
         if log and config.log_every and (step + 1) % config.log_every == 0:
             recent = losses[-config.log_every :]
             log(

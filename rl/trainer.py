@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
+
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.config import RLConfig, dump_config
 from rewardkit.rl.rollout import Generation, SamplingParams, get_backend
-from torch import nn
-
 from rewardkit.types import Record, Result
 
 
@@ -220,7 +220,9 @@ class ScorerSource:
         from rewardkit.scoring import Scorer
 
         self.name = name
-        self.scorer = Scorer(name, workers=workers, timeout=timeout, config=kwargs or None)
+        # Large chunks: an RL batch arrives all at once, and fewer messages to the workers is what matters;
+        # the engine still reports (and times out) each item separately.
+        self.scorer = Scorer(name, workers=workers, timeout=timeout, config=kwargs or None, chunk_size=64)
 
     def score(self, records: Sequence[Record]) -> list[Result]:
         try:

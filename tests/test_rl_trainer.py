@@ -6,10 +6,10 @@ import json
 
 import pytest
 import torch
+
 from rewardkit.rl.config import load_config
 from rewardkit.rl.metrics import is_timing_key, read_metrics
 from rewardkit.rl.trainer import RLTrainer
-
 from rewardkit.types import Record
 
 PROMPTS = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(12)]
@@ -188,3 +188,18 @@ def test_config_saved_and_jsonl_valid(tmp_path):
     assert (run / "config.yaml").exists()
     for line in (run / "metrics.jsonl").read_text().splitlines():
         json.loads(line)
+
+
+def test_process_rewards_grpo_prm(tmp_path):
+    cfg = _cfg(tmp_path, "train.steps=1", "reward.process=correct_looking", preset="grpo_prm")
+    _, last = _train(cfg)
+    assert "steps/mean_count" in last and "steps/shaped_sum_mean" in last
+    assert last["grad_norm"] > 0
+
+
+def test_rollout_is_correction_logged(tmp_path):
+    cfg = _cfg(tmp_path, "train.steps=1", "algorithm.rollout_is=token", "algorithm.rollout_is_mask=true")
+    _, last = _train(cfg)
+    # hf rollout log-probs equal the trainer's (same model, fp32): the ratio is 1 and nothing is masked.
+    assert last["rollout_is/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert last["rollout_is/masked_frac"] == 0.0
