@@ -43,7 +43,6 @@ def make_prompts(count: int) -> list[dict]:
 def run_rewardkit(model, tokenizer, rows, args) -> dict:
     from rewardkit.rl.config import load_config
     from rewardkit.rl.trainer import RLTrainer
-
     from rewardkit.types import Record
 
     records = [Record(id=i, prompt=r["prompt"], reference=r["answer"]) for i, r in enumerate(rows)]
@@ -97,11 +96,11 @@ def run_rewardkit(model, tokenizer, rows, args) -> dict:
 
 def run_trl(model, tokenizer, rows, args) -> dict:
     from datasets import Dataset
-    from rewardkit.verifiers import get_verifier
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from rewardkit.types import Record
+    from rewardkit.verifiers import get_verifier
 
     verifier = get_verifier("math")
 

@@ -57,9 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace):
-    from rewardkit.rl.config import ConfigError, load_config
-
     from rewardkit.cli import CLIError
+    from rewardkit.rl.config import ConfigError, load_config
 
     overrides = list(args.overrides or [])
     if getattr(args, "output_dir", None):
@@ -90,9 +89,8 @@ def run_train(args: argparse.Namespace) -> int:
 def run_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rewardkit.rl.plot import plot_run
-
     from rewardkit.cli import CLIError
+    from rewardkit.rl.plot import plot_run
 
     if not (Path(args.run_dir) / "metrics.jsonl").exists():
         raise CLIError(f"no metrics.jsonl in {args.run_dir}")

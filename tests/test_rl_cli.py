@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from rewardkit.rl.metrics import MetricsLogger, format_line, read_metrics
 
 from rewardkit.cli import main
+from rewardkit.rl.metrics import MetricsLogger, format_line, read_metrics
 
 
 def test_train_plot_and_resume(tmp_path, capsys):

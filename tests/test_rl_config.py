@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from rewardkit.rl.config import (
     PRESETS,
     ConfigError,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from rewardkit.data import arithmetic
 from rewardkit.rl.sft import SFTConfig, collate, encode_pairs, sft
 

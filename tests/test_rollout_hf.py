@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from rewardkit.rl.rollout import Generation, SamplingParams, get_backend
 
 

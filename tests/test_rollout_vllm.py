@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from rewardkit.rl.rollout.vllm import vllm_available
 
 _OK, _WHY = vllm_available()
@@ -21,7 +22,6 @@ PROMPTS = ["12+30=", "hello", "a somewhat longer prompt"]
 def engine(tmp_path_factory):
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from rewardkit.rl.rollout import get_backend
-
     from rewardkit.tiny import load_tiny_tokenizer, save_tiny_model
 
     path = save_tiny_model(tmp_path_factory.mktemp("vllm-tiny"))
@@ -39,9 +39,9 @@ def engine(tmp_path_factory):
 
 
 def _hf(path):
-    from rewardkit.rl.rollout import get_backend
     from transformers import AutoModelForCausalLM
 
+    from rewardkit.rl.rollout import get_backend
     from rewardkit.tiny import load_tiny_tokenizer
 
     return get_backend("hf", AutoModelForCausalLM.from_pretrained(path), load_tiny_tokenizer())
@@ -67,6 +67,7 @@ def test_shape_fields_and_seed(engine):
 
 def test_logprobs_and_greedy_match_hf(engine):
     import torch
+
     from rewardkit.rl.rollout import SamplingParams
 
     backend, path = engine
@@ -99,8 +100,8 @@ def test_stop_strings(engine):
 
 def test_update_weights_pushes_the_policy(engine):
     import torch
-    from rewardkit.rl.rollout import SamplingParams, get_backend
 
+    from rewardkit.rl.rollout import SamplingParams, get_backend
     from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
 
     backend, _ = engine

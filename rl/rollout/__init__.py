@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewardkit.rl.rollout.base import FinishReason, Generation, RolloutBackend, SamplingParams
-
 from rewardkit.registry import Registry
+from rewardkit.rl.rollout.base import FinishReason, Generation, RolloutBackend, SamplingParams
 
 BACKENDS: Registry[type[RolloutBackend]] = Registry("rollout backend")
 BACKENDS.register("hf", "rewardkit.rl.rollout.hf:HFBackend")

@@ -16,8 +16,9 @@ import contextlib
 from typing import Any
 
 import torch
-from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
 from transformers import LogitsProcessor, LogitsProcessorList
+
+from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
 
 
 class _SampledLogprobs(LogitsProcessor):
