@@ -1,11 +1,15 @@
 """One GRPO step (generate, score, update), rewardkit vs TRL's GRPOTrainer, same run, same everything.
 
-Same tiny Qwen2 (same initial weights), same prompts, group size, completion length, learning rate, loss
-(GRPO's per-sequence token mean, TRL ``loss_type="grpo"``), no KL (no reference model), the same math
-verifier as the reward, CPU, same torch thread count. After one warm-up step each, ``--steps`` steps are
-timed; the script prints seconds per step (median), the generation / scoring / update split, and the ratio.
+Same tiny Qwen2 (same weights: a short supervised warm start on the demo's addition problems, so that the
+model is right ~30% of the time and its groups look like real GRPO groups, some all-wrong), same prompts,
+group size, completion length, learning rate, loss (GRPO's per-sequence token mean, TRL
+``loss_type="grpo"``), no KL (no reference model), the same math verifier as the reward, CPU, same torch
+thread count. After one warm-up step each, ``--steps`` steps are timed; the script prints seconds per step
+(median), the generation / scoring / update split, and the ratio. ``--brevity`` adds a small length reward
+to both, so that no group is degenerate (the case where rewardkit's skipping of zero-advantage samples
+cannot help).
 
-    .venv/bin/python bench/rl_step.py [--steps 3] [--prompts 16] [--n 8] [--max-new 16] [--threads 2]
+    .venv/bin/python bench/rl_step.py [--steps 5] [--prompts 16] [--n 8] [--max-new 16] [--brevity]
 
 TRL's phases are measured by wrapping its ``_generate_single_turn`` (generation) and ``_calculate_rewards``
 (scoring) methods; its update is the rest of the step. rewardkit's come from its own step metrics.
@@ -33,11 +37,14 @@ def brevity(prompts, completions, **_):
     return [-len(c) / 100 for c in completions]
 
 
-def make_prompts(count: int) -> list[dict]:
+TEMPLATE = "Add the two numbers. Give only the final answer, in \\boxed{{}}.\n{prompt}"
+
+
+def make_prompts(count: int, template: str) -> list[dict]:
     from rewardkit.data import arithmetic
 
     rows = arithmetic.generate(count, seed=1, min_value=10, ops="+", carry=False)
-    return [{"prompt": r["prompt"], "answer": r["reference"]} for r in rows]
+    return [{"prompt": template.format(prompt=r["prompt"]), "answer": r["reference"]} for r in rows]
 
 
 def run_rewardkit(model, tokenizer, rows, args) -> dict:
@@ -75,7 +82,7 @@ def run_rewardkit(model, tokenizer, rows, args) -> dict:
         tokenizer=tokenizer,
         train_records=records,
         eval_records=[],
-        reward_fns=[brevity_rk],
+        reward_fns=[brevity_rk] if args.brevity else [],
         console=None,
     ) as tr:
         for _ in range(args.steps + 1):
@@ -89,6 +96,7 @@ def run_rewardkit(model, tokenizer, rows, args) -> dict:
                     "update": m["timing/train_s"],
                     "reward": m["reward"],
                     "length": m["completions/mean_length"],
+                    "zero_std": m["frac_reward_zero_std"],
                 }
             )
     return _summary(rows_out[1:])
@@ -152,7 +160,7 @@ def run_trl(model, tokenizer, rows, args) -> dict:
     dataset = Dataset.from_list(rows)
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[math_reward, brevity],
+        reward_funcs=[math_reward, brevity] if args.brevity else [math_reward],
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
@@ -181,7 +189,14 @@ def _summary(rows: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--warm-start", type=int, default=175, help="SFT steps before the benchmark (0: random).")
+    p.add_argument("--brevity", action="store_true", help="Add a length reward (no degenerate groups).")
+    p.add_argument(
+        "--template",
+        default=TEMPLATE,
+        help="Prompt template around the problem (an instruction, as RL prompts have; '{prompt}' for bare).",
+    )
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--max-new", type=int, default=16)
@@ -203,10 +218,24 @@ def main(argv: list[str] | None = None) -> int:
 
     tokenizer = load_tiny_tokenizer()
     base = build_tiny_model(args.model, seed=0)
-    rows = make_prompts(args.prompts * (args.steps + 2))
+    if args.warm_start:
+        from rewardkit.data import arithmetic
+        from rewardkit.rl.sft import SFTConfig, sft
+
+        rows = arithmetic.generate(20000, seed=0, min_value=10, ops="+", carry=False)
+        sft(
+            base,
+            tokenizer,
+            [(args.template.format(prompt=r["prompt"]), r["completion"]) for r in rows],
+            SFTConfig(steps=args.warm_start, schedule_steps=600, lr=3e-3, batch_size=64, log_every=0),
+            log=None,
+        )
+    rows = make_prompts(args.prompts * (args.steps + 2), args.template)
     print(
-        f"GRPO step: {args.model}, {args.prompts} prompts x {args.n} samples, <= {args.max_new} new tokens, "
-        f"math verifier + brevity reward, CPU, {args.threads} thread(s); median of {args.steps} steps after 1 warm-up"
+        f"GRPO step: {args.model}, {args.prompts} prompts ({len(tokenizer(rows[0]['prompt'])['input_ids'])} "
+        f"tokens) x {args.n} samples, <= {args.max_new} new tokens, "
+        f"math verifier{' + brevity' if args.brevity else ''} reward, {args.warm_start}-step warm start, CPU, "
+        f"{args.threads} thread(s); median of {args.steps} steps after 1 warm-up"
     )
     results = {}
     if args.only in (None, "rewardkit"):
@@ -218,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'':16} {'step s':>8} {'generate':>9} {'score':>7} {'update':>7}")
     for name, r in results.items():
         print(f"{name:16} {r['step']:8.3f} {r['generate']:9.3f} {r['score']:7.3f} {r['update']:7.3f}")
+    if "rewardkit" in results:
+        rk = results["rewardkit"]
+        print(f"(rewardkit: reward {rk['reward']:.3f}, frac_reward_zero_std {rk['zero_std']:.2f})")
     if len(results) == 2:
         rk, trl_r = list(results.values())
         print(

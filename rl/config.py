@@ -227,6 +227,9 @@ class TrainConfig:
     """``constant``, ``linear`` or ``cosine`` decay after warm-up."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
+    skip_zero_advantage: bool = True
+    """Skip the forward/backward of samples whose advantage is 0 on every token (all-equal groups) when the
+    loss has no KL / entropy term: the gradient is unchanged (normalisers still count them), the time is not."""
     bf16: str = "auto"
     """Autocast to bf16: ``auto`` (on CUDA with bf16 support), ``true``, ``false``."""
     seed: int = 0

@@ -369,28 +369,34 @@ def build_tensors(gens: Sequence[Generation], pad_id: int) -> dict[str, torch.Te
     P = max(len(g.prompt_token_ids) for g in gens)
     T = max(max(len(g.token_ids) for g in gens), 1)
     B = len(gens)
-    input_ids = torch.full((B, P + T), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((B, P + T), dtype=torch.long)
-    response_mask = torch.zeros((B, T), dtype=torch.float32)
-    rollout_logprobs = torch.zeros((B, T), dtype=torch.float32)
-    for i, g in enumerate(gens):
-        p, r = g.prompt_token_ids, g.token_ids
-        input_ids[i, P - len(p) : P] = torch.tensor(p, dtype=torch.long)
-        attention_mask[i, P - len(p) : P] = 1
-        if r:
-            input_ids[i, P : P + len(r)] = torch.tensor(r, dtype=torch.long)
-            attention_mask[i, P : P + len(r)] = 1
-            response_mask[i, : len(r)] = 1
-            if g.logprobs is not None:
-                rollout_logprobs[i, : len(r)] = torch.tensor(g.logprobs, dtype=torch.float32)
+    # Rows are filled in Python lists and converted once (one tensor per row costs more than the model at
+    # tiny sizes).
+    ids = [[pad_id] * (P - len(g.prompt_token_ids)) + list(g.prompt_token_ids) for g in gens]
+    ids = [
+        row + list(g.token_ids) + [pad_id] * (T - len(g.token_ids)) for row, g in zip(ids, gens, strict=True)
+    ]
+    att = [
+        [0] * (P - len(g.prompt_token_ids))
+        + [1] * (len(g.prompt_token_ids) + len(g.token_ids))
+        + [0] * (T - len(g.token_ids))
+        for g in gens
+    ]
+    resp = [[1.0] * len(g.token_ids) + [0.0] * (T - len(g.token_ids)) for g in gens]
+    lps = [
+        (list(g.logprobs) if g.logprobs is not None else [0.0] * len(g.token_ids))
+        + [0.0] * (T - len(g.token_ids))
+        for g in gens
+    ]
+    input_ids = torch.tensor(ids, dtype=torch.long).view(B, P + T)
+    attention_mask = torch.tensor(att, dtype=torch.long).view(B, P + T)
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     return {
         "input_ids": input_ids,
         "attention_mask": attention_mask,
         "position_ids": position_ids,
-        "response_mask": response_mask,
+        "response_mask": torch.tensor(resp, dtype=torch.float32).view(B, T),
         "responses": input_ids[:, P:],
-        "rollout_logprobs": rollout_logprobs,
+        "rollout_logprobs": torch.tensor(lps, dtype=torch.float32).view(B, T),
     }
 
 
@@ -570,7 +576,9 @@ class RLTrainer:
             max_new_tokens=rc.max_new_tokens,
             stop=list(rc.stop),
             seed=seed,
-            logprobs=True,
+            # The rollout's own log-probs are only read by IS correction or when old log-probs are not
+            # recomputed; otherwise the trainer's forward pass provides them and the sampler skips the work.
+            logprobs=self.cfg.algorithm.rollout_is != "none" or not self.cfg.algorithm.recompute_old_logprobs,
         )
 
     def _rollout(self, prompts: list[Record], round_: int, timings: dict[str, float]) -> Rollout:
@@ -648,7 +656,13 @@ class RLTrainer:
         temp = self.cfg.rollout.temperature if self.cfg.rollout.temperature > 0 else 1.0
         labels = batch["responses"][idx].to(self.device)
         logp = ca.logprobs_from_logits(logits, labels, temperature=temp)
-        ent = ca.entropy_from_logits(logits, temperature=temp) if entropy else None
+        ent = None
+        if entropy:
+            if self.cfg.algorithm.entropy_coef:
+                ent = ca.entropy_from_logits(logits, temperature=temp)
+            else:  # logged only: keep it out of the autograd graph
+                with torch.no_grad():
+                    ent = ca.entropy_from_logits(logits.detach(), temperature=temp)
         return logp, ent
 
     def _no_grad_logprobs(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -873,6 +887,19 @@ class RLTrainer:
         grad_norms = []
         gen = torch.Generator().manual_seed(tc.seed * 31 + self.step)
         mb_count = max(1, min(tc.minibatches, B))
+        # A sample whose loss tokens all have advantage 0 adds exactly nothing to the gradient when the loss
+        # has no KL or entropy term and there is no value model (GRPO's all-equal groups, DAPO-style). Its
+        # forward/backward is skipped; the normalisers below still count its tokens, so the gradient is the
+        # same as with it. (Not under data parallelism: every rank must run the same backward passes.)
+        prunable = (
+            tc.skip_zero_advantage
+            and (self.ref is None or ac.use_kl_in_reward)
+            and ac.entropy_coef == 0
+            and self.value is None
+            and not self.dist
+        )
+        active = (advantages * mask).abs().sum(-1) > 0 if prunable else torch.ones(B, dtype=torch.bool)
+        m["samples/skipped_zero_advantage"] = int((~active & (mask.sum(-1) > 0)).sum())
         for _epoch in range(tc.epochs):
             perm = torch.randperm(B, generator=gen) if mb_count > 1 else torch.arange(B)
             for mb in torch.tensor_split(perm, mb_count):
@@ -893,7 +920,8 @@ class RLTrainer:
                 self.opt.zero_grad(set_to_none=True)
                 if self.value_opt is not None:
                     self.value_opt.zero_grad(set_to_none=True)
-                micro = list(torch.split(mb, max(1, tc.micro_batch_size)))
+                live = mb[active[mb]]
+                micro = list(torch.split(live, max(1, tc.micro_batch_size))) if len(live) else []
                 for k, idx in enumerate(micro):
                     sync = (
                         self.train_model.no_sync()
@@ -929,6 +957,11 @@ class RLTrainer:
                         loss_sums["value_loss"] += vloss.item()
                         sums["vf_clipfrac"] += vstats["vf_clipfrac"] * len(idx)
                         counts["vf_clipfrac"] += len(idx)
+                for p in self.policy.parameters():
+                    if p.grad is None and p.requires_grad:
+                        # A minibatch with nothing to learn still takes its optimiser step (zero gradient:
+                        # Adam's moments decay as they would have), so skipping changes no later update.
+                        p.grad = torch.zeros_like(p)
                 norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), tc.max_grad_norm)
                 grad_norms.append(float(norm))
                 self.opt.step()

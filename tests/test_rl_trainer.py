@@ -203,3 +203,33 @@ def test_rollout_is_correction_logged(tmp_path):
     # hf rollout log-probs equal the trainer's (same model, fp32): the ratio is 1 and nothing is masked.
     assert last["rollout_is/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
     assert last["rollout_is/masked_frac"] == 0.0
+
+
+@pytest.mark.parametrize("minibatches", [1, 2])
+def test_skipping_zero_advantage_samples_keeps_the_update(tmp_path, minibatches, tiny_tokenizer):
+    tok = tiny_tokenizer
+    from rewardkit.tiny import build_tiny_model
+
+    def half_degenerate(prompts, completions, references):
+        return [
+            1.0 if int(p.split("+")[0]) % 2 == 0 else sum(ch.isdigit() for ch in c) / 8
+            for p, c in zip(prompts, completions, strict=True)
+        ]
+
+    weights = []
+    for skip in (True, False):
+        cfg = _cfg(
+            tmp_path,
+            "train.steps=2",
+            "train.prompts_per_step=4",
+            "algorithm.kl_coef=0",
+            f"train.minibatches={minibatches}",
+            f"train.skip_zero_advantage={str(skip).lower()}",
+            f"run.output_dir={tmp_path / str(skip)}",
+        )
+        tr, last = _train(cfg, reward_fns=(half_degenerate,), model=build_tiny_model(seed=0), tokenizer=tok)
+        weights.append(torch.cat([p.detach().flatten() for p in tr.policy.parameters()]))
+        if skip:
+            assert last["samples/skipped_zero_advantage"] > 0
+    # Equal up to float rounding (the batched matmuls sum in a different order), amplified a little by Adam.
+    assert (weights[0] - weights[1]).abs().max() < 2e-5

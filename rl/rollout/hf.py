@@ -59,12 +59,20 @@ class HFBackend(RolloutBackend):
         batch_size: Most sequences (prompts x samples) per ``generate`` call.
         add_special_tokens: Passed to the tokenizer for the prompts (BOS for Llama-style tokenizers), as
             vLLM does by default.
+        share_prefix: Prefill each distinct prompt once and reuse its KV cache for its ``n`` samples
+            (``generate`` alone prefills every copy).
     """
 
     name = "hf"
 
     def __init__(
-        self, model: Any, tokenizer: Any, *, batch_size: int = 64, add_special_tokens: bool = True
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        batch_size: int = 64,
+        add_special_tokens: bool = True,
+        share_prefix: bool = True,
     ) -> None:
         if tokenizer is None:
             raise ValueError("the hf backend needs the tokenizer")
@@ -76,6 +84,13 @@ class HFBackend(RolloutBackend):
         self.tokenizer = tokenizer
         self.batch_size = max(1, int(batch_size))
         self.add_special_tokens = add_special_tokens
+        self.share_prefix = share_prefix
+        # transformers renamed ``past_key_values`` to ``cache`` (5.2x); use whichever this version takes.
+        import inspect
+
+        self._cache_kw = (
+            "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        )
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = getattr(model.generation_config, "eos_token_id", None)
         if eos is None:
@@ -108,14 +123,16 @@ class HFBackend(RolloutBackend):
                     torch.manual_seed(params.seed)
                 for start in range(0, len(jobs), self.batch_size):
                     chunk = jobs[start : start + self.batch_size]
-                    gens = self._generate_chunk([encoded[i] for i, _ in chunk], params)
+                    gens = self._generate_chunk([encoded[i] for i, _ in chunk], params, [i for i, _ in chunk])
                     for (i, k), gen in zip(chunk, gens, strict=False):
                         out[i][k] = gen
         finally:
             self.model.train(was_training)
         return out  # type: ignore[return-value]
 
-    def _generate_chunk(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
+    def _generate_chunk(
+        self, prompt_ids: list[list[int]], params: SamplingParams, keys: list[int] | None = None
+    ) -> list[Generation]:
         device = next(self.model.parameters()).device
         width = max(len(p) for p in prompt_ids)
         input_ids = torch.full((len(prompt_ids), width), self.pad_id, dtype=torch.long)
@@ -141,6 +158,10 @@ class HFBackend(RolloutBackend):
             kwargs.update(temperature=None, top_p=None, top_k=None)
         if params.stop:
             kwargs.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
+        if self.share_prefix and keys is not None and width > 1:
+            cache = self._shared_prompt_cache(input_ids, attention_mask, keys, device)
+            if cache is not None:
+                kwargs[self._cache_kw] = cache
         sequences = self.model.generate(
             input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs
         )
@@ -154,6 +175,38 @@ class HFBackend(RolloutBackend):
             lp = logprobs[row].tolist() if logprobs is not None else None
             gens.append(self._finish_sample(tokens, list(ids), lp, params))
         return gens
+
+    def _shared_prompt_cache(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keys: list[int], device: torch.device
+    ) -> Any | None:
+        """The KV cache of the prompts (all but their last token), computed once per distinct prompt.
+
+        The ``n`` samples of a prompt sit in consecutive rows; ``generate`` would prefill each copy. Here
+        each distinct prompt is prefilled once and its cache rows are repeated, so ``generate`` only runs the
+        last prompt token and the new ones (what vLLM's prefix caching saves, for the hf backend).
+        """
+        from transformers import DynamicCache
+
+        firsts = [r for r in range(len(keys)) if r == 0 or keys[r] != keys[r - 1]]
+        if len(firsts) == len(keys):
+            return None
+        owner = torch.tensor(
+            [len([f for f in firsts if f <= r]) - 1 for r in range(len(keys))], device=device
+        )
+        u_ids = input_ids[firsts].to(device)
+        u_mask = attention_mask[firsts].to(device)
+        position_ids = (u_mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=self.model.config)
+        self.model(
+            input_ids=u_ids[:, :-1],
+            attention_mask=u_mask[:, :-1],
+            position_ids=position_ids[:, :-1],
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_kw: cache},
+        )
+        cache.batch_select_indices(owner)
+        return cache
 
     def _finish_sample(
         self, tokens: list[int], prompt_ids: list[int], logprobs: list[float] | None, params: SamplingParams
