@@ -82,6 +82,13 @@ def run_train(args: argparse.Namespace) -> int:
             trainer.train(resume=args.resume)
     except FileNotFoundError as exc:
         raise CLIError(str(exc)) from None
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():  # launched by torchrun: one line, from rank 0
+        rank = dist.get_rank()
+        dist.destroy_process_group()
+        if rank != 0:
+            return 0
     print(f"run saved in {cfg.run.output_dir} (metrics.jsonl, checkpoints/)")
     return 0
 
