@@ -26,6 +26,8 @@ from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
 
 def vllm_available() -> tuple[bool, str]:
     """``(True, version)`` when vLLM imports, else ``(False, reason)``."""
+    # The colocated engine runs in this process (see the module docstring); set before vLLM reads it.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     try:
         import vllm
 
