@@ -214,12 +214,19 @@ def _to_result(value: Any) -> Result:
 
 
 class ScorerSource:
-    """A verifier (by name) behind a warm :class:`rewardkit.scoring.Scorer` pool; never raises."""
+    """A verifier (by name) behind a warm :class:`rewardkit.scoring.Scorer` pool, or ``rm:PATH`` (an outcome
+    reward model scored in this process); never raises."""
 
     def __init__(self, name: str, kwargs: dict[str, Any], workers: int, timeout: float) -> None:
         from rewardkit.scoring import Scorer
 
         self.name = name
+        if name.startswith("rm:"):
+            # An outcome reward model (rewardkit.rewardmodels.orm): scored in this process, batched.
+            from rewardkit.rewardmodels.orm import RewardModelSource
+
+            self.scorer = Scorer(RewardModelSource(name[3:], **kwargs), workers=workers, timeout=timeout)
+            return
         # Large chunks: an RL batch arrives all at once, and fewer messages to the workers is what matters;
         # the engine still reports (and times out) each item separately.
         self.scorer = Scorer(name, workers=workers, timeout=timeout, config=kwargs or None, chunk_size=64)

@@ -233,3 +233,18 @@ def test_skipping_zero_advantage_samples_keeps_the_update(tmp_path, minibatches,
             assert last["samples/skipped_zero_advantage"] > 0
     # Equal up to float rounding (the batched matmuls sum in a different order), amplified a little by Adam.
     assert (weights[0] - weights[1]).abs().max() < 2e-5
+
+
+def test_reward_model_source(tmp_path, tiny_tokenizer):
+    from transformers import AutoModelForSequenceClassification
+
+    from rewardkit.tiny import tiny_model_config
+
+    torch.manual_seed(0)
+    rm = AutoModelForSequenceClassification.from_config(tiny_model_config(num_labels=1))
+    rm.save_pretrained(tmp_path / "rm")
+    tiny_tokenizer.save_pretrained(tmp_path / "rm")
+    cfg = _cfg(tmp_path, "train.steps=1", f"reward.sources=[{{name: 'rm:{tmp_path / 'rm'}'}}]")
+    _, last = _train(cfg, reward_fns=())
+    assert f"rewards/rm:{tmp_path / 'rm'}/mean" in last
+    assert last["reward_std"] > 0 and last["scoring/errors"] == 0
