@@ -17,6 +17,7 @@ import time
 from collections import Counter
 
 import numpy as np
+
 from rewardkit.eval.metrics import majority_vote
 from rewardkit.eval.runner import EvalConfig, Sample, compute_metrics, default_ks, group_answers
 

@@ -27,12 +27,12 @@ import time
 from pathlib import Path
 
 import torch
+
 from rewardkit.rl.step_rewards import (
     CorrectLookingStepScorer,
     count_repeated_steps,
     step_token_rewards_from_scores,
 )
-
 from rewardkit.types import Record
 
 
@@ -163,7 +163,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from rewardkit.rl.sft import SFTConfig, sft
-
     from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
 
     torch.set_num_threads(args.threads)

@@ -23,9 +23,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from rewardkit.verifiers import get_verifier
-
 from rewardkit.types import Record
+from rewardkit.verifiers import get_verifier
 
 PROBLEMS = os.path.join(os.path.dirname(__file__), "..", "data", "code", "problems.jsonl")
 

@@ -61,10 +61,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
+    from rewardkit.types import Record
     from rewardkit.verifiers.ifeval import IFEvalVerifier, ifeval_summary
     from rewardkit.verifiers.ifeval.reference import reference_verdicts
-
-    from rewardkit.types import Record
 
     rows = build_workload(args.rows, args.seed)
     records = [Record.from_dict(row) for row in rows]

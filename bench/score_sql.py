@@ -43,10 +43,9 @@ from itertools import product
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from rewardkit.types import Record  # noqa: E402
 from rewardkit.verifiers.sql import SQLVerifier  # noqa: E402
 from rewardkit.verifiers.sql.extract import extract_sql  # noqa: E402
-
-from rewardkit.types import Record  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data", "sql")

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+
 from rewardkit.rl import core_algos as ca
 
 Tensor = torch.Tensor

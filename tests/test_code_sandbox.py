@@ -13,9 +13,9 @@ import time
 import uuid
 
 import pytest
-from rewardkit.verifiers import get_verifier
 
 from rewardkit.types import Record
+from rewardkit.verifiers import get_verifier
 
 HUMANEVAL_ADD = {
     "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n",

@@ -7,10 +7,10 @@ import os
 import pickle
 
 import pytest
-from rewardkit.verifiers import get_verifier
-from rewardkit.verifiers.code import extract_code, normalize_reference, outputs_match
 
 from rewardkit.types import Record
+from rewardkit.verifiers import get_verifier
+from rewardkit.verifiers.code import extract_code, normalize_reference, outputs_match
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "code")
 

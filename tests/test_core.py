@@ -2,10 +2,10 @@ import subprocess
 import sys
 
 import pytest
-from rewardkit.verifiers import Verifier, get_verifier, register_verifier
 
 from rewardkit import Record, Result
 from rewardkit.registry import UnknownNameError
+from rewardkit.verifiers import Verifier, get_verifier, register_verifier
 
 
 def test_record_from_dict_keeps_unknown_fields_in_metadata():

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from rewardkit.rl import core_algos as ca
 
 ATOL = 1e-6

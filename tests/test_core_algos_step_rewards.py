@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.step_rewards import (
     combine_success_and_steps,

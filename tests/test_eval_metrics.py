@@ -5,6 +5,7 @@ from math import comb
 
 import numpy as np
 import pytest
+
 from rewardkit.eval.metrics import (
     best_of_k_matrix,
     bootstrap_means,

@@ -8,10 +8,10 @@ import pickle
 import re
 
 import pytest
-from rewardkit.verifiers import Verifier, get_verifier
-from rewardkit.verifiers.format import CombinedVerifier, FormatVerifier, format_and_correct
 
 from rewardkit.types import Record, Result
+from rewardkit.verifiers import Verifier, get_verifier
+from rewardkit.verifiers.format import CombinedVerifier, FormatVerifier, format_and_correct
 
 GOOD = "<think>2 + 2 is 4.</think>\n<answer>4</answer>"
 OPEN_R1_FORMAT = r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$"  # open-r1's format_reward pattern

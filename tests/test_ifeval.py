@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from rewardkit.types import Record, Result
 from rewardkit.verifiers import get_verifier
 from rewardkit.verifiers.ifeval import (
     INSTRUCTION_IDS,
@@ -15,8 +17,6 @@ from rewardkit.verifiers.ifeval import (
     ifeval_summary,
 )
 from rewardkit.verifiers.ifeval.text import count_sentences, loose_variants, word_tokenize
-
-from rewardkit.types import Record, Result
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "ifeval" / "sample.jsonl"
 
@@ -374,6 +374,7 @@ def test_summary_counts_errors_and_accepts_dicts():
 
 def test_language_detection_is_langdetects_bit_for_bit():
     from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
+
     from rewardkit.verifiers.ifeval.text import _detector_factory, _fast_detector
 
     reference = DetectorFactory()

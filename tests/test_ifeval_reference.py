@@ -12,10 +12,10 @@ import random
 from pathlib import Path
 
 import pytest
-from rewardkit.verifiers.ifeval import IFEvalVerifier
-from rewardkit.verifiers.ifeval.reference import lm_eval_ifeval_dir, reference_verdicts
 
 from rewardkit.types import Record
+from rewardkit.verifiers.ifeval import IFEvalVerifier
+from rewardkit.verifiers.ifeval.reference import lm_eval_ifeval_dir, reference_verdicts
 
 pytestmark = pytest.mark.skipif(
     lm_eval_ifeval_dir() is None, reason="lm-eval not installed (pip install --no-deps lm-eval)"

@@ -11,11 +11,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # math_cases.py is shared with bench/score_math.py
 from math_cases import EQUIVALENCE, EXTRACTION  # noqa: E402
+
+from rewardkit.types import Record
 from rewardkit.verifiers import get_verifier
 from rewardkit.verifiers.math import MathVerifier, extract_answer, normalize_answer, parse_number
 from rewardkit.verifiers.math.extract import resolve_mode
-
-from rewardkit.types import Record
 
 
 @pytest.fixture(scope="module")

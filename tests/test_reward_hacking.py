@@ -12,6 +12,7 @@ import random
 
 import pytest
 import torch
+
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.step_rewards import (
     CorrectLookingStepScorer,
@@ -20,7 +21,6 @@ from rewardkit.rl.step_rewards import (
     shaped_step_token_rewards,
     step_token_rewards_from_scores,
 )
-
 from rewardkit.types import Record
 
 pytest.importorskip("rewardkit.rewardmodels.shaping")

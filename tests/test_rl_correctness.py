@@ -15,6 +15,7 @@ import itertools
 
 import pytest
 import torch
+
 from rewardkit.rl import core_algos as ca
 
 MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]

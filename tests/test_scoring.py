@@ -7,10 +7,10 @@ import time
 from typing import ClassVar
 
 import pytest
-from rewardkit.verifiers import Verifier, get_verifier
 
 from rewardkit.scoring import Scorer, score_dataset, score_records, summarize
 from rewardkit.types import Record, Result
+from rewardkit.verifiers import Verifier, get_verifier
 
 
 class SleepyVerifier(Verifier):

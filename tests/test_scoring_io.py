@@ -221,5 +221,7 @@ def test_ifeval_runs_report_instruction_and_prompt_accuracy(tmp_path):
     assert report["n_prompts"] == 58 and 0 < report["prompt_level_strict_acc"] < 1
     assert "IFEval" in summary.format() and "prompt-level" in summary.format()
     # resuming counts the kept rows in the tally too
-    again = score_file(sample_path("ifeval", "sample.jsonl"), out, "ifeval", workers=1, timeout=60, resume=True)
+    again = score_file(
+        sample_path("ifeval", "sample.jsonl"), out, "ifeval", workers=1, timeout=60, resume=True
+    )
     assert again.to_dict()["ifeval"] == report

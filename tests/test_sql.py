@@ -8,11 +8,11 @@ import pickle
 import shutil
 
 import pytest
+
+from rewardkit.types import Record
 from rewardkit.verifiers import get_verifier
 from rewardkit.verifiers.sql import SQLVerifier, compare_results, extract_sql, has_top_level_order_by
 from rewardkit.verifiers.sql.extract import first_keyword, split_statements
-
-from rewardkit.types import Record
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "sql")
 DB_ROOT = os.path.join(DATA, "databases")

@@ -10,10 +10,10 @@ import shutil
 import time
 
 import pytest
-from rewardkit.verifiers.sql import SQLVerifier
-from rewardkit.verifiers.sql.engines import Database, DuckDBEngine, QueryError, SQLiteEngine
 
 from rewardkit.types import Record
+from rewardkit.verifiers.sql import SQLVerifier
+from rewardkit.verifiers.sql.engines import Database, DuckDBEngine, QueryError, SQLiteEngine
 
 DB_ROOT = os.path.join(os.path.dirname(__file__), "..", "data", "sql", "databases")
 GOLD = "SELECT count(*) FROM city"

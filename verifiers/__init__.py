@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewardkit.verifiers.base import RewardSource, Verifier
-
 from rewardkit.registry import Registry
+from rewardkit.verifiers.base import RewardSource, Verifier
 
 VERIFIERS: Registry[type[Verifier]] = Registry("verifier")
 VERIFIERS.register("math", "rewardkit.verifiers.math:MathVerifier")

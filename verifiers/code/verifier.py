@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from rewardkit.types import Record, Result
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.code.sandbox import (
     FunctionOutcome,
@@ -31,8 +32,6 @@ from rewardkit.verifiers.code.sandbox import (
     SandboxConfig,
     StdioTask,
 )
-
-from rewardkit.types import Record, Result
 
 
 @dataclass

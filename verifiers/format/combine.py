@@ -13,9 +13,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from rewardkit.verifiers.base import RewardSource, Verifier
-
 from rewardkit.types import Record, Result
+from rewardkit.verifiers.base import RewardSource, Verifier
 
 COMBINE_MODES = ("sum", "gate", "product", "min")
 

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.verifiers.base import Verifier
-
 from rewardkit.types import Record, Result
+from rewardkit.verifiers.base import Verifier
 
 _COMBINE_KEYS = ("correct", "correct_config", "combine", "format_weight", "correct_weight")
 _FLAGS = {"DOTALL": re.DOTALL, "MULTILINE": re.MULTILINE, "IGNORECASE": re.IGNORECASE, "VERBOSE": re.VERBOSE}

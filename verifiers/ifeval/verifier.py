@@ -16,6 +16,8 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from rewardkit.registry import UnknownNameError
+from rewardkit.types import Record, Result, jsonable
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.ifeval import text as T
 from rewardkit.verifiers.ifeval.instructions import (
@@ -24,9 +26,6 @@ from rewardkit.verifiers.ifeval.instructions import (
     Verdict,
     build_instruction,
 )
-
-from rewardkit.registry import UnknownNameError
-from rewardkit.types import Record, Result, jsonable
 
 MODES = ("strict", "loose")
 

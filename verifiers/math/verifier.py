@@ -29,6 +29,9 @@ import math_verify
 import math_verify.grader
 import math_verify.parser
 from math_verify.errors import TimeoutException
+
+from rewardkit.scoring.engine import IN_WORKER_ENV
+from rewardkit.types import Record, Result
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.math.extract import extract_answer, extract_boxed, extract_gsm8k, resolve_mode
 from rewardkit.verifiers.math.normalize import (
@@ -40,9 +43,6 @@ from rewardkit.verifiers.math.normalize import (
     parse_structure,
     structures_equal,
 )
-
-from rewardkit.scoring.engine import IN_WORKER_ENV
-from rewardkit.types import Record, Result
 
 # math-verify warns once when its signal timeout is disabled; here the scoring engine owns the hard timeout
 # (worker processes it kills), so the warning would only confuse.

@@ -10,6 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardkit.types import Record, Result, jsonable
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.sql.compare import compare_results, normalize_rows
 from rewardkit.verifiers.sql.engines import Database, DuckDBEngine, QueryError, QueryOutput, SQLiteEngine
@@ -20,8 +21,6 @@ from rewardkit.verifiers.sql.extract import (
     has_top_level_order_by,
     split_statements,
 )
-
-from rewardkit.types import Record, Result, jsonable
 
 DB_SUFFIXES = {"sqlite": (".sqlite", ".sqlite3", ".db"), "duckdb": (".duckdb", ".ddb", ".db")}
 STAGES = ("syntax", "executes", "columns", "rows")
