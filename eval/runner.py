@@ -508,7 +508,7 @@ def build_prompts(
             )
         else:
             prefix = "".join(f"{question}\n{answer}\n\n" for question, answer in examples)
-            prompts[problem.id] = prefix + body + "\n"
+            prompts[problem.id] = prefix + body
     return prompts
 
 

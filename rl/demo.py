@@ -77,6 +77,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tokenizer = load_tiny_tokenizer()
     train_rows = arithmetic.generate(20000, seed=args.seed, **DIST)
     held_rows = arithmetic.heldout(**DIST)
+    out.mkdir(parents=True, exist_ok=True)
+    # The held-out set as a benchmark file, for `rewardkit eval` after training (scripts/demo).
+    with (out / "heldout.jsonl").open("w") as handle:
+        for row in held_rows:
+            handle.write(
+                json.dumps({"id": row["id"], "prompt": row["prompt"], "reference": row["reference"]}) + "\n"
+            )
     print(
         f"[demo] {len(train_rows)} training problems, {len(held_rows)} held-out "
         f"(two-digit addition without carrying, e.g. {held_rows[0]['prompt']}{held_rows[0]['completion']})"
