@@ -116,6 +116,38 @@ def count_rows(path_or_name: str | os.PathLike, split: str | None = None) -> int
     return None
 
 
+def read_rows(
+    path_or_name: str | os.PathLike, split: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """All rows of an input as a list, for loaders that need the whole table (training sets, benchmarks).
+
+    Reads what :func:`iter_rows` reads, plus a ``.json`` file (a list of rows, or an object whose ``split``,
+    ``"data"``, ``"rows"`` or ``"test"`` entry is the list) and a ``.csv`` file. Unlike :func:`iter_rows`, a
+    malformed JSONL line is an error here (``ValueError`` naming the file and line).
+    """
+    path = Path(path_or_name)
+    if path.is_file() and path.suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            keys = ([split] if split else []) + ["data", "rows", "test"]
+            data = next((data[key] for key in keys if key in data), [])
+        return data[:limit] if limit is not None else data
+    if path.is_file() and path.suffix == ".csv":
+        import datasets
+
+        rows: Any = datasets.load_dataset("csv", data_files=str(path), split="train")
+    else:
+        rows = iter_rows(path_or_name, split)
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        if limit is not None and len(out) >= limit:
+            break
+        if isinstance(row, InvalidRow):
+            raise ValueError(f"{path_or_name}: {row.error}: {row.reason}")
+        out.append(dict(row))
+    return out
+
+
 def load_records(
     path_or_name: str | os.PathLike,
     field_map: dict[str, str] | None = None,

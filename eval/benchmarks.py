@@ -235,32 +235,11 @@ def list_benchmarks() -> list[str]:
 
 def read_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]]:
     """Rows of a local JSONL / JSON / parquet file or a ``datasets`` ``save_to_disk`` folder."""
-    path = Path(path)
-    if not path.exists():
+    from rewardkit.data.loaders import read_rows as read_all_rows
+
+    if not Path(path).exists():
         raise FileNotFoundError(f"benchmark data not found: {path}")
-    if path.is_dir():
-        from datasets import DatasetDict, load_from_disk
-
-        dataset = load_from_disk(str(path))
-        if isinstance(dataset, DatasetDict):
-            dataset = dataset[split or next(iter(dataset))]
-        return [dict(row) for row in dataset]
-    if path.suffix == ".parquet":
-        from datasets import Dataset
-
-        return [dict(row) for row in Dataset.from_parquet(str(path))]
-    if path.suffix == ".json":
-        data = json.loads(path.read_text())
-        return data if isinstance(data, list) else data.get(split or "test", [])
-    rows = []
-    with path.open() as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}: invalid JSON at line {number}: {exc.msg}") from None
-    return rows
+    return read_all_rows(path, split)
 
 
 def _hub_rows(bench: Benchmark, split: str | None) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ Row layouts (JSONL, JSON, Parquet, CSV, or a ``datasets`` name):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,52 +20,13 @@ POINTWISE_KEYS = ("completion", "label")
 
 
 def load_rows(path_or_name: str, split: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-    """Rows of a JSONL / JSON / Parquet / CSV file, or of a ``datasets`` dataset (name or saved folder)."""
-    path = Path(path_or_name)
-    rows: list[dict[str, Any]]
-    if path.is_file() and path.suffix in (".jsonl", ".ndjson"):
-        rows = []
-        with path.open() as fh:
-            for line_no, line in enumerate(fh, 1):
-                if limit is not None and len(rows) >= limit:
-                    break
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{line_no}: invalid JSON: {exc.msg}") from None
-        return rows
-    if path.is_file() and path.suffix == ".json":
-        data = json.loads(path.read_text())
-        rows = data if isinstance(data, list) else data.get("data", data.get("rows", []))
-        return rows[:limit] if limit is not None else rows
-    import datasets
+    """Rows of a JSONL / JSON / Parquet / CSV file, or of a ``datasets`` dataset (name or saved folder),
+    through the shared reader :func:`rewardkit.data.loaders.read_rows`; a dataset's split defaults to
+    ``"train"``."""
+    from rewardkit.data.loaders import read_rows
 
-    if path.is_file() and path.suffix in (".parquet", ".csv"):
-        ds = datasets.load_dataset(path.suffix[1:], data_files=str(path), split="train")
-    elif path.is_dir() and (path / "dataset_info.json").exists():
-        ds = datasets.load_from_disk(str(path))
-    elif path.exists() and not path.is_dir():
-        raise ValueError(f"{path}: unknown file type (use .jsonl, .json, .parquet or .csv)")
-    elif (
-        not path.exists()
-        and (path.suffix or "/" not in str(path_or_name))
-        and not _looks_like_hub(path_or_name)
-    ):
-        raise FileNotFoundError(f"no such file: {path_or_name}")
-    else:
-        ds = datasets.load_dataset(str(path_or_name), split=split or "train")
-    if isinstance(ds, datasets.DatasetDict):
-        ds = ds[split or "train"]
-    if limit is not None:
-        ds = ds.select(range(min(limit, len(ds))))
-    return [dict(row) for row in ds]
-
-
-def _looks_like_hub(name: str) -> bool:
-    return name.count("/") == 1 and not name.startswith((".", "/"))
+    default_split = None if Path(path_or_name).is_file() else "train"
+    return read_rows(path_or_name, split=split or default_split, limit=limit)
 
 
 def detect_kind(rows: Sequence[dict[str, Any]]) -> str:
