@@ -129,17 +129,15 @@ def run(args: argparse.Namespace) -> int:
     )
     reward_model = _load_reward_model(args.reward_model) if args.reward_model else None
     if args.completions:
+        from rewardkit.data.loaders import read_rows
+
         path = Path(args.completions)
         if not path.exists():
             raise FileNotFoundError(f"completions file not found: {path}")
-        rows = []
-        with path.open() as handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        raise CLIError(f"{path}: invalid JSON at line {number}") from None
+        try:
+            rows = read_rows(path)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
         try:
             report = evaluate_completions(
                 bench, problems, rows, config=config, reward_model=reward_model, run_dir=args.output
