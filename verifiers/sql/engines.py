@@ -105,6 +105,21 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+def fetch_bounded(cursor: Any, max_rows: int) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Column names and rows of an executed DB-API cursor, fetched in chunks so that a result of more than
+    ``max_rows`` rows stops early with ``QueryError("too large")`` instead of filling memory."""
+    columns = [d[0] for d in cursor.description or []]
+    rows: list[tuple[Any, ...]] = []
+    while True:
+        chunk = cursor.fetchmany(1000)
+        if not chunk:
+            break
+        rows.extend(chunk)
+        if len(rows) > max_rows:
+            raise QueryError("too large", f"result too large: more than {max_rows} rows")
+    return columns, rows
+
+
 class SQLiteEngine:
     """Runs queries on SQLite databases; one instance per thread (connections are cached per database)."""
 
@@ -147,15 +162,7 @@ class SQLiteEngine:
         cur = None
         try:
             cur = conn.execute(sql)
-            columns = [d[0] for d in cur.description or []]
-            rows: list[tuple[Any, ...]] = []
-            while True:
-                chunk = cur.fetchmany(1000)
-                if not chunk:
-                    break
-                rows.extend(chunk)
-                if len(rows) > self.max_rows:
-                    raise QueryError("too large", f"result too large: more than {self.max_rows} rows")
+            columns, rows = fetch_bounded(cur, self.max_rows)
             return QueryOutput(columns, rows, time.monotonic() - start)
         except sqlite3.Error as exc:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -264,15 +271,7 @@ class DuckDBEngine:
         timer.start()
         try:
             cur = conn.execute(sql)
-            columns = [d[0] for d in cur.description or []]
-            rows: list[tuple[Any, ...]] = []
-            while True:
-                chunk = cur.fetchmany(1000)
-                if not chunk:
-                    break
-                rows.extend(chunk)
-                if len(rows) > self.max_rows:
-                    raise QueryError("too large", f"result too large: more than {self.max_rows} rows")
+            columns, rows = fetch_bounded(cur, self.max_rows)
             if timed_out.is_set():
                 raise QueryError("timeout", "timeout")
             return QueryOutput(columns, rows, time.monotonic() - start)
