@@ -393,6 +393,27 @@ def test_monte_carlo_labels_match_planted_errors():
     assert [e.labels for e in stop] == [e.labels for e in examples]
 
 
+class SilentPolicy:
+    """Rollouts that state no answer at all (e.g. cut off before reaching one)."""
+
+    def generate(self, prompts, params):
+        from rewardkit.rl.rollout import Generation
+
+        return [[Generation("I am not sure how to go on", [], [], None, "stop")] * params.n for _ in prompts]
+
+
+def test_monte_carlo_labels_come_from_the_rollouts_own_answer():
+    # The prefix's wrong step ends in the gold value (0+3=0, gold 0): verifying prefix + rollout let the
+    # last-number fallback read that intermediate result and credit the wrong step.
+    from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps
+
+    example = StepExample(
+        prompt="Compute 0+3-3.", steps=["0+3=0", "0-3=0", "The answer is 0."], reference="0", id="e"
+    )
+    (labelled,) = label_steps([example], SilentPolicy(), "math", LabelConfig(k=2, use_chat_template=False))
+    assert labelled.metadata["soft_labels"][:2] == [0.0, 0.0]
+
+
 def test_monte_carlo_labelling_with_tiny_policy(tiny_model, tiny_tokenizer, tmp_path):
     from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps
     from rewardkit.rl.rollout import get_backend

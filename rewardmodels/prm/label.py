@@ -2,7 +2,8 @@
 from it several times and see how often the answer comes out right.
 
 For a solution with steps ``s_1..s_n`` and a gold answer, the policy completes the prefix ``s_1..s_i``
-``k`` times (for every ``i < n``); each completion is checked by a verifier against the reference. Step
+``k`` times (for every ``i < n``); each completion -- the rollout's text alone, never the prefix, so that
+only its own final answer counts -- is checked by a verifier against the reference. Step
 ``i`` gets the **soft** label ``c_i / k`` (the fraction of completions that reach the right answer) and the
 **hard** label ``1 if c_i > 0`` (any of them does). The last step needs no rollouts: the solution itself is
 verified. ``labels`` in the output are the soft or hard ones (``label_type``); both are kept in
@@ -160,12 +161,16 @@ def label_steps(
         for (e, i), partial, gens in zip(wave, partials, groups, strict=True):
             ex = examples[e]
             for g in gens:
+                # Only the rollout's own final answer counts: verifying prefix + rollout would let a
+                # fallback extractor (the last number) read an intermediate result of the prefix when the
+                # rollout states no answer, crediting a wrong step.
                 records.append(
                     Record(
                         id=f"{ex.id}:{i}",
                         prompt=ex.prompt,
-                        completion=partial + g.text,
+                        completion=g.text,
                         reference=ex.reference,
+                        metadata={"prefix": partial},
                     )
                 )
         oks = _score(records, verifier, config)
