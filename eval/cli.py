@@ -74,6 +74,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="Reward shaping before mean reward (repeatable), e.g. --shape length_penalty:weight=0.1; "
         "pass@k and maj@k use the verifier's own verdicts.",
     )
+    parser.add_argument(
+        "--score-truncated",
+        action="store_true",
+        help="Score completions that hit --max-new-tokens like the others (default: they count as wrong).",
+    )
     parser.add_argument("--workers", type=int, default=2, help="Scoring worker processes (default 2).")
     parser.add_argument(
         "--timeout", type=float, default=10.0, help="Per-completion scoring timeout, seconds."
@@ -125,7 +130,12 @@ def run(args: argparse.Namespace) -> int:
     if not problems:
         raise CLIError(f"benchmark {args.benchmark!r} has no problems")
     config = EvalConfig(
-        ks=args.k, workers=args.workers, timeout=args.timeout, bootstrap=args.bootstrap, seed=args.seed
+        ks=args.k,
+        workers=args.workers,
+        timeout=args.timeout,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        score_truncated=args.score_truncated,
     )
     reward_model = _load_reward_model(args.reward_model) if args.reward_model else None
     if args.completions:

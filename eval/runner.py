@@ -46,6 +46,9 @@ class EvalConfig:
         shape: Reward-shaping steps (``rewardkit.rewardmodels.shaping`` specs such as ``"clip:0,1"`` or
             ``"length_penalty:weight=0.1"``) applied to the rewards before ``mean_reward``; correctness
             (pass@k, maj@k, best-of-k) always uses the verifier's own reward.
+        score_truncated: Score completions that hit the generation limit (``finish_reason == "length"``)
+            like any other. Off by default: such a sample is wrong (reward 0, error ``truncated``, no vote
+            in maj@k), because text cut off after a box still parses and would be counted as a solve.
     """
 
     ks: list[int] | None = None
@@ -56,6 +59,10 @@ class EvalConfig:
     maj_draws: int = 64
     seed: int = 0
     shape: list[str] | None = None
+    score_truncated: bool = False
+
+
+TRUNCATED_ERROR = "truncated: the completion hit the generation limit (finish_reason=length)"
 
 
 @dataclass
@@ -135,7 +142,12 @@ def score_samples(
     for (pid, index), record, result, rm_result, raw in zip(
         keys, records, results, model_scores, raw_rewards, strict=True
     ):
+        finish_reason = (finish_reasons or {}).get(pid, [None] * (index + 1))[index]
         error = generation_errors.get(pid) or result.error
+        reward = float(result.reward)
+        cut_off = finish_reason == "length" and not config.score_truncated
+        if cut_off:
+            error, reward, raw = error or TRUNCATED_ERROR, 0.0, 0.0
         rm_value = rm_result.reward if rm_result is not None and rm_result.error is None else None
         if rm_value is None and rm_scores and pid in rm_scores:
             rm_value = rm_scores[pid][index]
@@ -144,12 +156,12 @@ def score_samples(
                 problem_id=pid,
                 sample_index=index,
                 completion=record.completion,
-                reward=float(result.reward),
+                reward=reward,
                 correct=error is None and raw >= config.correct_threshold,
                 error=error,
-                answer=extracted_answer(result) if bench.math_answers else None,
+                answer=extracted_answer(result) if bench.math_answers and not cut_off else None,
                 rm_score=rm_value,
-                finish_reason=(finish_reasons or {}).get(pid, [None] * (index + 1))[index],
+                finish_reason=finish_reason,
                 details=result.details,
             )
         )
@@ -357,13 +369,14 @@ def evaluate_completions(
 
     Each row names its problem (``problem_id``, or ``id``/``task_id``/``unique_id``/``key``) and carries a
     ``completion`` (one sample) or ``completions`` (a list); an ``rm_score`` per sample is used for
-    best-of-n when no reward model is given. Rows of unknown problems are an error; problems without
+    best-of-n when no reward model is given, a ``finish_reason`` (``finish_reasons``) marks truncated ones. Rows of unknown problems are an error; problems without
     completions are listed in the summary (``missing_problems``) and left out of the metrics.
     """
     config = config or EvalConfig()
     by_id = {p.id: p for p in problems}
     completions: dict[str, list[str]] = defaultdict(list)
     rm_scores: dict[str, list[float | None]] = defaultdict(list)
+    finish_reasons: dict[str, list[str | None]] = defaultdict(list)
     unknown: list[str] = []
     for row in completion_rows:
         pid = _row_problem_id(row)
@@ -372,15 +385,25 @@ def evaluate_completions(
             continue
         texts = row["completions"] if "completions" in row else [row.get("completion", "")]
         scores = row.get("rm_scores") or [row.get("rm_score")] * len(texts)
-        for text, score in zip(texts, scores, strict=False):
+        reasons = row.get("finish_reasons") or [row.get("finish_reason")] * len(texts)
+        for text, score, reason in zip(texts, scores, reasons, strict=False):
             completions[pid].append(text if isinstance(text, str) else json.dumps(text))
             rm_scores[pid].append(None if score is None else float(score))
+            finish_reasons[pid].append(reason)
     if unknown:
         raise KeyError(
             f"{len(unknown)} completion rows name problems not in the benchmark (first: {unknown[0]!r})"
         )
     ordered = {p.id: completions[p.id] for p in problems if p.id in completions}
-    samples = score_samples(bench, problems, ordered, config, reward_model=reward_model, rm_scores=rm_scores)
+    samples = score_samples(
+        bench,
+        problems,
+        ordered,
+        config,
+        reward_model=reward_model,
+        rm_scores=rm_scores,
+        finish_reasons=finish_reasons,
+    )
     has_rm = reward_model is not None or any(s.rm_score is not None for s in samples)
     missing = [p.id for p in problems if p.id not in completions]
     return _finish(bench, problems, samples, config, has_rm, run_dir, extra={"missing_problems": missing})

@@ -180,3 +180,26 @@ def test_shaping_changes_mean_reward_not_correctness():
     assert shaped.summary["metrics"]["mean_reward"]["mean"] == pytest.approx(
         0.5 * plain.summary["metrics"]["mean_reward"]["mean"]
     )
+
+
+def test_truncated_completions_count_as_wrong_unless_asked():
+    # A completion that ran to the token limit after its box still parses; by default it is not a solve.
+    bench, problems = load_benchmark("sample:gsm8k", limit=1)
+    rows = [
+        {
+            "problem_id": problems[0].id,
+            "completions": ["\\boxed{27}", "So the total is \\boxed{27}"],
+            "finish_reasons": ["stop", "length"],
+        }
+    ]
+    config = EvalConfig(ks=[1], workers=1, bootstrap=0)
+    report = evaluate_completions(bench, problems, rows, config=config)
+    kept, cut = report.samples
+    assert kept.correct and not cut.correct
+    assert cut.reward == 0.0 and cut.error.startswith("truncated") and cut.answer is None
+    assert report.summary["metrics"]["pass@1"]["mean"] == pytest.approx(0.5)
+    assert report.summary["truncated_fraction"] == pytest.approx(0.5)
+    scored = evaluate_completions(
+        bench, problems, rows, config=EvalConfig(ks=[1], workers=1, bootstrap=0, score_truncated=True)
+    )
+    assert scored.summary["metrics"]["pass@1"]["mean"] == pytest.approx(1.0)
