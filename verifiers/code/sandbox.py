@@ -1,20 +1,24 @@
 """Process sandbox for untrusted programs: warm workers fork one supervised process per program.
 
-The parent side lives here; the sandbox side is ``_zygote.py`` (run as a script, standard library only).
-Isolation, strongest available first (what was used is in :attr:`Sandbox.info` and every result's details):
+The parent side lives here; the sandbox side is ``_zygote.py`` (run as a script, standard library only),
+and what a program sees of the host is ``layout.py``'s. Isolation, strongest available first (what was
+used is in :attr:`Sandbox.info` and every result's details):
 
-* ``native`` backend as root (the default here): the zygote enters a new mount, network, IPC and UTS
-  namespace once and chroots into a minimal read-only root (``/usr``, ``/etc``, the Python installation and
-  its ``site-packages``; no ``/home``, ``/root``, ``/tmp``, ``/proc`` or project directory, so the dataset
-  and the tests are not on any disk the program can see). Each program runs in a warm slot whose
-  supervisor is PID 1 of a PID namespace of its own (everything the program leaves, double-forked daemons
-  included, is killed after it), under the slot's unprivileged uid (so that ``RLIMIT_NPROC`` counts
-  exactly its processes and it cannot signal or trace anything else), with rlimits on CPU
-  time, address space, file size and open files, ``no_new_privs``, and a fresh working directory on a
-  size-capped tmpfs, removed afterwards.
-* ``bwrap`` backend: the zygote is started inside ``bubblewrap`` (which makes the mount / network
-  namespaces and the read-only root); the rest is as above where bubblewrap leaves the capabilities.
-* Without root or namespaces: rlimits, a process group per program, and an audit hook refusing sockets.
+* ``native`` backend as root (the default here): the zygote, an isolated interpreter (``-I -S``), enters a
+  new mount, network, IPC and UTS namespace once and chroots into a minimal read-only root: the system
+  directories, the interpreter, its standard library and the allowed packages only (no site-packages as a
+  whole, no ``/home``, ``/root``, ``/tmp``, ``/proc``, hub cache or project directory, so neither a dataset
+  nor the tests are on any disk the program can see). Each program runs in a warm slot whose supervisor is
+  PID 1 of a PID namespace of its own (everything the program leaves, double-forked daemons included, is
+  killed after it), under the slot's unprivileged uid (so that ``RLIMIT_NPROC`` counts exactly its
+  processes and it cannot signal or trace anything else), with rlimits on CPU time, address space, file
+  size and open files, ``no_new_privs``, and a fresh working directory that is a tmpfs of its own (its
+  disk quota), unmounted afterwards.
+* ``bwrap`` backend: the zygote is started inside ``bubblewrap`` with the same root (bubblewrap makes the
+  mount / network namespaces); the rest is as above where bubblewrap leaves the capabilities.
+* Without root or namespaces: rlimits, a process group per program, the allowed packages alone on
+  ``sys.path``, and audit hooks refusing sockets and files outside the standard library, the allowed
+  packages and the working directory (Python-level only, see ``docs/code.md``).
 """
 
 from __future__ import annotations
@@ -37,7 +41,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardkit.verifiers.code.layout import SITE, Layout, build_layout
+
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
+BWRAP_ZYGOTE = "/rk_zygote.py"  # where bwrap shows the zygote script (not the project's path)
+DEFAULT_PACKAGES = ("numpy",)
+"""Packages importable in the sandbox by default: competitive-programming, HumanEval and MBPP solutions use
+the standard library, and numpy now and then. Neither ships a dataset."""
 
 
 @dataclass
@@ -57,7 +67,9 @@ class SandboxConfig:
     max_output_mb: float = 16.0
     """Largest stdout captured; a program printing more is killed and the case fails."""
     workdir_mb: int = 512
-    """Size of the tmpfs holding the working directories of all running programs (native backend)."""
+    """Disk quota of each program: its working directory is a tmpfs of this size of its own (native, and
+    bwrap as root), so that a program filling its disk cannot make another fail. Worst case in memory:
+    ``parallelism`` times this."""
     network: bool = False
     """Allow network access (off: a new, empty network namespace, or sockets refused)."""
     backend: str = "auto"
@@ -65,10 +77,14 @@ class SandboxConfig:
     ``native``, ``bwrap`` or ``rlimit`` (no namespaces: rlimits, process groups, sockets refused)."""
     parallelism: int = 0
     """Programs run at the same time by one batch; 0 uses the number of CPUs."""
+    allowed_packages: list[str] = field(default_factory=lambda: list(DEFAULT_PACKAGES))
+    """Installed packages (top-level import names) a program may import besides the standard library;
+    each brings the distributions it requires. Nothing else of site-packages is visible."""
     extra_ro_paths: list[str] = field(default_factory=list)
     """More host paths made visible (read-only) inside the sandbox, e.g. a data directory a task needs."""
     python: str = ""
-    """Interpreter of the zygote; empty uses the current one (so the sandbox sees the same packages)."""
+    """Interpreter of the zygote; empty uses the current one. ``allowed_packages`` are looked up in its
+    installation; it runs isolated (``-I -S``: no site-packages, ``.pth`` files, PYTHONPATH, user site)."""
     private_uids: bool = True
     """Run programs and judges as unprivileged uids of their own when started as root (off: as the
     current user, the path taken without root)."""
@@ -143,47 +159,6 @@ class FunctionOutcome:
     error: str | None = None
 
 
-def _default_ro_paths(python: str) -> list[str]:
-    """Host paths the sandboxed interpreter needs: system dirs, the Python installation, its site-packages."""
-    paths = ["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc"]
-    if python == sys.executable or not python:
-        prefixes = {sys.base_prefix, sys.prefix}
-        entries = [os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)]
-    else:
-        probe = subprocess.run(
-            [python, "-c", "import sys,json;print(json.dumps([sys.base_prefix,sys.prefix,sys.path]))"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        base, prefix, path = json.loads(probe.stdout)
-        prefixes = {base, prefix}
-        entries = [os.path.abspath(p) for p in path if p and os.path.isdir(p)]
-    real = os.path.realpath(python or sys.executable)
-    for prefix in prefixes:
-        if prefix and not prefix.startswith(("/usr", "/bin", "/lib")):
-            lib = os.path.join(prefix, "lib")
-            if os.path.isdir(lib) and not any(os.path.commonpath([lib, e]) == lib for e in entries if e):
-                entries.append(lib)
-    for entry in entries:
-        # Only directories that hold modules, never a project checkout as a whole (it holds the data).
-        if entry.endswith(("site-packages", "dist-packages", "lib-dynload")) or os.path.basename(
-            entry
-        ).startswith("python3"):
-            paths.append(entry)
-    paths.append(os.path.dirname(real))
-    exe = os.path.abspath(python or sys.executable)
-    paths.append(
-        os.path.dirname(exe)
-    )  # a virtualenv's bin/ and pyvenv.cfg: the interpreter finds its packages
-    paths.append(os.path.join(os.path.dirname(os.path.dirname(exe)), "pyvenv.cfg"))
-    keep: list[str] = []
-    for p in paths:
-        if p not in keep and os.path.lexists(p):
-            keep.append(p)
-    return keep
-
-
 class Sandbox:
     """A warm zygote plus a scheduler that keeps up to ``parallelism`` programs running.
 
@@ -197,6 +172,7 @@ class Sandbox:
         self._sock: socket.socket | None = None
         self._root: str | None = None
         self._runs_dir: str | None = None
+        self._links: str | None = None
         self._owner = os.getpid()
         self.info: dict[str, Any] = {}
         # Private uids for programs: a random block so that two sandboxes on one machine do not share.
@@ -230,16 +206,18 @@ class Sandbox:
         self._owner = os.getpid()
         self._proc = None
         backend = self._backend()
-        python = self.config.python or sys.executable
-        ro_paths = _default_ro_paths(python) + [p for p in self.config.extra_ro_paths if os.path.exists(p)]
+        layout = self._layout()
         self._root = tempfile.mkdtemp(prefix="rk-sandbox-root-")
         self._runs_dir = tempfile.mkdtemp(prefix="rk-sandbox-runs-")
+        self._links = tempfile.mkdtemp(prefix="rk-sandbox-site-")
         os.chmod(self._runs_dir, 0o711)
+        os.chmod(self._links, 0o755)
         zconf = {
             "root": self._root,
             "runs_dir": self._runs_dir,
-            "ro_paths": ro_paths,
-            "runs_mb": int(self.config.workdir_mb),
+            "mounts": layout.mounts,
+            "sys_path": [*layout.sys_path, SITE],
+            "workdir_mb": int(self.config.workdir_mb),
             "network": bool(self.config.network),
             "isolate": backend == "native",
             "inside_bwrap": backend == "bwrap",
@@ -250,19 +228,27 @@ class Sandbox:
             "pid_namespace": bool(self.config.pid_namespace),
             "drop_privileges": bool(self.config.private_uids),
         }
+        zconf["fallback"] = self._rlimit_view(layout)  # rlimit backend, or namespaces refused
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = [python, ZYGOTE, json.dumps(zconf), str(child.fileno())]
+        # -I -S: no site-packages, no .pth file (the editable finder of the project), no PYTHONPATH, no
+        # user site, not the script's directory: sys.path is the standard library, then SITE.
+        argv = [layout.python, "-I", "-S", ZYGOTE, json.dumps(zconf), str(child.fileno())]
         if backend == "bwrap":
-            argv = self._bwrap_argv(ro_paths) + argv
+            argv[3] = BWRAP_ZYGOTE
+            argv = self._bwrap_argv(layout) + argv
             argv[-2] = json.dumps({**zconf, "runs_dir": "/runs"})
         self._proc = subprocess.Popen(
-            argv, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, start_new_session=True
+            argv,
+            pass_fds=[child.fileno()],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=_zygote_env(),
         )
         child.close()
         owned = [parent]  # the worker sockets join once the zygote has sent them
         # Runs on close(), when the sandbox is garbage-collected, or at interpreter exit.
         self._finalizer = weakref.finalize(
-            self, _shutdown, self._proc, owned, [self._root, self._runs_dir], self._owner
+            self, _shutdown, self._proc, owned, [self._root, self._runs_dir, self._links], self._owner
         )
         parent.settimeout(60)
         try:
@@ -276,9 +262,8 @@ class Sandbox:
             self.close()
             raise RuntimeError("sandbox zygote did not start")
         self._sock = parent
-        if backend == "native" and hello.get("chroot"):
-            os.rmdir(self._root)  # on the host side it is an empty directory; the mounts are private
-            self._root = None
+        # The root's host directory stays until the zygote is gone: removing a mount point detaches the
+        # mounts on it in every namespace, and the zygote could then mount no working directory.
         self.info = {
             "backend": backend if hello.get("chroot") or backend == "rlimit" else "rlimit",
             "network": "allowed"
@@ -287,6 +272,10 @@ class Sandbox:
             "pid_namespace": bool(hello.get("pidns")),
             "private_uid": bool(hello.get("setuid")),
             "read_only_root": bool(hello.get("chroot")),
+            "workdir_quota": "per program"
+            if hello.get("quota")
+            else ("shared" if hello.get("chroot") else "none"),
+            "packages": list(layout.packages),
         }
         if hello.get("setup_error"):
             self.info["setup_error"] = hello["setup_error"]
@@ -295,16 +284,46 @@ class Sandbox:
         self._slots = workers[: self.parallelism]
         self._judges = workers[self.parallelism :]
 
-    def _bwrap_argv(self, ro_paths: list[str]) -> list[str]:
-        argv = ["bwrap", "--die-with-parent", "--unshare-ipc", "--unshare-uts", "--new-session"]
+    def _layout(self) -> Layout:
+        python = self.config.python or sys.executable
+        try:
+            return build_layout(
+                python, tuple(self.config.allowed_packages), tuple(self.config.extra_ro_paths)
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            raise RuntimeError(f"sandbox: cannot inspect the interpreter {python}: {exc}") from exc
+
+    def _rlimit_view(self, layout: Layout) -> dict[str, Any]:
+        """No mounts without namespaces: the allowed packages are links in a directory of their own (the
+        only site-packages on sys.path), and an audit hook refuses opening files outside the roots."""
+        assert self._links is not None
+        site_dir = self._links
+        for host, name in layout.package_entries:
+            os.symlink(host, os.path.join(site_dir, name))
+        return layout.rlimit_view(site_dir)
+
+    def _bwrap_argv(self, layout: Layout) -> list[str]:
+        argv = [
+            shutil.which("bwrap") or "bwrap",
+            "--die-with-parent",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--new-session",
+        ]
         if not self.config.network:
             argv.append("--unshare-net")
-        for path in ro_paths:
-            if os.path.islink(path):
-                argv += ["--symlink", os.readlink(path), path]
+        for parent in _parents_to_create(layout):  # bwrap would make them 0700: unreadable to the programs
+            argv += ["--perms", "0755", "--dir", parent]
+        for kind, source, target in layout.mounts:
+            if kind == "link":
+                argv += ["--symlink", source, target]
+            elif kind == "ro":
+                argv += ["--ro-bind", source, target]
+            elif kind == "hide_dir":
+                argv += ["--tmpfs", target, "--remount-ro", target]
             else:
-                argv += ["--ro-bind", path, path]
-        argv += ["--ro-bind", ZYGOTE, ZYGOTE, "--dev", "/dev"]
+                argv += ["--ro-bind", "/dev/null", target]
+        argv += ["--ro-bind", ZYGOTE, BWRAP_ZYGOTE, "--dev", "/dev"]
         argv += ["--size", str(int(self.config.workdir_mb) * 1024 * 1024), "--tmpfs", "/runs"]
         if os.geteuid() == 0:
             argv += ["--cap-add", "ALL"]
@@ -319,7 +338,7 @@ class Sandbox:
         if finalizer is not None:
             finalizer()
         self._slots, self._judges, self._sock, self._proc = [], [], None, None
-        self._root = self._runs_dir = None
+        self._root = self._runs_dir = self._links = None
 
     def __enter__(self) -> Sandbox:
         self.start()
@@ -499,6 +518,32 @@ class Sandbox:
             if broken:
                 self.close()
         return results
+
+
+def _parents_to_create(layout: Layout) -> list[str]:
+    """Directories above the mount targets that exist in no mount (bwrap creates them in its root)."""
+    binds = [target for kind, _, target in layout.mounts if kind == "ro"]
+    found: list[str] = []
+    for _kind, _source, target in layout.mounts:
+        parent = os.path.dirname(target)
+        chain = []
+        while parent not in ("/", "") and not any(parent == b or parent.startswith(b + "/") for b in binds):
+            chain.append(parent)
+            parent = os.path.dirname(parent)
+        found += [d for d in reversed(chain) if d not in found]
+    return found
+
+
+def _zygote_env() -> dict[str, str]:
+    """The zygote's environment: nothing of the caller's (tokens, cache and project paths stay out of
+    reach even of a program reading its process's original environment block)."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
 
 
 def _shutdown(

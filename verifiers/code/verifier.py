@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from rewardkit.types import Record, Result
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.code.sandbox import (
+    DEFAULT_PACKAGES,
     FunctionOutcome,
     FunctionTask,
     RunReport,
@@ -59,6 +60,8 @@ class CodeConfig:
     """Largest file a program may write, in MiB (RLIMIT_FSIZE)."""
     max_output_mb: float = 16.0
     """Largest stdout kept from a stdin/stdout run; more fails the case."""
+    workdir_mb: int = 512
+    """Disk quota of each program (its working directory is a tmpfs of its own of this size)."""
     network: bool = False
     """Let programs use the network (off by default)."""
     backend: str = "auto"
@@ -75,6 +78,9 @@ class CodeConfig:
     The reward is the same; the cases not run are reported as ``skipped``."""
     include_challenge_tests: bool = False
     """MBPP: also run ``challenge_test_list``."""
+    allowed_packages: list[str] = field(default_factory=lambda: list(DEFAULT_PACKAGES))
+    """Installed packages a program may import besides the standard library (top-level import names, with
+    the distributions they require); nothing else installed is visible in the sandbox."""
     extra_ro_paths: list[str] = field(default_factory=list)
     """Host paths the programs may read (read-only), e.g. data files a task needs."""
 
@@ -86,9 +92,11 @@ class CodeConfig:
             max_processes=self.max_processes,
             max_file_mb=self.max_file_mb,
             max_output_mb=self.max_output_mb,
+            workdir_mb=self.workdir_mb,
             network=self.network,
             backend=self.backend,
             parallelism=self.parallelism,
+            allowed_packages=list(self.allowed_packages),
             extra_ro_paths=list(self.extra_ro_paths),
         )
 
