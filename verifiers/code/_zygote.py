@@ -44,6 +44,7 @@ import gc
 import hashlib  # noqa: F401
 import heapq  # noqa: F401
 import importlib
+import importlib.machinery
 import itertools  # noqa: F401
 import json
 import math  # noqa: F401
@@ -785,26 +786,44 @@ def _enc(value, refs: dict | None):
     ):
         return _enc(value.item(), refs)  # numpy scalars compare as Python numbers (arrays stay handles)
     if refs is None:
-        raise _Unencodable(t.__name__)
+        return _enc_helper(value, t)
     key = len(refs) + 1  # anything else stays on the candidate side behind a handle
     refs[key] = value
     return ["R", key]
 
 
-def _dec(value, resolve):
+# The prompt's helpers the judge defined for the current sample (see _bind_prompt_helpers): how the tests'
+# objects built from them travel to the candidate.
+_HELPER_CLASSES: dict[type, str] = {}  # instances go by value, rebuilt from the candidate's class
+_HELPER_NAMES: dict[int, str] = {}  # id() of a helper function or class: sent as the candidate's namesake
+
+
+def _enc_helper(value, t: type):
+    """Judge side: an instance of a prompt helper class (by value: class name and attributes), or a helper
+    itself (as the candidate's object of that name); anything else cannot go to the candidate."""
+    if t in _HELPER_CLASSES:
+        return ["O", _HELPER_CLASSES[t], _enc(dict(getattr(value, "__dict__", {})), None)]
+    if id(value) in _HELPER_NAMES:
+        return ["R", _HELPER_NAMES[id(value)]]
+    raise _Unencodable(t.__name__)
+
+
+def _dec(value, resolve, build=None):
+    """Decodes a wire value; ``resolve`` turns a handle into an object, ``build`` (candidate side only)
+    rebuilds an instance of a prompt helper class sent by value."""
     if not isinstance(value, list):
         return value
     tag = value[0]
     if tag == "L":
-        return [_dec(v, resolve) for v in value[1]]
+        return [_dec(v, resolve, build) for v in value[1]]
     if tag == "T":
-        return tuple(_dec(v, resolve) for v in value[1])
+        return tuple(_dec(v, resolve, build) for v in value[1])
     if tag == "D":
-        return {_dec(k, resolve): _dec(v, resolve) for k, v in value[1]}
+        return {_dec(k, resolve, build): _dec(v, resolve, build) for k, v in value[1]}
     if tag == "S":
-        return {_dec(v, resolve) for v in value[1]}
+        return {_dec(v, resolve, build) for v in value[1]}
     if tag == "F":
-        return frozenset(_dec(v, resolve) for v in value[1])
+        return frozenset(_dec(v, resolve, build) for v in value[1])
     if tag == "f":
         return float(value[1])
     if tag == "B":
@@ -815,6 +834,8 @@ def _dec(value, resolve):
         return range(int(value[1]), int(value[2]), int(value[3]))
     if tag == "R":
         return resolve(value[1])
+    if tag == "O" and build is not None:
+        return build(str(value[1]), _dec(value[2], resolve, build))
     raise ValueError(f"bad wire tag {tag!r}")
 
 
@@ -884,13 +905,19 @@ def _run_candidate(code: str, fd: int) -> int:
             return globs[key]
         return refs[key]
 
+    def build(name: str, attrs: dict):
+        cls = globs[name]  # the solution's class of that name (the prompt's, unless it redefined it)
+        obj = cls.__new__(cls)
+        obj.__dict__.update(attrs)
+        return obj
+
     def handle(req: list) -> list:
         try:
             op = req[0]
             target = resolve(req[1])
             if op == "call":
-                args = _dec(req[2], resolve)
-                kwargs = _dec(req[3], resolve)
+                args = _dec(req[2], resolve, build)
+                kwargs = _dec(req[3], resolve, build)
                 value = target(*args, **kwargs)
             elif op == "getattr":
                 value = getattr(target, req[2])
@@ -1139,14 +1166,105 @@ class _RemoteRef:
     def __next__(self):
         return self._rk_chan.request(["next", self._rk_ref])
 
-    def __eq__(self, other) -> bool:
-        return type(other) is _RemoteRef and other._rk_ref == self._rk_ref
+    def __eq__(self, other):
+        if type(other) is not _RemoteRef:
+            return NotImplemented  # lets a prompt helper class's __eq__ compare it (through its attributes)
+        return other._rk_ref == self._rk_ref
 
     def __hash__(self) -> int:
         return hash(("rk-ref", self._rk_ref))
 
     def __repr__(self) -> str:
         return f"<candidate object {self._rk_ref}>"
+
+
+def _judge_namespace(spec: dict, names: dict, chan: _Channel) -> dict:
+    """The tests' globals: the solution's names as handles, the real modules for the standard-library
+    names the tests read as modules, and the prompt's helpers, defined here from the reference."""
+    trees = []
+    for source in [spec.get("helpers") or "", spec.get("setup") or "", *spec["cases"]]:
+        with contextlib.suppress(SyntaxError, ValueError):
+            trees.append(ast.parse(source))
+    globs: dict = {"__name__": "__test__", "__builtins__": builtins}
+    _bind_candidate(globs, names, chan, _loaded_names(trees))
+    for name in _module_names(trees, spec.get("entry_point")):
+        # ``assert math.isclose(area(2), 12.566)`` without ``import math``: the real math, never the
+        # solution's ``math = <object whose isclose returns True>`` (nor ``import spoof as math``).
+        real = _import_real(name)
+        if real is None:
+            globs.pop(name, None)
+        else:
+            globs[name] = real
+    _bind_prompt_helpers(globs, spec.get("helpers") or "", names)
+    return globs
+
+
+def _bind_candidate(globs: dict, names: dict, chan: _Channel, loaded: set[str]) -> None:
+    for name, info in names.items():
+        # A solution's global never shadows a builtin in the tests (``def abs(x): return 0`` would
+        # make ``assert abs(candidate(x) - y) < 1e-6`` pass in an in-process harness).
+        if not isinstance(name, str) or not name.isidentifier() or hasattr(builtins, name):
+            continue
+        module = info[1] if info[0] == "module" and isinstance(info[1], str) else None
+        # A module the solution imported, which the tests use without importing it: the judge's own copy
+        # (a solution patching it in its process changes nothing here).
+        real = _import_real(module) if module and name in loaded else None
+        globs[name] = chan.ref(name) if real is None else real
+
+
+def _loaded_names(trees: list[ast.AST]) -> set[str]:
+    return {
+        n.id
+        for tree in trees
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+
+
+def _module_names(trees: list[ast.AST], entry_point: str | None) -> set[str]:
+    """Standard-library module names the test code reads attributes of (``math.isclose``), other than the
+    entry point and the names it calls (a solution's function may be named like a module)."""
+    bases, called = set(), set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                bases.add(node.value.id)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                called.add(node.func.id)
+    return {n for n in bases - called if n in sys.stdlib_module_names and n != entry_point}
+
+
+def _import_real(module: str):
+    """The module of that name as the judge imports it (already imported, standard library, or an allowed
+    package), or None: a name only the solution's process knows is not imported here."""
+    root = module.split(".")[0]
+    known = module in sys.modules or root in sys.stdlib_module_names
+    try:
+        if known or importlib.machinery.PathFinder.find_spec(root) is not None:
+            return importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - not importable here (a missing optional module)
+        pass
+    return None
+
+
+def _bind_prompt_helpers(globs: dict, helpers: str, names: dict) -> None:
+    """Defines the reference prompt's helpers (its top-level code other than the entry point: HumanEval/38's
+    encode_cyclic, /32's poly) in the judge, over the solution's versions, so that a solution redefining
+    them (``encode_cyclic`` as the identity, ``poly`` returning 0) does not redefine what the tests check."""
+    _HELPER_CLASSES.clear()
+    _HELPER_NAMES.clear()
+    if not helpers:
+        return
+    tree = ast.parse(helpers)
+    exec(compile(tree, "<prompt>", "exec"), globs)
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        value = globs.get(node.name)
+        if isinstance(node, ast.ClassDef) and isinstance(value, type):
+            _HELPER_CLASSES[value] = node.name
+        if node.name in names:  # passed to the solution (``candidate(poly)``): the solution's own poly
+            _HELPER_NAMES[id(value)] = node.name
 
 
 def _run_judge(spec: dict, sock: socket.socket, limits: dict) -> dict:
@@ -1163,17 +1281,11 @@ def _run_judge(spec: dict, sock: socket.socket, limits: dict) -> dict:
     if hello[0] == "load_error":
         verdict["load_error"] = [hello[1], hello[2]]
         return verdict
-    globs: dict = {"__name__": "__test__", "__builtins__": builtins}
-    for name, info in hello[1].items():
-        # A solution's global never shadows a builtin in the tests (``def abs(x): return 0`` would
-        # make ``assert abs(candidate(x) - y) < 1e-6`` pass in an in-process harness).
-        if not isinstance(name, str) or not name.isidentifier() or hasattr(builtins, name):
-            continue
-        if info[0] == "module" and (info[1] in sys.modules or info[1] in sys.stdlib_module_names):
-            with contextlib.suppress(BaseException):
-                globs[name] = __import__(info[1], fromlist=["_"])
-        else:
-            globs[name] = chan.ref(name)
+    try:
+        globs = _judge_namespace(spec, hello[1], chan)
+    except Exception as exc:  # the prompt's own helpers fail (the solution's process ran them too)
+        verdict["setup_error"] = f"prompt helpers: {_last_line(exc)}"
+        return verdict
     with contextlib.suppress(Exception):  # an optimisation only: without it every call is a round trip
         chan.prefetch(_prefetch_calls(spec, {n for n, v in globs.items() if type(v) is _RemoteRef}))
     try:

