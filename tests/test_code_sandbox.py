@@ -741,3 +741,6 @@ def test_patched_allowed_package_is_not_the_tests(verifier):
     assert score(verifier, hack, ref).reward == 0.0
     honest = "import numpy as np\ndef area(r):\n    return float(np.pi * r * r)\n"
     assert score(verifier, honest, ref).reward == 1.0
+    # the conventional alias as a spoof object: the real numpy (an allowed package) all the same
+    spoof = "class _Yes:\n    def isclose(self, *a, **k):\n        return True\nnp = _Yes()\n" + WRONG_AREA
+    assert score(verifier, spoof, ref).reward == 0.0

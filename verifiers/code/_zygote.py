@@ -1187,11 +1187,11 @@ def _judge_namespace(spec: dict, names: dict, chan: _Channel) -> dict:
             trees.append(ast.parse(source))
     globs: dict = {"__name__": "__test__", "__builtins__": builtins}
     _bind_candidate(globs, names, chan, _loaded_names(trees))
-    for name in _module_names(trees, spec.get("entry_point")):
+    for name, module in _module_names(trees, spec.get("entry_point")).items():
         # ``assert math.isclose(area(2), 12.566)`` without ``import math``: the real math, never the
         # solution's ``math = <object whose isclose returns True>`` (nor ``import spoof as math``).
-        real = _import_real(name)
-        if real is None:
+        real = _import_real(module)
+        if real is None:  # not importable here, so no honest solution could have imported it either
             globs.pop(name, None)
         else:
             globs[name] = real
@@ -1206,6 +1206,8 @@ def _bind_candidate(globs: dict, names: dict, chan: _Channel, loaded: set[str]) 
         if not isinstance(name, str) or not name.isidentifier() or hasattr(builtins, name):
             continue
         module = info[1] if info[0] == "module" and isinstance(info[1], str) else None
+        if module in _IMPORT_SIDE_EFFECTS:
+            module = None
         # A module the solution imported, which the tests use without importing it: the judge's own copy
         # (a solution patching it in its process changes nothing here).
         real = _import_real(module) if module and name in loaded else None
@@ -1221,9 +1223,16 @@ def _loaded_names(trees: list[ast.AST]) -> set[str]:
     }
 
 
-def _module_names(trees: list[ast.AST], entry_point: str | None) -> set[str]:
-    """Standard-library module names the test code reads attributes of (``math.isclose``), other than the
-    entry point and the names it calls (a solution's function may be named like a module)."""
+# Conventional aliases read like module names by tests (``np.isclose``): the real package when allowed.
+_ALIASES = {"np": "numpy", "pd": "pandas"}
+# Standard-library modules whose import does something (opens a browser, prints): never on a solution's say.
+_IMPORT_SIDE_EFFECTS = frozenset({"antigravity", "this", "idlelib", "turtledemo", "__hello__", "__phello__"})
+
+
+def _module_names(trees: list[ast.AST], entry_point: str | None) -> dict[str, str]:
+    """{name: module} for the standard-library module names (and :data:`_ALIASES`) the test code reads
+    attributes of (``math.isclose``), other than the entry point and the names it calls (a solution's
+    function may be named like a module)."""
     bases, called = set(), set()
     for tree in trees:
         for node in ast.walk(tree):
@@ -1231,7 +1240,9 @@ def _module_names(trees: list[ast.AST], entry_point: str | None) -> set[str]:
                 bases.add(node.value.id)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 called.add(node.func.id)
-    return {n for n in bases - called if n in sys.stdlib_module_names and n != entry_point}
+    names = {n: n for n in bases if n in sys.stdlib_module_names}
+    names.update({n: _ALIASES[n] for n in bases if n in _ALIASES})
+    return {n: m for n, m in names.items() if n not in called and n != entry_point}
 
 
 def _import_real(module: str):
