@@ -10,6 +10,7 @@ Standard library only: it runs in the sandbox's interpreter, which may not be re
 
 from __future__ import annotations
 
+import csv
 import importlib.metadata
 import importlib.util
 import json
@@ -66,21 +67,37 @@ def _unique(items) -> list[str]:
     return out
 
 
-def _dist_entries(dist: importlib.metadata.Distribution, sites: list[str]) -> list[list[str]]:
+def _tops(dist: importlib.metadata.Distribution) -> list[str]:
+    """First path components of the files a distribution installed, read from its RECORD (``dist.files``
+    builds a path object per file, slow for numpy's thousands)."""
+    record = dist.read_text("RECORD")
+    paths = [row[0] for row in csv.reader(record.splitlines()) if row] if record else []
+    if not record:
+        paths = [str(f) for f in dist.files or []]
+    tops: list[str] = []
+    for path in paths:
+        top = path.replace("\\", "/").split("/", 1)[0]
+        if top not in tops:
+            tops.append(top)
+    return tops
+
+
+def _dist_entries(
+    dist: importlib.metadata.Distribution, tops: list[str], sites: list[str]
+) -> list[list[str]]:
     """[host path, name] of the top-level site-packages entries a distribution installed."""
     entries = []
-    for file in dist.files or []:
-        top = file.parts[0] if file.parts else ""
+    for top in tops:
         if top in ("", "..", "__pycache__") or top.endswith(".pth") or top.startswith("__editable__"):
             continue
         path = _real(str(dist.locate_file(top)))
-        if os.path.dirname(path) in sites and os.path.lexists(path) and [path, top] not in entries:
+        if os.path.dirname(path) in sites and os.path.lexists(path):
             entries.append([path, top])
     return entries
 
 
-def _editable(dist: importlib.metadata.Distribution) -> bool:
-    with_finder = any(str(f).startswith("__editable__") for f in dist.files or [])
+def _editable(dist: importlib.metadata.Distribution, tops: list[str]) -> bool:
+    with_finder = any(top.startswith("__editable__") for top in tops)
     return with_finder or '"editable": true' in (dist.read_text("direct_url.json") or "")
 
 
@@ -114,7 +131,7 @@ def _owners(name: str, all_owners: Callable[[], dict[str, list[str]]]) -> list[s
     else the full map of installed distributions (slower: it reads every one)."""
     try:
         dist = importlib.metadata.distribution(name)
-        if any(f.parts and f.parts[0] in (name, name + ".py") for f in dist.files or []):
+        if any(top in (name, name + ".py") for top in _tops(dist)):
             return [name]
     except importlib.metadata.PackageNotFoundError:
         pass
@@ -152,8 +169,9 @@ def resolve(name: str, sites: list[str], all_owners: Callable[[], dict[str, list
             dist = importlib.metadata.distribution(dist_name)
         except importlib.metadata.PackageNotFoundError:
             continue
-        if not _editable(dist):
-            entries += [e for e in _dist_entries(dist, sites) if e not in entries]
+        tops = _tops(dist)
+        if not _editable(dist, tops):
+            entries += [e for e in _dist_entries(dist, tops, sites) if e not in entries]
         todo += _required(dist)
     return {"entries": entries, "datasets": _datasets(entries)}
 

@@ -39,7 +39,7 @@ import contextlib
 import copy  # noqa: F401
 import ctypes
 import fcntl
-import functools  # noqa: F401
+import functools
 import gc
 import hashlib  # noqa: F401
 import heapq  # noqa: F401
@@ -64,7 +64,8 @@ import sys
 import tempfile
 import time
 import traceback
-import typing  # noqa: F401
+import types
+import typing
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -1181,13 +1182,12 @@ class _RemoteRef:
 def _judge_namespace(spec: dict, names: dict, chan: _Channel) -> dict:
     """The tests' globals: the solution's names as handles, the real modules for the standard-library
     names the tests read as modules, and the prompt's helpers, defined here from the reference."""
-    trees = []
-    for source in [spec.get("helpers") or "", spec.get("setup") or "", *spec["cases"]]:
-        with contextlib.suppress(SyntaxError, ValueError):
-            trees.append(ast.parse(source))
+    test = _analyse(
+        spec.get("helpers") or "", spec.get("setup") or "", tuple(spec["cases"]), spec.get("entry_point")
+    )
     globs: dict = {"__name__": "__test__", "__builtins__": builtins}
-    _bind_candidate(globs, names, chan, _loaded_names(trees))
-    for name, module in _module_names(trees, spec.get("entry_point")).items():
+    _bind_candidate(globs, names, chan, test.loaded)
+    for name, module in test.modules:
         # ``assert math.isclose(area(2), 12.566)`` without ``import math``: the real math, never the
         # solution's ``math = <object whose isclose returns True>`` (nor ``import spoof as math``).
         real = _import_real(module)
@@ -1195,8 +1195,42 @@ def _judge_namespace(spec: dict, names: dict, chan: _Channel) -> dict:
             globs.pop(name, None)
         else:
             globs[name] = real
-    _bind_prompt_helpers(globs, spec.get("helpers") or "", names)
+    _bind_prompt_helpers(globs, test, names)
     return globs
+
+
+class _TestNames(typing.NamedTuple):
+    loaded: frozenset[str]  # names the test code reads
+    modules: tuple[tuple[str, str], ...]  # (name, module) bound to the real module (_module_names)
+    helpers: types.CodeType | None  # the prompt's helpers, compiled
+    helper_defs: tuple[tuple[str, bool], ...]  # (name, is a class) of the functions and classes they define
+
+
+@functools.lru_cache(maxsize=256)
+def _analyse(helpers: str, setup: str, cases: tuple[str, ...], entry_point: str | None) -> _TestNames:
+    """What the judge needs to know of a sample's test code; cached, since the same tests come back for
+    sample after sample of one problem."""
+    trees = []
+    for source in (helpers, setup, *cases):
+        with contextlib.suppress(SyntaxError, ValueError):
+            trees.append(ast.parse(source))
+    helper_tree = ast.parse(helpers) if helpers else None
+    defs = tuple(
+        (node.name, isinstance(node, ast.ClassDef))
+        for node in (helper_tree.body if helper_tree else [])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    )
+    return _TestNames(
+        loaded=frozenset(_loaded_names(trees)),
+        modules=tuple(_module_names(trees, entry_point).items()),
+        helpers=compile(helper_tree, "<prompt>", "exec") if helper_tree else None,
+        helper_defs=defs,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(source: str, filename: str) -> types.CodeType:
+    return compile(source, filename, "exec")
 
 
 def _bind_candidate(globs: dict, names: dict, chan: _Channel, loaded: set[str]) -> None:
@@ -1258,24 +1292,21 @@ def _import_real(module: str):
     return None
 
 
-def _bind_prompt_helpers(globs: dict, helpers: str, names: dict) -> None:
+def _bind_prompt_helpers(globs: dict, test: _TestNames, names: dict) -> None:
     """Defines the reference prompt's helpers (its top-level code other than the entry point: HumanEval/38's
     encode_cyclic, /32's poly) in the judge, over the solution's versions, so that a solution redefining
     them (``encode_cyclic`` as the identity, ``poly`` returning 0) does not redefine what the tests check."""
     _HELPER_CLASSES.clear()
     _HELPER_NAMES.clear()
-    if not helpers:
+    if test.helpers is None:
         return
-    tree = ast.parse(helpers)
-    exec(compile(tree, "<prompt>", "exec"), globs)
-    for node in tree.body:
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        value = globs.get(node.name)
-        if isinstance(node, ast.ClassDef) and isinstance(value, type):
-            _HELPER_CLASSES[value] = node.name
-        if node.name in names:  # passed to the solution (``candidate(poly)``): the solution's own poly
-            _HELPER_NAMES[id(value)] = node.name
+    exec(test.helpers, globs)
+    for name, is_class in test.helper_defs:
+        value = globs.get(name)
+        if is_class and isinstance(value, type):
+            _HELPER_CLASSES[value] = name
+        if name in names:  # passed to the solution (``candidate(poly)``): the solution's own poly
+            _HELPER_NAMES[id(value)] = name
 
 
 def _run_judge(spec: dict, sock: socket.socket, limits: dict) -> dict:
@@ -1300,7 +1331,7 @@ def _run_judge(spec: dict, sock: socket.socket, limits: dict) -> dict:
     with contextlib.suppress(Exception):  # an optimisation only: without it every call is a round trip
         chan.prefetch(_prefetch_calls(spec, {n for n, v in globs.items() if type(v) is _RemoteRef}))
     try:
-        exec(compile(spec.get("setup") or "", "<test-setup>", "exec"), globs)
+        exec(_compiled(spec.get("setup") or "", "<test-setup>"), globs)
     except BaseException as exc:
         verdict["setup_error"] = _last_line(exc)
         return verdict
@@ -1313,7 +1344,7 @@ def _run_judge(spec: dict, sock: socket.socket, limits: dict) -> dict:
             verdict["cases"].append(["died", "candidate process ended"])
             continue
         try:
-            exec(compile(case, "<test>", "exec"), globs)
+            exec(_compiled(case, "<test>"), globs)
             verdict["cases"].append(["pass", ""])
         except AssertionError as exc:
             verdict["cases"].append(["fail", _last_line(exc)])
