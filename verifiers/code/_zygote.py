@@ -565,8 +565,12 @@ def _make_workdir(kind: str, uid: int | None) -> str:
     if STATE["quota"]:
         owner = f",uid={uid},gid={uid}" if uid is not None else ""
         size = f"size={int(CONFIG['workdir_mb'])}m,nr_inodes={_WORKDIR_INODES},mode=700{owner}"
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, size)
-    elif uid is not None:
+        try:
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, size)
+            return path
+        except OSError:  # e.g. the root's host directory was removed: the shared, capped /runs then
+            pass
+    if uid is not None:
         os.chown(path, uid, uid)
     return path
 
