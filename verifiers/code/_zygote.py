@@ -652,6 +652,7 @@ def _inside(path: str, roots: tuple[str, ...]) -> bool:
 
 
 def _guard_files(workdir: str) -> None:
+    """Installs the file audit hook of a program (rlimit backend), with the roots ``layout.py`` computed."""
     view = CONFIG["fallback"]
     real = os.path.realpath
     home = real(workdir)

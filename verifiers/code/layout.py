@@ -16,6 +16,7 @@ of the system's Pythons, the hub caches, the project checkout; and files that lo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import json
@@ -95,7 +96,9 @@ def hidden_dirs(site_dirs: list[str]) -> list[str]:
     caches = [env.get(k) for k in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE")]
     caches += [env.get("TRANSFORMERS_CACHE"), env.get("TORCH_HOME"), env.get("XDG_CACHE_HOME")]
     caches += [os.path.expanduser("~/.cache")]
-    dirs += [c for c in caches if c] + [PROJECT, os.getcwd()]
+    dirs += [c for c in caches if c] + [PROJECT]
+    with contextlib.suppress(OSError):  # the current directory may be gone
+        dirs.append(os.getcwd())
     return [os.path.realpath(d) for d in dirs if os.path.isdir(d)]
 
 
