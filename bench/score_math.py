@@ -11,7 +11,13 @@ case id of the equivalence table in ``tests/math_cases.py`` (checked here), wher
 written down and tested. The generator knows which completions are right, so the bench also prints each
 side's accuracy against that truth.
 
-    python bench/score_math.py [--rows 10000] [--per-problem 16] [--workers 2] [--seed 0]
+Then agreement on two corpora the generator did not write, rewardkit and math-verify side by side:
+Math-Verify's own 270 test cases (``tests/data/math_verify_suite.jsonl``), with defaults and with the
+settings each test passes; and the adversarial table (``tests/math_adversarial.py``: completions that
+hedge, retract, negate, are cut off or malformed, and their honest neighbours), with false positives
+counted in every extraction mode.
+
+    python bench/score_math.py [--rows 10000] [--per-problem 16] [--workers 2] [--seed 0] [--corpora-only]
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from math_adversarial import ADVERSARIAL, ALL_MODES  # noqa: E402
 from math_cases import EQUIVALENCE, EXTRACTION  # noqa: E402
+from math_suites import DELIBERATE, load_suite, settings_for  # noqa: E402
 
 TABLE = {case[0]: case for case in EQUIVALENCE}
 EXTRACTION_IDS = {case[0] for case in EXTRACTION}
@@ -251,6 +259,85 @@ def rewardkit_cli(path: Path, out: Path, workers: int) -> tuple[list[bool], floa
     return [row["reward"] == 1.0 for row in rows], elapsed, proc.stdout
 
 
+def _math_verify_case(case: dict, with_config: bool) -> bool:
+    """math-verify on one suite case: a plain verify(parse(gold), parse(pred)), or the call its test makes."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    try:
+        if not with_config or case["call"] != "compare_strings":
+            return bool(verify(parse(case["gold"]), parse(case["prediction"])))
+        targets = [
+            LatexExtractionConfig(boxed_match_priority=0) if kind == "latex" else ExprExtractionConfig()
+            for kind in case["match_types"]
+        ]
+        return bool(
+            verify(
+                parse(case["gold"], targets),
+                parse(case["prediction"], targets),
+                float_rounding=case["precision"],
+                strict=case["strict"],
+                allow_set_relation_comp=case["allow_set_relation_comp"],
+            )
+        )
+    except Exception:
+        return False
+
+
+def math_verify_suite() -> None:
+    from rewardkit.types import Record
+    from rewardkit.verifiers import get_verifier
+
+    suite = load_suite()
+    default = get_verifier("math")
+    counts = Counter()
+    for case in suite:
+        record = Record(completion=case["prediction"], reference=case["gold"])
+        expected = bool(case["expected"])
+        counts["rewardkit defaults"] += (default.score(record).reward == 1.0) == expected
+        configured = get_verifier("math", **settings_for(case))
+        counts["rewardkit, each test's settings"] += (configured.score(record).reward == 1.0) == expected
+        counts["math-verify verify(parse(gold), parse(pred))"] += _math_verify_case(case, False) == expected
+        counts["math-verify, each test's config"] += _math_verify_case(case, True) == expected
+    print(f"\nMath-Verify's own test suite ({len(suite)} cases), agreement with its expected labels:")
+    for name, right in counts.items():
+        print(f"  {name:46s} {right}/{len(suite)}")
+    print(f"  (rewardkit disagrees on purpose with {len(DELIBERATE)}: {', '.join(DELIBERATE)})")
+
+
+def adversarial_table() -> None:
+    import math_verify
+
+    from rewardkit.types import Record
+    from rewardkit.verifiers import get_verifier
+
+    verifiers = {mode: get_verifier("math", mode=mode) for mode in ALL_MODES}
+    negatives = sum(not case[4] for case in ADVERSARIAL)
+    tally = Counter()
+    for _, _, completion, gold, expected, prompt in ADVERSARIAL:
+        record = Record(prompt=prompt, completion=completion, reference=gold)
+        ours = verifiers["auto"].score(record).reward == 1.0
+        if not expected:
+            tally["any-mode FP"] += any(v.score(record).reward == 1.0 for v in verifiers.values())
+        try:
+            theirs = bool(math_verify.verify(math_verify.parse(gold), math_verify.parse(completion)))
+        except Exception:
+            theirs = False
+        for name, verdict in (("rewardkit", ours), ("math-verify", theirs)):
+            tally[f"{name} FP"] += verdict and not expected
+            tally[f"{name} FN"] += expected and not verdict
+    total = len(ADVERSARIAL)
+    print(f"\nAdversarial table ({total} cases: {negatives} must score 0, {total - negatives} must score 1):")
+    for name in ("rewardkit", "math-verify"):
+        wrong = tally[f"{name} FP"] + tally[f"{name} FN"]
+        print(
+            f"  {name:12s} right {total - wrong}/{total}: "
+            f"{tally[f'{name} FP']} false positives, {tally[f'{name} FN']} false negatives"
+        )
+    print(
+        f"  rewardkit negatives scored 1 in any of the modes {', '.join(ALL_MODES)}: {tally['any-mode FP']}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
@@ -260,8 +347,17 @@ def main() -> None:
     parser.add_argument(
         "--skip-cached-reference", action="store_true", help="skip the gold-cached reference loop"
     )
+    parser.add_argument(
+        "--corpora-only", action="store_true", help="only the Math-Verify suite and the table"
+    )
     args = parser.parse_args()
+    if not args.corpora_only:
+        generated_corpus(args)
+    math_verify_suite()
+    adversarial_table()
 
+
+def generated_corpus(args: argparse.Namespace) -> None:
     data = generate(args.rows, args.per_problem, args.seed)
     n = len(data)
     with tempfile.TemporaryDirectory() as tmp:

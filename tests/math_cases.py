@@ -216,13 +216,21 @@ EQUIVALENCE: list[tuple[str, str, str, bool]] = [
 # (id, mode, completion, expected extracted text or None)
 EXTRACTION: list[tuple[str, str, str, str | None]] = [
     ("boxed-simple", "auto", "So the result is $\\boxed{42}$.", "42"),
-    ("boxed-last", "auto", "First \\boxed{1}, then corrected: \\boxed{2}", "2"),
+    # boxes listed close together are one answer: two different ones are a list (a hedge against gold 2)
+    ("boxed-listed", "auto", "First \\boxed{1}, then corrected: \\boxed{2}", "1, 2"),
+    (
+        "boxed-last",
+        "auto",
+        "First \\boxed{1}.\n\nThat was wrong: counting the pairs again, one at a time, the total is in fact \\boxed{2}",
+        "2",
+    ),
     ("boxed-nested", "auto", "\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
     ("boxed-deep", "auto", "\\boxed{\\sqrt{\\frac{a}{b}}}", "\\sqrt{\\frac{a}{b}}"),
     ("boxed-space", "auto", "\\boxed {7}", "7"),
     ("boxed-bare", "auto", "thus $\\boxed 7$", "7"),
     ("fbox", "auto", "answer \\fbox{9}", "9"),
-    ("boxed-truncated", "auto", "\\boxed{3} and then \\boxed{4", "3"),
+    # a truncated last box is no answer: it never falls back to the earlier, complete box (issue 11)
+    ("boxed-truncated", "auto", "\\boxed{3} and then \\boxed{4", None),
     ("boxed-escaped-brace", "auto", "\\boxed{\\{1,2\\}}", "\\{1,2\\}"),
     (
         "boxed-matrix",

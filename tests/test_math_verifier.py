@@ -122,8 +122,8 @@ def test_gold_is_parsed_once_per_reference(monkeypatch):
 
     v = get_verifier("math")
     calls = []
-    original = module.extract_boxed
-    monkeypatch.setattr(module, "extract_boxed", lambda text: calls.append(text) or original(text))
+    original = module._read_gold
+    monkeypatch.setattr(module, "_read_gold", lambda text, chain: calls.append(text) or original(text, chain))
     records = [Record(completion=f"\\boxed{{{i}}}", reference="\\frac{1}{2}") for i in range(16)]
     results = v.score_batch(records)
     assert len(calls) == 1  # the gold of 16 completions is extracted and parsed once
@@ -168,3 +168,36 @@ def test_adversarial_completions_extract_in_linear_time(verifier):
         verifier.extract(text)
         assert time.perf_counter() - start < 2.0, text[:20]
     assert verifier.score(Record(completion="{" * 100_000 + "\\boxed{3}", reference="3")).reward == 1.0
+
+
+@pytest.mark.parametrize(
+    "completion,gold,reason",
+    [
+        ("\\boxed{5}. Wait, that's wrong.", "5", "retracted"),
+        ("\\boxed{7}, or possibly 8.", "7", "hedged"),
+        ("The answer is not \\boxed{5}.", "5", "negated"),
+        ("\\boxed{59}{94}{7", "59", "glued"),
+        ("\\boxed{3^}", "3", "malformed answer: a dangling operator"),
+        (
+            "So \\boxed{5}. Checking the other case gives a bigger count of pairs overall: \\boxed{6}.",
+            "6",
+            "ambiguous: the completion states different answers",
+        ),
+        ("The answer is 4 pairs.", "4", "changes its value"),
+        ("\\boxed{\\{1, 2\\}}", "(1, 2)", "a set is not a tuple"),
+    ],
+)
+def test_rejections_say_why(verifier, completion, gold, reason):
+    result = verifier.score(Record(completion=completion, reference=gold))
+    assert result.reward == 0.0 and result.error is None
+    assert result.details["match"] is False and reason in result.details["reason"], result.details
+
+
+def test_a_cut_off_box_is_no_answer_and_says_so(verifier):
+    result = verifier.score(Record(completion="\\boxed{3} and then \\boxed{4", reference="3"))
+    assert result.error == "no answer found" and "cut off" in result.details["reason"]
+
+
+def test_reasoning_before_think_end_is_a_draft(verifier):
+    completion = "<think>maybe \\boxed{3}, or \\boxed{4}</think>\nThe total is \\boxed{4}."
+    assert verifier.score(Record(completion=completion, reference="4")).reward == 1.0

@@ -3,7 +3,8 @@ and equivalence on top of math-verify and sympy. See ``docs/math.md``."""
 
 from __future__ import annotations
 
-from rewardkit.verifiers.math.extract import EXTRACTORS, MODES, extract_answer
+from rewardkit.verifiers.math.answer import extract_answer, read_answer
+from rewardkit.verifiers.math.extract import EXTRACTORS, MODES
 from rewardkit.verifiers.math.normalize import normalize_answer, parse_number
 from rewardkit.verifiers.math.verifier import MathConfig, MathVerifier
 
@@ -15,4 +16,5 @@ __all__ = [
     "extract_answer",
     "normalize_answer",
     "parse_number",
+    "read_answer",
 ]

@@ -1,17 +1,20 @@
-"""The math verifier: extract the final answer, normalise it, compare with the gold answer.
+"""The math verifier: read the final answer, refuse the ambiguous ones, normalise, compare with the gold.
 
 Pipeline for one record:
 
-1. **Extract** the answer from the completion with the configured mode (``auto``: ``<answer>`` tags,
-   last ``\\boxed{}``/``\\fbox{}``, ``#### N``, "the answer is ...", last ``$...$``, last number;
-   ``strict``: boxed only). The gold answer is extracted the same way when it is a full solution (a
-   ``\\boxed{}`` or a ``####`` line), else used whole. Gold answers are cached per distinct reference.
-2. **Normalise** both (:mod:`.normalize`): wrappers, ``\\text{}``, units, degrees, currency, thousands
+1. **Read** the answer with the configured mode (:mod:`.answer`: the latest explicit answer, i.e. a box
+   group, ``<answer>`` tag, ``#### N`` line or "the answer is ..."; in ``auto`` without one, the last math
+   span or number; ``strict``: boxes only). The gold answer is its last box group or ``####`` line when it
+   is a full solution, else used whole; gold answers are cached per distinct reference.
+2. **Refuse** what does not commit to one answer (docs/math.md, "Decision policy"): a cut-off box, a
+   retraction or hedge, a negation, malformed or glued text, value-changing words, different answers
+   stated. It scores 0 with ``method="rejected"`` and the reason.
+3. **Normalise** both (:mod:`.normalize`): wrappers, ``\\text{}``, units, degrees, currency, thousands
    separators, ``x = ...``.
-3. **Compare**: two plain numbers exactly (fractions; decimals rounded like math-verify, or a relative
-   tolerance), identical strings directly, everything else with ``math_verify.parse`` + ``math_verify.verify``
-   (sympy: expressions, intervals, sets, tuples, matrices, equations), retrying the raw extracted text when
-   normalisation changed it.
+4. **Compare**: two plain numbers exactly (fractions; decimals only as their rounding, or a relative
+   tolerance), identical strings directly, numeric tuples/sets element-wise, everything else with
+   ``math_verify.parse`` + ``math_verify.verify`` (sympy: expressions, intervals, sets, matrices, equations),
+   refusing math-verify's parses of a malformed prefix and its rounding-only equalities of distinct values.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -33,12 +37,17 @@ from math_verify.errors import TimeoutException
 from rewardkit.scoring.engine import IN_WORKER_ENV
 from rewardkit.types import Record, Result
 from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.math.extract import extract_answer, extract_boxed, extract_gsm8k, resolve_mode
+from rewardkit.verifiers.math.answer import Candidate, box_groups, read_answer
+from rewardkit.verifiers.math.extract import extract_gsm8k, resolve_mode
 from rewardkit.verifiers.math.normalize import (
     NumericAnswer,
     compact,
-    normalize_answer,
+    distinct_numbers,
+    malformed,
+    negated,
+    normalize,
     numbers_equal,
+    outer_kind,
     parse_number,
     parse_structure,
     structures_equal,
@@ -70,6 +79,9 @@ class MathConfig:
     physics answers); ``None`` uses ``float_rounding``."""
     strict: bool = True
     """math-verify's strict mode: variable names matter and sets don't equal tuples."""
+    set_relation: bool = True
+    """An inequality answers an interval gold (``-2 \\le x \\le 7`` = ``[-2, 7]``): math-verify's
+    ``allow_set_relation_comp``, off there by default; the relation's set must equal the gold set exactly."""
     timeout: float | None = 5.0
     """Seconds math-verify may spend on one parse or comparison (its ``signal.alarm``, only active on a
     process's main thread). The scoring engine's per-item timeout is the hard limit that always fires."""
@@ -82,15 +94,26 @@ class MathConfig:
     """Reward of a wrong answer (failures, e.g. no answer found, are always 0.0 with ``error`` set)."""
 
 
+# Answers taken from prose, where ``1,22`` is a decimal comma; a box's ``1,22`` stays a list.
+_PROSE_KINDS = frozenset({"whole", "answer_is", "gsm8k", "last_number"})
+
+
 @dataclass
 class _Answer:
-    """An extracted answer in all the forms the comparison needs; ``parsed`` is filled lazily (sympy)."""
+    """An extracted answer in all the forms the comparison needs; ``parsed`` is filled lazily (sympy).
+    ``issue``: why it is not the plain value it looks like (``5 times 3``)."""
 
     raw: str
     normalized: str
     extracted_by: str | None
     number: NumericAnswer | None
     parsed: dict[str, list] = field(default_factory=dict)
+    issue: str | None = None
+
+    @classmethod
+    def of(cls, raw: str, kind: str | None, parts: int = 1) -> _Answer:
+        norm = normalize(raw, plain_text=kind in _PROSE_KINDS, single=parts == 1)
+        return cls(raw, norm.text, kind, parse_number(norm.text), issue=norm.issue)
 
 
 _EXPLAIN_FIELDS = ("raw", "normalized", "extracted_by")
@@ -136,30 +159,29 @@ class MathVerifier(Verifier):
             text = str(ref).strip()
             if not text:
                 continue
-            if self._gold_chain is not None:
-                raw, how = extract_answer(text, self._gold_chain)
-            else:
-                raw, how = extract_boxed(text), "boxed"
-                if raw is None:
-                    raw, how = extract_gsm8k(text), "gsm8k"
-                if raw is None:
-                    raw, how = text, "whole"
-            if raw is None:
-                continue
-            normalized = normalize_answer(raw)
-            answers.append(_Answer(raw, normalized, how, parse_number(normalized)))
+            found = _read_gold(text, self._gold_chain)
+            if found is not None:
+                answers.append(_Answer.of(found.text, found.kind, found.parts))
         self._gold_cache[key] = answers
         if len(self._gold_cache) > self.settings.gold_cache_size:
             self._gold_cache.popitem(last=False)
         return answers
 
-    def extract(self, completion: str) -> _Answer | None:
+    def extract(self, completion: str, prompt: str = "") -> _Answer | None:
         """The answer found in ``completion`` (``None`` if the extraction mode finds none)."""
-        raw, how = extract_answer(completion, self._chain)
-        if raw is None:
-            return None
-        normalized = normalize_answer(raw)
-        return _Answer(raw, normalized, how, parse_number(normalized))
+        answer = read_answer(completion, self._chain, prompt).answer
+        return None if answer is None else _Answer.of(answer.text.strip(), answer.kind, answer.parts)
+
+    def _disagreement(self, pairs: Sequence[tuple[Candidate, Candidate]]) -> str | None:
+        """Why the completion states more than one answer, or ``None`` when its explicit answers agree."""
+        for first, second in pairs:
+            a, b = (
+                _Answer.of(first.text, first.kind, first.parts),
+                _Answer.of(second.text, second.kind, second.parts),
+            )
+            if not self.compare(a, b)[0]:
+                return f"ambiguous: the completion states different answers ({a.raw!r} and {b.raw!r})"
+        return None
 
     # -- comparison ---------------------------------------------------------------------------------------
     def _signal_timeout(self) -> int | None:
@@ -178,9 +200,13 @@ class MathVerifier(Verifier):
         if which not in answer.parsed:
             text = answer.normalized if which == "normalized" else answer.raw
             try:
-                answer.parsed[which] = math_verify.parse(
+                parsed = math_verify.parse(
                     f"${text}$", parsing_timeout=self._signal_timeout(), raise_on_error=True
                 )
+                # math-verify parses the longest well-formed prefix it finds: ``1 - \frac{1}{ e }`` becomes
+                # ``1``. A parse of a malformed fragment is no parse (else ``1 + ...`` equals ``1 - ...``).
+                fragment = parsed[-1] if parsed and isinstance(parsed[-1], str) else ""
+                answer.parsed[which] = [] if malformed(fragment) else parsed
             except TimeoutException:
                 raise
             except Exception:
@@ -200,6 +226,7 @@ class MathVerifier(Verifier):
                     float_rounding=self.settings.float_rounding,
                     numeric_precision=self.settings.numeric_precision,
                     strict=self.settings.strict,
+                    allow_set_relation_comp=self.settings.set_relation,
                     timeout_seconds=self._signal_timeout(),
                     raise_on_error=True,
                 )
@@ -211,6 +238,12 @@ class MathVerifier(Verifier):
 
     def compare(self, gold: _Answer, pred: _Answer) -> tuple[bool, str, str]:
         """(match, method, reason) for one gold answer and one extracted answer."""
+        gold_negation, pred_negation = negated(gold.raw), negated(pred.raw)
+        if (gold_negation is None) != (pred_negation is None):
+            which = (
+                f"the answer ({pred_negation!r})" if pred_negation else f"the gold answer ({gold_negation!r})"
+            )
+            return False, "rejected", f"only {which} is negated"
         if gold.number is not None and pred.number is not None:
             ok, reason = numbers_equal(
                 gold.number,
@@ -221,6 +254,9 @@ class MathVerifier(Verifier):
             return ok, "numeric", reason
         if gold.normalized and compact(gold.normalized) == compact(pred.normalized):
             return True, "string", "identical after normalisation"
+        kinds = {outer_kind(gold.normalized), outer_kind(pred.normalized)}
+        if self.settings.strict and kinds == {"set", "sequence"}:
+            return False, "rejected", "a set is not a tuple or an interval (strict)"
         gold_structure, pred_structure = parse_structure(gold.normalized), parse_structure(pred.normalized)
         if gold_structure is not None and pred_structure is not None:
             same = structures_equal(
@@ -228,9 +264,12 @@ class MathVerifier(Verifier):
                 pred_structure,
                 float_rounding=self.settings.float_rounding,
                 rel_tol=self.settings.rel_tol,
+                strict=self.settings.strict,
             )
             if same is not None:
-                what = "set" if gold_structure.kind == "set" else f"{gold_structure.brackets} sequence"
+                what = gold_structure.kind
+                if what == "sequence":
+                    what = f"{gold_structure.brackets} sequence"
                 return same, "numeric", f"numeric {what}s {'equal' if same else 'differ'} element-wise"
         # RL scores many samples per problem and they often end in the same answer: sympy runs once per
         # distinct (gold, answer) pair.
@@ -245,6 +284,8 @@ class MathVerifier(Verifier):
 
     def _compare_symbolic(self, gold: _Answer, pred: _Answer) -> tuple[bool, str, str]:
         if self._symbolic(gold, pred, "normalized"):
+            if distinct_numbers(self._parsed(gold, "normalized")[0], self._parsed(pred, "normalized")[0]):
+                return False, "math-verify", "distinct values that only round to the same decimals"
             return True, "math-verify", "math-verify: equivalent"
         # Normalisation only rewrites surface forms; when it left something math-verify can't parse on
         # either side, compare the text as written.
@@ -289,13 +330,19 @@ class MathVerifier(Verifier):
             "gold_normalized": golds[0].normalized,
             "gold_extracted_by": golds[0].extracted_by,
         }
-        pred = self.extract(record.completion_text)
-        if pred is None:
+        reading = read_answer(record.completion_text, self._chain, record.prompt_text)
+        if reading.answer is None:
+            why = {"reason": reading.problem} if reading.problem else {}
             return Result.failure(
-                "no answer found", **details, extracted=None, mode=_mode_name(self.settings.mode)
+                "no answer found", **details, extracted=None, mode=_mode_name(self.settings.mode), **why
             )
+        pred = _Answer.of(reading.answer.text.strip(), reading.answer.kind, reading.answer.parts)
         details.update(extracted=pred.raw, extracted_by=pred.extracted_by, normalized=pred.normalized)
         try:
+            problem = reading.problem or pred.issue or _hedge(pred) or self._disagreement(reading.must_agree)
+            if problem:
+                details.update(match=False, method="rejected", reason=problem)
+                return Result(reward=self.settings.incorrect_reward, details=details)
             verdicts = []
             for gold in golds:
                 ok, method, reason = self.compare(gold, pred)
@@ -321,6 +368,28 @@ class MathVerifier(Verifier):
     def describe(self) -> dict[str, Any]:
         """The effective settings, for logs and reports."""
         return asdict(self.settings)
+
+
+_OR = re.compile(r"\bor\b", re.IGNORECASE)
+
+
+def _hedge(answer: _Answer) -> str | None:
+    """An "or" that normalisation did not turn into a list of values (``12 (or 13 if ...)``) is a hedge."""
+    return "hedged: 'or' in the answer" if _OR.search(answer.normalized) else None
+
+
+def _read_gold(text: str, chain: tuple[str, ...] | None) -> Candidate | None:
+    """The gold answer of a reference: with ``gold_mode="auto"`` its last box group (``\\boxed{1} and
+    \\boxed{2}`` is one answer), else its ``####`` line, else the whole text; else the mode's answer."""
+    if chain is not None:
+        return read_answer(text, chain).answer
+    boxes = box_groups(text)[0]
+    if boxes:
+        return boxes[-1]
+    gsm8k = extract_gsm8k(text)
+    if gsm8k is not None:
+        return Candidate(gsm8k, "gsm8k", 0, len(text))
+    return Candidate(text, "whole", 0, len(text))
 
 
 def _mode_name(mode: str | tuple[str, ...]) -> str:
