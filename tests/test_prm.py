@@ -311,12 +311,15 @@ def test_prm_learns_to_find_planted_wrong_step(prm_pair):
 
 @pytest.mark.slow
 def test_prm_lm_head_learns_planted_wrong_step_slow(prm_pair):
-    """Math-Shepherd's "+"/"-" head on the small table: slower to learn than the token head (~600 steps)."""
+    """Math-Shepherd's "+"/"-" head on the small table: slower to learn than the token head (~600 steps).
+
+    The same seeds give ProcessBench F1 0.82 on one machine and 0.64 on another (CPU kernels differ in their
+    last bits, and 600 steps amplify that), so the bound is "far above the untrained head" (about 0.08)."""
     before, after, _ = _train_and_eval(prm_pair, "lm", n=4800, epochs=2, lr=3e-3, max_value=4, max_delta=1)
-    assert after["processbench_f1"] >= 0.65 and after["processbench_f1"] > before["processbench_f1"] + 0.3, (
+    assert after["processbench_f1"] >= 0.5 and after["processbench_f1"] > before["processbench_f1"] + 0.3, (
         after
     )
-    assert after["step_auc"] >= 0.8, after
+    assert after["step_auc"] >= 0.75, after
 
 
 @pytest.mark.slow
