@@ -62,7 +62,7 @@ _NEGATION_BEFORE = re.compile(
     re.IGNORECASE,
 )
 # An answer-is phrase counts as an answer only if it holds a value (a digit, math, or a short token like "B").
-_HAS_VALUE = re.compile(r"\d|\$|\\|^\W*[A-Za-z]\W*$")
+_STATES_VALUE = re.compile(r"\d|\$|\\|^\W*[A-Za-z]\W*$")
 _COPY_CONTEXT = 40
 _MIN_COPY = 15
 
@@ -82,11 +82,11 @@ class Candidate:
 @dataclass
 class Reading:
     """What :func:`read_answer` found: the answer, why it must score 0 (``problem``), and the other explicit
-    answers that must be equivalent to it (``must_agree``: pairs of candidates) for it to count."""
+    answers that must be equivalent to it for it to count (``must_agree``)."""
 
     answer: Candidate | None
     problem: str | None = None
-    must_agree: list[tuple[Candidate, Candidate]] = field(default_factory=list)
+    must_agree: list[Candidate] = field(default_factory=list)
 
 
 def response_part(text: str) -> int:
@@ -97,7 +97,7 @@ def response_part(text: str) -> int:
 
 def box_groups(text: str, offset: int = 0) -> tuple[list[Candidate], bool]:
     """The completion's box groups as candidates, and whether its last box is cut off."""
-    boxes = find_boxes(text[offset:]) if "box" in text else []
+    boxes = find_boxes(text[offset:])
     truncated = bool(boxes) and not boxes[-1].closed
     out = []
     for group in group_boxes(text[offset:], boxes):
@@ -127,7 +127,7 @@ def explicit_answers(text: str, offset: int = 0) -> tuple[list[Candidate], bool]
     found += [
         c
         for s in answer_is_spans(response)
-        if _HAS_VALUE.search(s.text) and (c := _shift(s, "answer_is", offset))
+        if _STATES_VALUE.search(s.text) and (c := _shift(s, "answer_is", offset))
     ]
     found.sort(key=lambda c: (c.start, _PRIORITY[c.kind]))
     merged: list[Candidate] = []
@@ -184,13 +184,13 @@ def answer_problem(text: str, answer: Candidate) -> str | None:
     return _problem_after(text, answer)
 
 
-def _agreements(explicit: list[Candidate], answer: Candidate) -> list[tuple[Candidate, Candidate]]:
+def _agreements(explicit: list[Candidate], answer: Candidate) -> list[Candidate]:
     """Explicit answers stated after ``answer`` must agree with it; so must every box before it, unless the
     answer is a later explicit statement (boxes before "Final answer: ..." are intermediate work)."""
-    pairs = [(answer, c) for c in explicit if c.end > answer.start and c != answer]
-    if answer.kind not in ("answer_tag", "gsm8k", "answer_is"):
-        pairs += [(answer, c) for c in explicit if c.kind == "boxed" and c.end <= answer.start]
-    return pairs
+    later = [c for c in explicit if c.end > answer.start and c != answer]
+    if answer.kind in EXPLICIT_KINDS and answer.kind != "boxed":
+        return later
+    return later + [c for c in explicit if c.kind == "boxed" and c.end <= answer.start]
 
 
 def read_answer(text: str, mode: str | Sequence[str] = "auto", prompt: str = "") -> Reading:

@@ -1,9 +1,7 @@
 """Answer extraction: find the final answer inside a completion (or a gold solution).
 
-Each extractor returns the answer text or ``None``; :func:`extract_answer` runs a chain of them and reports
-which one found the answer, so ``details`` can say where the answer came from. The ``*_span`` functions also
-say where in the text the answer is, which the verifier's ambiguity policy needs (what comes after the final
-answer, which other answers the completion states). Everything here is plain regular expressions without
+Each extractor returns the answer text or ``None``; the ``*_span`` functions also say where in the text the
+answer is, which the reader (:mod:`.answer`: which answer counts, and when a completion is ambiguous) needs. Everything here is plain regular expressions without
 nested quantifiers plus one linear brace-matching pass, under length bounds where a regex looks around, so a
 pathological completion (100k characters of ``\\boxed{``) costs linear time before any sympy is involved.
 """
@@ -101,12 +99,11 @@ class Box:
     closed: bool
 
 
-def brace_map(text: str) -> tuple[dict[int, int], list[int], list[int]]:
-    """One linear pass over ``text``: {index of a ``{`` -> index of its ``}``}, the ``{`` never closed, and the
-    ``}`` that close nothing. An escaped brace (``\\{``) is content, not structure."""
+def brace_map(text: str) -> tuple[dict[int, int], list[int]]:
+    """One linear pass over ``text``: {index of a ``{`` -> index of its ``}``}, and the ``{`` never closed.
+    An escaped brace (``\\{``) is content, not structure."""
     closes: dict[int, int] = {}
     stack: list[int] = []
-    unmatched_close: list[int] = []
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
@@ -115,22 +112,18 @@ def brace_map(text: str) -> tuple[dict[int, int], list[int], list[int]]:
             continue
         if ch == "{":
             stack.append(i)
-        elif ch == "}":
-            if stack:
-                closes[stack.pop()] = i
-            else:
-                unmatched_close.append(i)
+        elif ch == "}" and stack:
+            closes[stack.pop()] = i
         i += 1
-    return closes, stack, unmatched_close
+    return closes, stack
 
 
-def _closing_braces(text: str) -> dict[int, int]:
-    return brace_map(text)[0]
-
-
-def find_boxes(text: str, closes: dict[int, int] | None = None) -> list[Box]:
+def find_boxes(text: str) -> list[Box]:
     """Every top-level box of ``text`` in order (a box inside another box is part of it). Empty boxes
     (``\\boxed{}``, as in "put your answer in \\boxed{}") are skipped; a box left open runs to the end."""
+    if "box" not in text:
+        return []
+    closes: dict[int, int] | None = None  # built on the first braced box only
     boxes: list[Box] = []
     covered = -1
     n = len(text)
@@ -140,7 +133,7 @@ def find_boxes(text: str, closes: dict[int, int] | None = None) -> list[Box]:
         after = match.end()
         if after < n and text[after] == "{":
             if closes is None:
-                closes = _closing_braces(text)
+                closes = brace_map(text)[0]
             close = closes.get(after)
             if close is None:
                 boxes.append(Box(match.start(), n, text[after + 1 :].strip(), False))
@@ -190,19 +183,9 @@ def group_contents(group: Sequence[Box]) -> list[str]:
     return seen
 
 
-def final_box_truncated(text: str) -> bool:
-    """Whether the last box of ``text`` is still open at the end (the completion was cut inside it)."""
-    if "box" not in text:
-        return False
-    boxes = find_boxes(text)
-    return bool(boxes) and not boxes[-1].closed
-
-
 def extract_boxed_span(text: str) -> Span | None:
     """The last box (``None`` when there is none or when it is truncated: no fallback to an earlier box).
     The verifier reads boxes listed together as one answer (:func:`group_boxes`)."""
-    if "box" not in text:
-        return None
     boxes = find_boxes(text)
     if not boxes or not boxes[-1].closed:
         return None
@@ -224,12 +207,13 @@ def extract_answer_tag_span(text: str) -> Span | None:
     if last is None:
         return None
     inner = last.group(1)
-    boxed = extract_boxed_span(inner)
-    if boxed is not None:
+    boxes = find_boxes(inner)
+    if boxes:
+        box = boxes[-1]
+        if not box.closed:
+            return None  # cut inside its box: no answer
         offset = last.start(1)
-        return Span(boxed.text, offset + boxed.start, offset + boxed.end)
-    if final_box_truncated(inner):
-        return None
+        return Span(box.content, offset + box.start, offset + box.end)
     inner = inner.strip()
     return Span(inner, last.start(1), last.end()) if inner else None
 

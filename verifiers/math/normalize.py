@@ -98,7 +98,6 @@ _CHANGES_VALUE = {
     "k",
 }
 _PERCENT_WORDS = {"percent", "pct", "percentage", "percents"}
-_UNIT_POWER_WORDS = {"square", "cubic", "sq"}
 _CONJUNCTION = re.compile(r"\s*,?\s*\b(?:and/or|or|and)\b\s*", re.IGNORECASE)
 _HEDGE_WORDS = re.compile(r"^\s*(?:either|both)\b\s*", re.IGNORECASE)
 _EQUATION_LHS = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?(?:\([A-Za-z]\))?\s*=\s*(?P<rhs>[^=]+)$")

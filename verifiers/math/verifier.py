@@ -111,9 +111,11 @@ class _Answer:
     issue: str | None = None
 
     @classmethod
-    def of(cls, raw: str, kind: str | None, parts: int = 1) -> _Answer:
-        norm = normalize(raw, plain_text=kind in _PROSE_KINDS, single=parts == 1)
-        return cls(raw, norm.text, kind, parse_number(norm.text), issue=norm.issue)
+    def of(cls, found: Candidate) -> _Answer:
+        """The answer a reader found, normalised as its kind calls for (prose, or one value of a list)."""
+        raw = found.text.strip()
+        norm = normalize(raw, plain_text=found.kind in _PROSE_KINDS, single=found.parts == 1)
+        return cls(raw, norm.text, found.kind, parse_number(norm.text), issue=norm.issue)
 
 
 _EXPLAIN_FIELDS = ("raw", "normalized", "extracted_by")
@@ -161,7 +163,7 @@ class MathVerifier(Verifier):
                 continue
             found = _read_gold(text, self._gold_chain)
             if found is not None:
-                answers.append(_Answer.of(found.text, found.kind, found.parts))
+                answers.append(_Answer.of(found))
         self._gold_cache[key] = answers
         if len(self._gold_cache) > self.settings.gold_cache_size:
             self._gold_cache.popitem(last=False)
@@ -170,17 +172,15 @@ class MathVerifier(Verifier):
     def extract(self, completion: str, prompt: str = "") -> _Answer | None:
         """The answer found in ``completion`` (``None`` if the extraction mode finds none)."""
         answer = read_answer(completion, self._chain, prompt).answer
-        return None if answer is None else _Answer.of(answer.text.strip(), answer.kind, answer.parts)
+        return None if answer is None else _Answer.of(answer)
 
-    def _disagreement(self, pairs: Sequence[tuple[Candidate, Candidate]]) -> str | None:
-        """Why the completion states more than one answer, or ``None`` when its explicit answers agree."""
-        for first, second in pairs:
-            a, b = (
-                _Answer.of(first.text, first.kind, first.parts),
-                _Answer.of(second.text, second.kind, second.parts),
-            )
-            if not self.compare(a, b)[0]:
-                return f"ambiguous: the completion states different answers ({a.raw!r} and {b.raw!r})"
+    def _disagreement(self, pred: _Answer, others: Sequence[Candidate]) -> str | None:
+        """Why the completion states more than one answer, or ``None`` when its other explicit answers agree
+        with ``pred``."""
+        for other in others:
+            stated = _Answer.of(other)
+            if not self.compare(pred, stated)[0]:
+                return f"ambiguous: the completion states different answers ({pred.raw!r} and {stated.raw!r})"
         return None
 
     # -- comparison ---------------------------------------------------------------------------------------
@@ -336,10 +336,12 @@ class MathVerifier(Verifier):
             return Result.failure(
                 "no answer found", **details, extracted=None, mode=_mode_name(self.settings.mode), **why
             )
-        pred = _Answer.of(reading.answer.text.strip(), reading.answer.kind, reading.answer.parts)
+        pred = _Answer.of(reading.answer)
         details.update(extracted=pred.raw, extracted_by=pred.extracted_by, normalized=pred.normalized)
         try:
-            problem = reading.problem or pred.issue or _hedge(pred) or self._disagreement(reading.must_agree)
+            problem = (
+                reading.problem or pred.issue or _hedge(pred) or self._disagreement(pred, reading.must_agree)
+            )
             if problem:
                 details.update(match=False, method="rejected", reason=problem)
                 return Result(reward=self.settings.incorrect_reward, details=details)
