@@ -8,8 +8,10 @@ columns with ``field_map`` (``{"completion": "response", "reference": "answer"}`
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,8 @@ from rewardkit.types import Record
 
 @dataclass
 class InvalidRow:
-    """A JSONL line that is not a JSON object: ``line`` is 1-based, ``error`` the message for its output row."""
+    """A JSONL line that is not a JSON object (or not UTF-8): ``line`` is 1-based, ``error`` the message for its
+    output row, ``reason`` the parser's."""
 
     line: int
     text: str
@@ -36,20 +39,35 @@ def _is_saved_dataset(path: Path) -> bool:
     )
 
 
-def _iter_jsonl(path: Path) -> Iterator[dict[str, Any] | InvalidRow]:
-    with open(path, encoding="utf-8") as handle:
+def jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, raw bytes) of a JSONL file's non-blank lines; a UTF-8 BOM on line 1 is dropped."""
+    with open(path, "rb") as handle:
         for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue  # blank lines are not rows
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield InvalidRow(number, line.rstrip("\n"), f"invalid JSON at line {number}", exc.msg)
-                continue
-            if not isinstance(row, dict):
-                yield InvalidRow(number, line.rstrip("\n"), f"invalid JSON at line {number}", "not an object")
-                continue
-            yield row
+            if number == 1 and line.startswith(codecs.BOM_UTF8):
+                line = line[len(codecs.BOM_UTF8) :]
+            if line.strip():  # blank lines are not rows
+                yield number, line
+
+
+def parse_line(number: int, raw: bytes) -> dict[str, Any] | InvalidRow:
+    """One JSONL line as a row, or an :class:`InvalidRow` saying why it is not one (bad UTF-8, bad JSON)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        shown = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        return InvalidRow(number, shown, f"invalid UTF-8 at line {number}", f"byte {exc.start}: {exc.reason}")
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return InvalidRow(number, text.rstrip("\r\n"), f"invalid JSON at line {number}", exc.msg)
+    if not isinstance(row, dict):
+        return InvalidRow(number, text.rstrip("\r\n"), f"invalid JSON at line {number}", "not an object")
+    return row
+
+
+def _iter_jsonl(path: Path) -> Iterator[dict[str, Any] | InvalidRow]:
+    for number, raw in jsonl_lines(path):
+        yield parse_line(number, raw)
 
 
 def _select_split(dataset: Any, split: str | None, where: str) -> Any:
@@ -82,7 +100,43 @@ def open_dataset(path_or_name: str, split: str | None = None) -> Any:
         return _select_split(datasets.load_dataset(str(path)), split, str(path))
     if _looks_local(path_or_name):
         raise FileNotFoundError(f"input not found: {path_or_name}")
-    return _select_split(datasets.load_dataset(path_or_name, split=split), split, path_or_name)
+    hub_problem = _hub_problem()
+    if hub_problem:
+        raise FileNotFoundError(f"input not found: {path_or_name} is not a local file, and {hub_problem}")
+    try:
+        dataset = datasets.load_dataset(path_or_name, split=split)
+    except Exception as exc:  # the hub's own errors are many and long: one line
+        if type(exc).__name__ in ("DatasetNotFoundError", "RepositoryNotFoundError", "FileNotFoundError"):
+            raise FileNotFoundError(
+                f"input not found: {path_or_name} is neither a local file nor a dataset on the hub"
+            ) from exc
+        raise
+    return _select_split(dataset, split, path_or_name)
+
+
+def _hub_problem(timeout: float = 3.0) -> str | None:
+    """Why the Hugging Face hub can't be asked for a dataset (offline mode, unreachable), or ``None``."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_DATASETS_OFFLINE", "").upper() in (
+        "1",
+        "ON",
+        "YES",
+        "TRUE",
+    ):
+        return "the hub is off (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set)"
+    from urllib.parse import urlparse
+
+    endpoint = urlparse(constants.ENDPOINT)
+    host, port = (
+        endpoint.hostname or "huggingface.co",
+        endpoint.port or (443 if endpoint.scheme == "https" else 80),
+    )
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError:
+        return f"the hub ({host}) is not reachable"
+    return None
 
 
 def _looks_local(path_or_name: str) -> bool:

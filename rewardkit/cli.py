@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 from rewardkit import __version__
 from rewardkit.registry import UnknownNameError
@@ -23,6 +25,14 @@ SUBCOMMANDS = {
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit code 2, no traceback."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread: a run stops as on Ctrl-C (clean-up runs, what was written stays)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,14 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
     try:
         return int(args.func(args) or 0)
     except (CLIError, UnknownNameError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"rewardkit {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"rewardkit {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C: 130; SIGTERM: 143 (128 + the signal, as a shell reports it)
+        terminated = isinstance(exc, Terminated)
+        print(f"rewardkit {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -128,8 +128,8 @@ def error_kind(error: str | None) -> str | None:
     if error is None:
         return None
     head = error.split(":", 1)[0].strip()
-    if head.startswith("invalid JSON"):
-        return "invalid JSON"
+    if head.startswith(("invalid JSON at line", "invalid UTF-8 at line")):
+        return head.split(" at line", 1)[0]
     return head or "error"
 
 

@@ -50,14 +50,20 @@ def test_one_row_out_per_row_in_fields_kept_and_invalid_json(tmp_path):
     got = read_jsonl(out)
     assert len(got) == 22 == summary.rows
     assert got[3] == {
-        "line": 4,
-        "raw": "{not json",
+        "id": None,
+        "prompt": None,
+        "completion": None,
+        "reference": None,
         "reward": 0.0,
-        "details": {"reason": "Expecting property name enclosed in double quotes"},
+        "details": {
+            "line": 4,
+            "raw": "{not json",
+            "reason": "Expecting property name enclosed in double quotes",
+        },
         "error": "invalid JSON at line 4",
     }
     assert got[10]["error"] == "invalid JSON at line 11"
-    valid = [g for g in got if "line" not in g]
+    valid = [g for g in got if g["error"] is None or not g["error"].startswith("invalid JSON")]
     assert [g["id"] for g in valid] == [f"r{i}" for i in range(20)]
     assert all(g["extra"] == i for i, g in enumerate(valid))
     assert [g["reward"] for g in valid] == [1.0 if i % 4 == i % 3 else 0.0 for i in range(20)]
@@ -72,6 +78,7 @@ def test_resume_after_a_cut_equals_an_uninterrupted_run(tmp_path):
     for cut in (0, len(data) // 3, len(data) // 3 + 17, len(data) - 5):  # mid-line cuts included
         part = tmp_path / f"part{cut}.jsonl"
         part.write_bytes(data[:cut])
+        Path(f"{part}.run.json").write_bytes(Path(f"{full}.run.json").read_bytes())
         summary = score_file(src, part, "math", workers=2, resume=True)
         assert part.read_bytes() == data
         assert summary.rows == 41 and summary.resumed == data[:cut].count(b"\n")

@@ -65,7 +65,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--split", default=None, help="dataset split (for datasets with several)")
     parser.add_argument("--engine", choices=["local", "ray"], default="local", help="where workers run")
-    parser.add_argument("--chunk-size", type=int, default=16, help="rows sent to a worker at once")
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="with --engine ray: join this cluster (started with `ray start --head`) instead of a local one",
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=16,
+        help="rows in a worker's first chunk (later chunks are sized from the time rows take)",
+    )
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
     )
@@ -87,6 +98,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import math
     from pathlib import Path
 
     from rewardkit.cli import CLIError
@@ -95,8 +107,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.workers < 0:
         raise CLIError("--workers must be >= 0")
-    if args.timeout <= 0:
-        raise CLIError("--timeout must be > 0")
+    if not math.isfinite(args.timeout) or args.timeout <= 0:
+        raise CLIError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+    if args.ray_address and args.engine != "ray":
+        raise CLIError("--ray-address needs --engine ray")
     if not Path(args.input).exists() and _looks_local(args.input):
         raise CLIError(f"input not found: {args.input}")
     if args.engine == "ray":
@@ -136,14 +150,18 @@ def run(args: argparse.Namespace) -> int:
             engine=args.engine,
             chunk_size=max(1, args.chunk_size),
             progress=False if args.no_progress else None,
+            run_info={k: v for k, v in {"reward_model": args.reward_model, "shape": args.shape}.items() if v},
+            ray_address=args.ray_address,
         )
     except (TypeError, ValueError) as exc:  # bad verifier settings, bad split...
         raise CLIError(str(exc).splitlines()[0]) from exc
     if pipeline is not None:
         from rewardkit.rewardmodels.shaping import shape_jsonl
+        from rewardkit.scoring.io import mark_shaped
 
         try:
             shaped = shape_jsonl(args.output, pipeline, field_map=dict(args.field) or None)
+            mark_shaped(args.output, args.shape)
             summary.reward_sum = float(sum(shaped))  # the summary reports the shaped rewards
         except (KeyError, ValueError) as exc:
             raise CLIError(f"--shape: {exc}") from exc

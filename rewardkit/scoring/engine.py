@@ -5,28 +5,37 @@ Design:
 - A *source* is a verifier name, a :class:`~rewardkit.verifiers.Verifier`, or any object with
   ``score_batch(records)`` and ``name``. Rows choose their own verifier through ``Record.verifier``; the
   source given to the engine is the default.
+- A *job* says what an item is and what comes back: :class:`RecordJob` (Records in, Results out: the API and
+  RL runs) or ``scoring.io.RowJob`` (raw JSONL lines in, finished output lines out: ``rewardkit score``, so
+  that parsing and serialising happen in the workers, not in the one process that reads and writes).
 - Sources with ``runs_in_process = False`` (rule verifiers: math, SQL, IFEval...) are scored in a pool of
-  worker processes the engine manages itself. Records travel in small chunks (throughput), but each worker
-  reports every item as it finishes, so the parent knows when the current item started: when it has run
-  longer than ``timeout`` the worker is killed (``SIGKILL``: this stops C-level loops in sympy or bignum
-  arithmetic that ``signal.alarm`` cannot interrupt), the item gets ``error="timeout"``, a fresh worker
-  replaces it and the rest of the chunk is re-sent. A worker that dies (segfault, OOM) costs one item
-  (``error="worker crashed: ..."``), never the run.
+  worker processes the engine manages itself. Items travel in chunks sized to about ``CHUNK_SECONDS`` of
+  work, and results come back in batches, so a fast verifier costs two messages per chunk, not per row. The
+  per-item timeout needs no message: each worker writes the position and start time of its current item to
+  shared memory, and when that item has run longer than ``timeout`` the parent kills the worker
+  (``SIGKILL``: this stops C-level loops in sympy or bignum arithmetic that ``signal.alarm`` cannot
+  interrupt). The item gets ``error="timeout"``, a fresh worker replaces the old one, and the chunk's other
+  unreported items are queued again. A worker that dies (segfault, OOM) costs one item
+  (``error="worker crashed: ..."``), never the run. Workers die with their parent, even on SIGKILL.
 - Sources with ``runs_in_process = True`` (reward models on a GPU, a code verifier with its own sandbox) get
   ``score_batch`` called in this process with batches of ``batch_size``: no pool, their own timeouts.
-- Results come back in input order (a bounded reorder buffer: at most ``window`` records are read ahead of
+- Results come back in input order (a bounded reorder buffer: at most ``window`` items are read ahead of
   the oldest unfinished one), so a file can be written and flushed row by row while the pool runs.
 
 Workers are forked (where the platform allows): a worker, or the replacement of a killed one, starts in
-milliseconds with the verifier already imported, so a timeout costs little.
+milliseconds with the parent's sources already built and warmed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
+import math
 import multiprocessing
 import os
 import signal
+import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -43,6 +52,16 @@ BUILD_GRACE_S = 120.0
 
 IN_WORKER_ENV = "REWARDKIT_SCORING_WORKER"
 """Set in engine worker processes: verifiers can skip their own soft timeouts, the engine enforces one."""
+
+CHUNK_SECONDS = 0.05
+"""Work per chunk once the engine knows how long a source's items take: long enough that the two messages
+per chunk cost little, short enough that workers finish together and output keeps flowing."""
+
+MAX_CHUNK = 512
+"""Most items in one chunk."""
+
+REPORT_EVERY_S = 0.05
+"""A worker sends the results it has at least this often, so slow chunks still stream."""
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -100,8 +119,10 @@ def resolve_source(source: Any, config: dict[str, Any] | None = None) -> Any:
     return source
 
 
-def _call_score_batch(obj: Any, records: Sequence[Record]) -> list[Result]:
-    """``obj.score_batch(records)`` that never raises and always returns one Result per record."""
+def _call_score_batch(obj: Any, records: Sequence[Record], *, json_safe: bool = True) -> list[Result]:
+    """``obj.score_batch(records)`` that never raises and always returns one Result per record.
+
+    ``json_safe``: details made JSON-safe here (callers that serialise them anyway do it only on failure)."""
     try:
         results = list(obj.score_batch(records))
     except Exception as exc:
@@ -112,13 +133,16 @@ def _call_score_batch(obj: Any, records: Sequence[Record]) -> list[Result]:
             Result.failure(f"source error: score_batch returned {len(results)} results for {len(records)}")
             for _ in records
         ]
-    return [_clean(r) for r in results]
+    return [_clean(r, json_safe) for r in results]
 
 
-def _clean(result: Any) -> Result:
-    """A result with JSON-safe details (sympy objects, sets... become strings/lists)."""
+def _clean(result: Any, json_safe: bool = True) -> Result:
+    """A result with a float reward and (``json_safe``) JSON-safe details (sympy objects, sets... become
+    strings/lists)."""
     if not isinstance(result, Result):
         return Result.failure(f"source error: returned {type(result).__name__}, not Result")
+    if not json_safe:
+        return Result(reward=float(result.reward), details=result.details or {}, error=result.error)
     return Result(reward=float(result.reward), details=jsonable(result.details or {}), error=result.error)
 
 
@@ -136,15 +160,113 @@ def as_record(item: Any, index: int) -> Record:
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Jobs: what an item is and what comes back for it
+# ----------------------------------------------------------------------------------------------------------
+@dataclass
+class Done:
+    """What :meth:`Job.prepare` returns for an item whose output is known without scoring (a malformed row)."""
+
+    output: Any
+
+
+class Job:
+    """How the engine turns items into outputs; the engine itself only schedules, times out and orders.
+
+    ``prepare`` runs in the calling process and routes an item (the name of its verifier, ``None`` for the
+    default, or :class:`Done`); ``run`` scores one item in a worker; ``run_batch`` scores many in the calling
+    process (sources with ``runs_in_process``); ``failure`` is the output of an item the engine gave up on
+    (``timeout``, ``worker crashed``, ``unknown verifier``). Jobs are pickled to the workers.
+    """
+
+    def prepare(self, item: Any, index: int) -> tuple[str | None, Any] | Done:
+        raise NotImplementedError
+
+    def run(self, source: Any, index: int, payload: Any) -> Any:
+        return self.run_batch(source, [(index, payload)])[0]
+
+    def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
+        raise NotImplementedError
+
+    def failure(self, index: int, payload: Any, error: str, **details: Any) -> Any:
+        raise NotImplementedError
+
+
+class RecordJob(Job):
+    """Records (or dicts) in, :class:`Result` objects out: the Python API and RL runs."""
+
+    def prepare(self, item: Any, index: int) -> tuple[str | None, Any] | Done:
+        try:
+            record = as_record(item, index)
+        except TypeError as exc:
+            return Done(Result.failure(f"invalid record: {exc}"))
+        problem = verifier_field_problem(record.verifier)
+        if problem:
+            return Done(Result.failure(problem))
+        return record.verifier, record
+
+    def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
+        return _call_score_batch(source, [record for _, record in items])
+
+    def failure(self, index: int, payload: Any, error: str, **details: Any) -> Any:
+        return Result.failure(error, **details)
+
+
+def verifier_field_problem(value: Any) -> str | None:
+    """Why a row's ``verifier`` field can't name a verifier (``None`` when it can, or is absent)."""
+    if value is None or (isinstance(value, str) and value):
+        return None
+    return f"invalid record: 'verifier' must be a verifier name, got {type(value).__name__} {value!r:.80}"
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Worker processes
 # ----------------------------------------------------------------------------------------------------------
-def _worker_main(conn: Connection) -> None:
-    """Worker loop: build sources on first use, score chunk items one by one, report each as it ends."""
+def _die_with_parent(parent_pid: int, main_thread: bool) -> None:
+    """Makes this worker end when the process that started it ends, however it ends (SIGKILL included)."""
+    forked_by_it = os.getppid() == parent_pid  # not so under forkserver: the server forked this worker
+    if forked_by_it and main_thread and sys.platform.startswith("linux"):
+        # The kernel sends SIGKILL when the forking thread exits: also during a C-level loop holding the GIL.
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+            if os.getppid() != parent_pid:  # the parent died before the signal was armed
+                os._exit(1)
+            return
+
+    def watch() -> None:  # elsewhere (another thread, forkserver, not Linux): poll for the parent
+        while _alive(parent_pid):
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _worker_main(
+    conn: Connection, progress: Any, inherited: dict[str, Any], parent_pid: int, main_thread: bool
+) -> None:
+    """Worker loop: take a chunk, score its items one by one, send results in batches.
+
+    ``progress`` is shared memory: ``[position in the chunk, start time of that item]`` (CLOCK_MONOTONIC,
+    shared by all processes on Linux). The parent reads it to time out the current item without a message
+    per item; results go back at most every ``REPORT_EVERY_S`` and at the end of the chunk.
+    """
+    _die_with_parent(parent_pid, main_thread)
     os.environ[IN_WORKER_ENV] = "1"
     # Ctrl-C reaches the whole process group: the parent handles it (keeps what it wrote, kills workers);
     # workers ignoring it avoids a traceback per worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sources: dict[str, Any] = {}
+    sources = dict(inherited)  # forked: the parent's sources, already built and warmed
     conn.send(("ready",))
     while True:
         try:
@@ -153,56 +275,78 @@ def _worker_main(conn: Connection) -> None:
             return
         if message is None:
             return
-        key, spec, items = message
+        key, spec, job, items = message
         if key not in sources:
-            conn.send(("clock", time.monotonic() + BUILD_GRACE_S))
+            progress[1] = time.monotonic() + BUILD_GRACE_S  # imports are not the first item's time
             try:
                 sources[key] = _build(spec)
             except Exception as exc:
                 last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-                for index, _ in items:
-                    conn.send((index, Result.failure(f"source error: {last}"), time.monotonic()))
+                conn.send([(i, job.failure(i, p, f"source error: {last}")) for i, p in items])
                 continue
-            # Building (imports: sympy takes seconds in a spawned process) is not the first record's time.
-            conn.send(("clock", time.monotonic()))
-        source = sources[key]
-        for index, record in items:
-            result = _call_score_batch(source, [record])[0]
-            # time.monotonic() is CLOCK_MONOTONIC, shared by all processes on Linux: the parent uses the end
-            # of this item as the start of the next.
-            conn.send((index, result, time.monotonic()))
+        _run_chunk(conn, progress, sources[key], job, items)
+
+
+def _run_chunk(conn: Connection, progress: Any, source: Any, job: Job, items: list[tuple[int, Any]]) -> None:
+    batch: list[tuple[int, Any]] = []
+    last_send = time.monotonic()
+    for position, (index, payload) in enumerate(items):
+        # Start before position: the parent reads the position first, so it never pairs it with an older start.
+        progress[1] = time.monotonic()
+        progress[0] = position
+        batch.append((index, job.run(source, index, payload)))
+        if time.monotonic() - last_send >= REPORT_EVERY_S:
+            conn.send(batch)
+            batch, last_send = [], time.monotonic()
+    conn.send(batch)
 
 
 class _Worker:
     """One worker process and the chunk it is working through."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: Any, inherited: dict[str, Any]) -> None:
         parent_conn, child_conn = ctx.Pipe(duplex=True)
-        self.process = ctx.Process(target=_worker_main, args=(child_conn,), daemon=True)
-        self.process.start()
+        self.progress = ctx.RawArray("d", [0.0, time.monotonic() + BUILD_GRACE_S])
+        main_thread = threading.current_thread() is threading.main_thread()
+        args = (child_conn, self.progress, inherited, os.getpid(), main_thread)
+        self.process = ctx.Process(target=_worker_main, args=args, daemon=True)
+        # Frozen objects are never scanned by the garbage collector: a forked worker then does not copy (and
+        # walk) every page of the parent's heap at its first full collection, which costs more than scoring.
+        gc.freeze()
+        try:
+            self.process.start()
+        finally:
+            gc.unfreeze()
         child_conn.close()
         self.conn = parent_conn
         self.ready = False
-        self.chunk: list[tuple[int, Record]] | None = None
-        self.key: str | None = None
-        self.pos = 0
-        self.item_start = 0.0
+        self.source: _Source | None = None
+        self.chunk: list[tuple[int, Any]] = []
+        self.waiting: set[int] = set()  # indices of the chunk without a result yet
+        self.sent_at = 0.0
 
     @property
     def busy(self) -> bool:
-        return self.chunk is not None
+        return bool(self.waiting)
 
-    def send(self, key: str, spec: tuple, items: list[tuple[int, Record]]) -> None:
-        self.chunk, self.key, self.pos = items, key, 0
-        self.item_start = time.monotonic()
-        self.conn.send((key, spec, items))
+    def send(self, source: _Source, job: Job, items: list[tuple[int, Any]]) -> None:
+        self.source, self.chunk, self.waiting = source, items, {index for index, _ in items}
+        self.sent_at = time.monotonic()
+        self.progress[1] = self.sent_at
+        self.progress[0] = 0
+        self.conn.send((source.key, source.spec, job, items))
+
+    def current(self) -> tuple[int, Any, float] | None:
+        """(index, payload, start) of the item the worker is on, or ``None`` when it already reported it."""
+        position = int(self.progress[0])
+        start = self.progress[1]
+        index, payload = self.chunk[min(position, len(self.chunk) - 1)]
+        return (index, payload, start) if index in self.waiting else None
 
     def kill(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.process.kill()
             self.process.join(timeout=5)
-        except Exception:
-            pass
         self.conn.close()
 
     def stop(self) -> None:
@@ -228,13 +372,16 @@ class Scorer:
         workers: Worker processes for pooled sources (``runs_in_process = False``). ``0`` scores in this
             process with no timeout (debugging).
         timeout: Seconds one record may take in a worker before it is killed and gets ``error="timeout"``.
-        engine: ``"local"`` (this machine's processes) or ``"ray"`` (Ray tasks; needs ``pip install ray``).
+        engine: ``"local"`` (this machine's processes) or ``"ray"`` (Ray actors; needs ``pip install ray``).
         config: Settings for the default source when it is given by name (``get_verifier(name, **config)``).
-        chunk_size: Records sent to a worker at once (amortises inter-process messages).
+        chunk_size: Records in a worker's first chunk; later chunks are sized to about ``CHUNK_SECONDS`` of
+            work from the time items took so far (fast items travel in large chunks, slow ones alone).
         batch_size: Records per ``score_batch`` call for in-process sources.
         window: Records read ahead of the oldest unfinished one (bounds the reorder buffer).
         mp_context: multiprocessing start method for workers (default ``fork`` where available, else
             ``spawn``; ``forkserver`` preloads the source's module in the server).
+        ray_address: Ray cluster to join with ``engine="ray"`` (``None``: the one already initialised in this
+            process, else a local one with ``workers`` CPUs).
 
     Use as a context manager, or call :meth:`close`::
 
@@ -251,26 +398,28 @@ class Scorer:
         engine: str = "local",
         config: dict[str, Any] | None = None,
         chunk_size: int = 16,
-        batch_size: int = 64,
+        batch_size: int = 256,
         window: int | None = None,
         mp_context: str | None = None,
+        ray_address: str | None = None,
     ) -> None:
         if engine not in ("local", "ray"):
             raise ValueError(f"unknown engine {engine!r} (known: local, ray)")
         if workers < 0:
             raise ValueError("workers must be >= 0")
-        if timeout is None or timeout <= 0:
-            raise ValueError("timeout must be > 0 seconds")
+        if timeout is None or not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout}")
         self.workers = workers
         self.timeout = float(timeout)
         self.engine = engine
+        self.ray_address = ray_address
         self.chunk_size = max(1, chunk_size)
         self.batch_size = max(1, batch_size)
-        self.window = window or max(1024, 8 * max(1, workers) * self.chunk_size)
+        self.window = window or max(4096, 4 * max(1, workers) * MAX_CHUNK)
         if mp_context is None:
             # fork: a worker (or a replacement for a killed one) starts in milliseconds with everything the
-            # parent imported, and scripts need no ``if __name__ == "__main__"`` guard. Workers only run the
-            # verifier (no torch, no threads), so forking a parent that holds threads is safe here.
+            # parent imported and built, and scripts need no ``if __name__ == "__main__"`` guard. Workers only
+            # run the verifier (no torch, no threads), so forking a parent that holds threads is safe here.
             methods = multiprocessing.get_all_start_methods()
             mp_context = "fork" if "fork" in methods else "spawn"
         self._ctx = multiprocessing.get_context(mp_context)
@@ -281,8 +430,10 @@ class Scorer:
         self.default_name = name
         self._by_name: dict[str, _Source | str] = {}
         self._pool: list[_Worker] = []
+        self._seconds_per_item: dict[str, float] = {}
         self._warmed = False
-        self._ray = None
+        self._ray: Any = None  # the Ray actors (engine="ray")
+        self.ray_nodes: list[str] = []  # the Ray node of each actor
         self._closed = False
         if mp_context == "forkserver":
             # Workers fork from a server that already imported the engine and the source's module.
@@ -291,9 +442,8 @@ class Scorer:
                 self._ctx.set_forkserver_preload([m for m in modules if m and m != "__main__"])
 
     # -- routing ------------------------------------------------------------------------------------------
-    def _source_for(self, record: Record) -> _Source | str:
-        """The source of a record, or an error message for a row whose verifier is unknown."""
-        name = record.verifier
+    def _source_for(self, name: str | None) -> _Source | str:
+        """The source a row's ``verifier`` names, or an error message when it names none that loads."""
         if not name or name == self.default_name:
             return self.default
         if name not in self._by_name:
@@ -316,20 +466,29 @@ class Scorer:
 
     def iter_scores(self, records: Iterable[Record | dict]) -> Iterator[Result]:
         """Results in input order, yielded as soon as every earlier record is done (streams large inputs)."""
+        return self.iter_outputs(records, RecordJob())
+
+    def iter_outputs(self, items: Iterable[Any], job: Job, first_index: int = 0) -> Iterator[Any]:
+        """``job``'s outputs for ``items``, in input order (``iter_scores`` is this with :class:`RecordJob`).
+
+        Items are numbered from ``first_index`` (a resumed file's rows keep their positions)."""
         if self._closed:
             raise RuntimeError("Scorer is closed")
         if self.engine == "ray":
-            from rewardkit.scoring.ray_engine import iter_scores_ray
+            from rewardkit.scoring.ray_engine import iter_outputs_ray
 
-            yield from iter_scores_ray(self, records)
-            return
-        yield from self._iter_local(records)
+            return iter_outputs_ray(self, items, job, first_index)
+        return self._iter_local(items, job, first_index)
 
     def close(self) -> None:
         """Stops the worker processes."""
         for worker in self._pool:
             worker.stop()
         self._pool = []
+        if self._ray is not None:
+            from rewardkit.scoring.ray_engine import close_actors
+
+            close_actors(self)
         self._closed = True
 
     def __enter__(self) -> Scorer:
@@ -346,71 +505,63 @@ class Scorer:
             pass
 
     # -- local engine -------------------------------------------------------------------------------------
-    def _iter_local(self, records: Iterable[Record | dict]) -> Iterator[Result]:
-        iterator = iter(records)
-        done: dict[int, Result] = {}
-        pending: dict[str, tuple[_Source, list[tuple[int, Record]]]] = {}
-        in_process: dict[str, tuple[_Source, list[tuple[int, Record]]]] = {}
-        queue: deque[tuple[_Source, list[tuple[int, Record]]]] = deque()
-        n_read = next_out = 0
-        exhausted = False
+    def _iter_local(self, items: Iterable[Any], job: Job, first_index: int = 0) -> Iterator[Any]:
+        run = _Run(iter(items), job, first_index)
         try:
             while True:
-                while not exhausted and n_read - next_out < self.window:
-                    try:
-                        item = next(iterator)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    index = n_read
-                    n_read += 1
-                    try:
-                        record = as_record(item, index)
-                    except TypeError as exc:
-                        done[index] = Result.failure(f"invalid record: {exc}")
-                        continue
-                    source = self._source_for(record)
-                    if isinstance(source, str):
-                        done[index] = Result.failure(source)
-                    elif source.pooled and self.workers > 0:
-                        bucket = pending.setdefault(source.key, (source, []))[1]
-                        bucket.append((index, record))
-                        if len(bucket) >= self.chunk_size:
-                            queue.append(pending.pop(source.key))
-                    else:
-                        bucket = in_process.setdefault(source.key, (source, []))[1]
-                        bucket.append((index, record))
-                        limit = self.batch_size if not source.pooled else 1
-                        if len(bucket) >= limit:
-                            self._run_in_process(*in_process.pop(source.key), done)
-                if exhausted or n_read - next_out >= self.window:
-                    # Nothing more will arrive before the oldest rows finish: send partial chunks now.
-                    queue.extend(pending.values())
-                    pending.clear()
-                    for source, items in list(in_process.values()):
-                        self._run_in_process(source, items, done)
-                    in_process.clear()
-                while next_out in done:
-                    yield done.pop(next_out)
-                    next_out += 1
-                if exhausted and next_out == n_read:
+                self._read(run)
+                while run.next_out in run.done:
+                    yield run.done.pop(run.next_out)
+                    run.next_out += 1
+                if run.exhausted and run.next_out == run.n_read:
                     return
-                if queue or any(w.busy for w in self._pool):
-                    self._dispatch(queue)
-                    self._poll(queue, done)
+                if any(run.pooled.values()) or any(w.busy for w in self._pool):
+                    self._dispatch(run)
+                    self._poll(run)
         finally:
-            # An abandoned generator (exception, break) leaves workers mid-chunk: replace them.
+            # An abandoned generator (exception, break, Ctrl-C) leaves workers mid-chunk: replace them.
             if any(w.busy for w in self._pool):
                 for worker in self._pool:
                     worker.kill()
                 self._pool = []
 
-    def _run_in_process(
-        self, source: _Source, items: list[tuple[int, Record]], done: dict[int, Result]
-    ) -> None:
-        results = _call_score_batch(source.obj, [record for _, record in items])
-        for (index, _), result in zip(items, results, strict=True):
-            done[index] = result
+    def _read(self, run: _Run) -> None:
+        """Reads items up to the window, routes them, and scores the in-process ones when a batch is full."""
+        while not run.exhausted and run.n_read - run.next_out < self.window:
+            try:
+                item = next(run.items)
+            except StopIteration:
+                run.exhausted = True
+                break
+            index = run.n_read
+            run.n_read += 1
+            routed = run.job.prepare(item, index)
+            if isinstance(routed, Done):
+                run.done[index] = routed.output
+                continue
+            name, payload = routed
+            source = self._source_for(name)
+            if isinstance(source, str):
+                run.done[index] = run.job.failure(index, payload, source)
+            elif source.pooled and self.workers > 0:
+                run.sources[source.key] = source
+                run.pooled.setdefault(source.key, deque()).append((index, payload))
+            else:
+                run.sources[source.key] = source
+                bucket = run.in_process.setdefault(source.key, [])
+                bucket.append((index, payload))
+                if len(bucket) >= (self.batch_size if not source.pooled else 1):
+                    self._run_in_process(run, source.key)
+        if run.exhausted or run.n_read - run.next_out >= self.window:
+            # Nothing more will arrive before the oldest rows finish: score partial batches now.
+            for key in list(run.in_process):
+                self._run_in_process(run, key)
+
+    def _run_in_process(self, run: _Run, key: str) -> None:
+        items = run.in_process.pop(key)
+        outputs = run.job.run_batch(run.sources[key].obj, items)
+        for (index, _), output in zip(items, outputs, strict=True):
+            run.done[index] = output
 
     def _ensure_pool(self) -> None:
         if not self._pool and not self._warmed and self._ctx.get_start_method() == "fork":
@@ -422,78 +573,116 @@ class Scorer:
                 with contextlib.suppress(Exception):
                     warmup()
         while len(self._pool) < self.workers:
-            self._pool.append(_Worker(self._ctx))
+            self._pool.append(_Worker(self._ctx, self._inherited()))
 
-    def _dispatch(self, queue: deque) -> None:
+    def _inherited(self) -> dict[str, Any]:
+        """Sources a forked worker starts with (its copy of the parent's objects); none for spawned workers."""
+        if self._ctx.get_start_method() != "fork":
+            return {}
+        named = [s for s in self._by_name.values() if isinstance(s, _Source)]
+        return {s.key: s.obj for s in [self.default, *named] if s.pooled}
+
+    def _chunk_size(self, key: str, pending: int) -> int:
+        """Items for the next chunk: about CHUNK_SECONDS of work, and a fair share of what is left."""
+        per_item = self._seconds_per_item.get(key)
+        size = self.chunk_size if per_item is None else int(CHUNK_SECONDS / max(per_item, 1e-6))
+        share = -(-pending // max(1, self.workers))
+        return max(1, min(size, MAX_CHUNK, share))
+
+    def _dispatch(self, run: _Run) -> None:
         self._ensure_pool()
+        pending = sum(len(bucket) for bucket in run.pooled.values())
         for worker in self._pool:
-            if not queue:
+            if not worker.ready or worker.busy:
+                continue
+            buckets = [(bucket[0][0], key) for key, bucket in run.pooled.items() if bucket]
+            if not buckets:
                 return
-            if worker.ready and not worker.busy:
-                source, items = queue.popleft()
-                try:
-                    worker.send(source.key, source.spec, items)
-                except (OSError, EOFError):
-                    queue.appendleft((source, items))
+            key = min(buckets)[1]  # the source holding the oldest waiting item: output order moves on
+            bucket = run.pooled[key]
+            chunk = [bucket.popleft() for _ in range(min(len(bucket), self._chunk_size(key, pending)))]
+            try:
+                worker.send(run.sources[key], run.job, chunk)
+            except (OSError, EOFError):
+                bucket.extendleft(reversed(chunk))
+                worker.waiting = set()
 
-    def _poll(self, queue: deque, done: dict[int, Result]) -> None:
+    def _poll(self, run: _Run) -> None:
         """Waits for worker messages (or the next deadline), records results, kills overrunning workers."""
         now = time.monotonic()
-        deadlines = [w.item_start + self.timeout - now for w in self._pool if w.busy]
-        wait_for = max(0.0, min(deadlines)) if deadlines else 1.0
+        deadlines = [w.progress[1] + self.timeout - now for w in self._pool if w.busy]
+        wait_for = min(max(0.0, min(deadlines)), 1.0) if deadlines else 1.0
         handles: list[Any] = []
         for worker in self._pool:
             handles.extend((worker.conn, worker.process.sentinel))
         readable = set(wait(handles, timeout=wait_for))
         for i, worker in enumerate(list(self._pool)):
             if worker.conn in readable:
-                self._drain(worker, done)
+                self._drain(worker, run)
             if worker.process.sentinel in readable or not worker.process.is_alive():
-                self._drain(worker, done)  # results sent before it died are still in the pipe
+                self._drain(worker, run)  # results sent before it died are still in the pipe
                 worker.process.join(timeout=1)  # reap it, so the exit code is known
-                code = worker.process.exitcode
-                self._replace(i, worker, queue, done, f"worker crashed: exit code {code}")
+                self._replace(i, worker, run, f"worker crashed: exit code {worker.process.exitcode}")
         now = time.monotonic()
         for i, worker in enumerate(list(self._pool)):
-            if worker.busy and now - worker.item_start > self.timeout:
-                self._replace(i, worker, queue, done, "timeout")
+            current = worker.current() if worker.busy else None
+            if current is not None and now - current[2] > self.timeout:
+                self._replace(i, worker, run, "timeout")
 
-    def _drain(self, worker: _Worker, done: dict[int, Result]) -> None:
+    def _drain(self, worker: _Worker, run: _Run) -> None:
         try:
             while worker.conn.poll():
                 message = worker.conn.recv()
-                if message[0] == "ready":
+                if isinstance(message, tuple):  # ("ready",)
                     worker.ready = True
                     continue
-                if message[0] == "clock":
-                    worker.item_start = message[1]
-                    continue
-                index, result, finished_at = message
-                done[index] = result
-                worker.pos += 1
-                worker.item_start = finished_at
-                if worker.chunk is not None and worker.pos >= len(worker.chunk):
-                    worker.chunk = None
+                had_work = worker.busy
+                for index, output in message:
+                    if index in worker.waiting:
+                        worker.waiting.discard(index)
+                        run.done[index] = output
+                if had_work and not worker.busy:
+                    self._learn_speed(worker)
         except (EOFError, OSError):
             pass
 
-    def _replace(self, i: int, worker: _Worker, queue: deque, done: dict[int, Result], error: str) -> None:
-        """Kills ``worker``; its current item fails with ``error``; the rest of its chunk is re-queued."""
-        if worker.chunk is not None and worker.pos < len(worker.chunk):
-            index, _ = worker.chunk[worker.pos]
+    def _learn_speed(self, worker: _Worker) -> None:
+        assert worker.source is not None
+        per_item = (time.monotonic() - worker.sent_at) / max(1, len(worker.chunk))
+        key = worker.source.key
+        old = self._seconds_per_item.get(key)
+        self._seconds_per_item[key] = per_item if old is None else 0.5 * (old + per_item)
+
+    def _replace(self, i: int, worker: _Worker, run: _Run, error: str) -> None:
+        """Kills ``worker``: its current item fails with ``error``, its other unreported items are re-queued."""
+        current = worker.current() if worker.busy else None
+        if current is not None:
+            index, payload, _ = current
             details = {"timeout_s": self.timeout} if error == "timeout" else {}
-            done[index] = Result.failure(error, **details)
-            rest = worker.chunk[worker.pos + 1 :]
-            if rest:
-                source = self.default if worker.key == self.default.key else None
-                if source is None:
-                    source = next(
-                        s for s in self._by_name.values() if isinstance(s, _Source) and s.key == worker.key
-                    )
-                queue.appendleft((source, rest))
-        worker.chunk = None
+            run.done[index] = run.job.failure(index, payload, error, **details)
+            worker.waiting.discard(index)
+            # A slow item makes its source's chunks small, so one hostile row does not hold many others.
+            self._seconds_per_item[worker.source.key] = self.timeout  # type: ignore[union-attr]
+        rest = [(index, payload) for index, payload in worker.chunk if index in worker.waiting]
+        if rest and worker.source is not None:
+            run.pooled.setdefault(worker.source.key, deque()).extendleft(reversed(rest))
+        worker.waiting = set()
         worker.kill()
-        self._pool[i] = _Worker(self._ctx)
+        self._pool[i] = _Worker(self._ctx, self._inherited())
+
+
+class _Run:
+    """The state of one ``iter_outputs`` call: what was read, what is waiting where, what is done."""
+
+    def __init__(self, items: Iterator[Any], job: Job, first_index: int) -> None:
+        self.items = items
+        self.job = job
+        self.done: dict[int, Any] = {}
+        self.sources: dict[str, _Source] = {}
+        self.pooled: dict[str, deque[tuple[int, Any]]] = {}  # waiting for a worker, by source key
+        self.in_process: dict[str, list[tuple[int, Any]]] = {}  # waiting for a batch, by source key
+        self.n_read = self.next_out = first_index
+        self.exhausted = False
 
 
 # ----------------------------------------------------------------------------------------------------------

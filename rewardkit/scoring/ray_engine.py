@@ -1,77 +1,122 @@
-"""``engine="ray"``: chunks of records as Ray tasks, each scored by the local engine inside the task.
+"""``engine="ray"``: chunks of items scored by Ray actors, each running the local engine with one worker.
 
-Every task runs a one-worker local :class:`~rewardkit.scoring.Scorer` on its chunk, so per-row timeouts,
-crash isolation and per-row verifiers behave exactly as on one machine, and the results equal the local
-engine's; Ray only spreads the chunks over the CPUs of a cluster. ``ray.init`` is called with
-``num_cpus=workers`` when Ray is not initialised yet (connect to a cluster first with ``ray.init(address=...)``
-to use one). Sources with ``runs_in_process = True`` (reward models on a GPU) are not shipped to Ray: they are
-scored by the local engine in this process.
+One actor per CPU of the cluster (``num_cpus=1`` each). An actor builds the source once and keeps a
+one-worker local :class:`~rewardkit.scoring.Scorer` for its lifetime, so per-row timeouts, crash isolation
+and per-row verifiers behave exactly as on one machine and the outputs equal the local engine's; Ray only
+spreads the chunks over the machines. The driver keeps at most two chunks per actor in flight (one running,
+one queued), sizes chunks to about ``RAY_CHUNK_SECONDS`` of work from the times seen so far, and sends a
+chunk to whichever actor is free first: a slow (hostile) row holds one small chunk on one actor, not a
+large share of the file.
+
+``ray.init`` joins ``ray_address`` when given (a cluster started with ``ray start --head``), else the
+cluster already initialised in this process, else starts a local one with ``workers`` CPUs. Sources with
+``runs_in_process = True`` (reward models on a GPU, the code verifier's own sandbox) are not shipped to
+Ray: they are scored by the local engine in this process. See ``docs/scoring.md`` for a multi-node recipe.
 """
 
 from __future__ import annotations
 
+import itertools
+import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from rewardkit.types import Record, Result
+RAY_CHUNK_SECONDS = 0.2
+"""Work per chunk: Ray's round trip is about a millisecond, so this keeps it under 1% of the time."""
 
-RAY_CHUNK = 128
-"""Records per Ray task: large enough that task overhead (milliseconds) is small against the scoring."""
+FIRST_CHUNK = 64
+"""Items in the first chunk sent to each actor, before the time per item is known."""
 
-_remote_fn = None
-
-
-def _score_chunk(spec: tuple, records: list[Record], timeout: float, chunk_size: int) -> list[Result]:
-    from rewardkit.scoring.engine import Scorer, _build
-
-    with Scorer(_build(spec), workers=1, timeout=timeout, chunk_size=chunk_size) as scorer:
-        return scorer.score(records)
+MAX_RAY_CHUNK = 4096
 
 
-def _remote() -> Any:
-    global _remote_fn
-    if _remote_fn is None:
+class ScoringActor:
+    """A Ray actor (wrapped with ``ray.remote`` at first use): a one-worker local Scorer kept warm."""
+
+    def __init__(self, spec: tuple, timeout: float) -> None:
+        from rewardkit.scoring.engine import Scorer, _build
+
+        self.scorer = Scorer(_build(spec), workers=1, timeout=timeout, chunk_size=16)
+
+    def node(self) -> str:
         import ray
 
-        _remote_fn = ray.remote(num_cpus=1, max_retries=1)(_score_chunk)
-    return _remote_fn
+        return ray.get_runtime_context().get_node_id()
+
+    def score(self, items: list[Any], job: Any, first_index: int) -> tuple[list[Any], float]:
+        """The outputs of ``items`` (global positions from ``first_index``) and the seconds they took."""
+        start = time.perf_counter()
+        outputs = list(self.scorer._iter_local(items, job, first_index))
+        return outputs, time.perf_counter() - start
 
 
-def iter_scores_ray(scorer: Any, records: Iterable[Record | dict]) -> Iterator[Result]:
-    """Results in input order, with chunks scored as Ray tasks (at most 2 per CPU in flight)."""
+_actor_class: Any = None
+
+
+def _actors(scorer: Any) -> list[Any]:
+    """The scorer's actors, created on first use: one per CPU of the cluster."""
+    global _actor_class
     import ray
 
-    from rewardkit.scoring.engine import as_record
+    if scorer._ray is not None:
+        return scorer._ray
+    if not ray.is_initialized():
+        if scorer.ray_address:
+            ray.init(address=scorer.ray_address, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(num_cpus=max(1, scorer.workers), include_dashboard=False, log_to_driver=False)
+    if _actor_class is None:
+        _actor_class = ray.remote(num_cpus=1, max_restarts=1, max_task_retries=1)(ScoringActor)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", scorer.workers or 1)))
+    scorer._ray = [_actor_class.remote(scorer.default.spec, scorer.timeout) for _ in range(cpus)]
+    scorer.ray_nodes = ray.get([actor.node.remote() for actor in scorer._ray])
+    return scorer._ray
+
+
+def close_actors(scorer: Any) -> None:
+    import ray
+
+    for actor in scorer._ray or []:
+        ray.kill(actor)
+    scorer._ray = None
+
+
+def iter_outputs_ray(scorer: Any, items: Iterable[Any], job: Any, first_index: int = 0) -> Iterator[Any]:
+    """``job``'s outputs in input order, with chunks scored by the scorer's Ray actors."""
+    import ray
 
     if not scorer.default.pooled:
-        yield from scorer._iter_local(records)
+        yield from scorer._iter_local(items, job, first_index)
         return
-    if not ray.is_initialized():
-        ray.init(num_cpus=max(1, scorer.workers), include_dashboard=False, log_to_driver=False)
-    cpus = max(1, int(ray.available_resources().get("CPU", scorer.workers or 1)))
-    max_in_flight = 2 * cpus
-    remote = _remote()
-    in_flight: list[Any] = []  # object refs, in submission (= input) order
-    chunk: list[Record] = []
-
-    def submit(items: list[Record]) -> None:
-        in_flight.append(remote.remote(scorer.default.spec, items, scorer.timeout, scorer.chunk_size))
-
-    for index, item in enumerate(records):
-        try:
-            chunk.append(as_record(item, index))
-        except TypeError:
-            chunk.append(item)  # the task's local engine turns it into the same "invalid record" row
-        if len(chunk) >= RAY_CHUNK:
-            submit(chunk)
-            chunk = []
-            while len(in_flight) >= max_in_flight:
-                yield from _results(ray.get(in_flight.pop(0)))
-    if chunk:
-        submit(chunk)
-    while in_flight:
-        yield from _results(ray.get(in_flight.pop(0)))
-
-
-def _results(results: list[Result]) -> Iterator[Result]:
-    yield from results
+    actors = _actors(scorer)
+    free = deque(actor for actor in actors for _ in range(2))  # two slots per actor: one runs, one waits
+    iterator = iter(items)
+    in_flight: dict[Any, tuple[int, Any]] = {}  # ref -> (chunk number, actor)
+    finished: dict[int, list[Any]] = {}
+    n_chunks = next_chunk = 0
+    n_read = first_index
+    size, per_item, exhausted = FIRST_CHUNK, None, False
+    ahead = 8 * len(actors)  # chunks done or running beyond the oldest unfinished one (bounds memory)
+    while True:
+        while free and not exhausted and n_chunks - next_chunk < ahead:
+            chunk = list(itertools.islice(iterator, size))
+            exhausted = len(chunk) < size
+            if not chunk:
+                break
+            actor = free.popleft()
+            in_flight[actor.score.remote(chunk, job, n_read)] = (n_chunks, actor)
+            n_chunks, n_read = n_chunks + 1, n_read + len(chunk)
+        while next_chunk in finished:
+            yield from finished.pop(next_chunk)
+            next_chunk += 1
+        if not in_flight:
+            return
+        [ref], _ = ray.wait(list(in_flight), num_returns=1)
+        number, actor = in_flight.pop(ref)
+        outputs, seconds = ray.get(ref)
+        finished[number] = outputs
+        free.append(actor)
+        seen = seconds / max(1, len(outputs))
+        per_item = seen if per_item is None else 0.5 * (per_item + seen)
+        size = max(1, min(MAX_RAY_CHUNK, int(RAY_CHUNK_SECONDS / max(per_item, 1e-6))))

@@ -20,6 +20,8 @@ class Summary:
         reward_sum: Sum of rewards over all ``rows``.
         errors: Rows with an error, by kind (:func:`rewardkit.types.error_kind`).
         seconds: Wall-clock time of this run.
+        moved: Input fields named like an added field (``reward``, ``details``, ``error``), by name: how many
+            rows had them; the output keeps them as ``input_<name>``.
         tallies: Verifier-specific running summaries (``name -> object`` with ``add(row)``, ``to_dict()``,
             ``format()``), fed every output row; e.g. IFEval's instruction- and prompt-level accuracies.
     """
@@ -30,6 +32,7 @@ class Summary:
     reward_sum: float = 0.0
     errors: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    moved: Counter = field(default_factory=Counter)
     tallies: dict[str, Any] = field(default_factory=dict)
 
     def observe(self, row: dict[str, Any]) -> None:
@@ -65,6 +68,7 @@ class Summary:
             "errors": dict(self.errors),
             "seconds": self.seconds,
             "rows_per_s": self.rows_per_s,
+            "moved_input_fields": {f"{key} -> input_{key}": n for key, n in self.moved.items()},
             **{name: tally.to_dict() for name, tally in self.tallies.items()},
         }
 
@@ -81,6 +85,8 @@ class Summary:
         lines.append(
             f"throughput   {self.rows_per_s:.1f} rows/s ({self.scored} rows in {self.seconds:.2f} s)"
         )
+        for key, n in self.moved.most_common():
+            lines.append(f"input field  '{key}' kept as 'input_{key}' ({n} rows): scoring writes '{key}'")
         lines += [text for text in (tally.format() for tally in self.tallies.values()) if text]
         return "\n".join(lines)
 

@@ -208,6 +208,12 @@ class WeightedSumSource:
         return self.score_batch([record])[0]
 
 
+def _invalid_line(row: dict) -> bool:
+    """A scored file's row for an input line that was not a row (``rewardkit.scoring.io``)."""
+    error = row.get("error")
+    return isinstance(error, str) and error.startswith(("invalid JSON at line", "invalid UTF-8 at line"))
+
+
 def shape_jsonl(
     path: str,
     specs: ShapingPipeline | Sequence[str | dict] | str,
@@ -221,7 +227,7 @@ def shape_jsonl(
 
     This is how ``rewardkit score --shape ...`` works: scoring streams rows to the file, then shaping runs
     over all of them at once (group statistics need every sample of a group). Rows that are not scored
-    records (invalid input lines: ``line`` / ``raw``) are copied unchanged.
+    records (invalid input lines: ``invalid JSON`` / ``invalid UTF-8`` errors) are copied unchanged.
     """
     import json
     import os
@@ -235,7 +241,7 @@ def shape_jsonl(
         for line in fh:
             if line.strip():
                 rows.append(json.loads(line))
-    scored = [i for i, row in enumerate(rows) if "reward" in row and not ("raw" in row and "line" in row)]
+    scored = [i for i, row in enumerate(rows) if "reward" in row and not _invalid_line(row)]
     records, results = [], []
     for i in scored:
         row = dict(rows[i])
