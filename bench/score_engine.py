@@ -10,7 +10,8 @@ For each corpus the same JSONL file is scored three ways, one after the other in
 
 Corpora (each a shipped sample cycled to ``--rows`` rows, ids made unique): ``math`` (data/math), ``code``
 (data/code, without its never-ending programs, which measure the timeout, not the engine), ``sql``,
-``ifeval``, ``arithmetic``. Prints rows/s, the engine/loop ratio (target >= 1.7 on math and code with 2
+``ifeval``, ``arithmetic``, and ``hostile`` (the math sample with every 25th completion a 10,000-term
+expression that runs into a 1 s timeout: the loop has no timeout, so it is left out there). Prints rows/s, the engine/loop ratio (target >= 1.7 on math and code with 2
 workers, >= 1.0 everywhere), ray/engine (target >= 0.8), and whether each output equals the loop's byte
 for byte. The operating point: rows, workers, timeout, CPUs and load are printed first.
 
@@ -34,13 +35,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 CORPORA = {
-    # name: (file, verifier, field map, rows by default)
-    "math": ("data/math/sample.jsonl", "math", None, 100_000),
-    "arithmetic": ("data/arithmetic/heldout.jsonl", "math", None, 100_000),
-    "code": ("data/code/sample.jsonl", "code", None, 500),
-    "sql": ("data/sql/predictions.jsonl", "sql", None, 50_000),
-    "ifeval": ("data/ifeval/sample.jsonl", "ifeval", None, 50_000),
+    # name: (file, verifier, rows by default, per-row timeout in seconds or None for --timeout)
+    "math": ("data/math/sample.jsonl", "math", 100_000, None),
+    "arithmetic": ("data/arithmetic/heldout.jsonl", "math", 100_000, None),
+    "code": ("data/code/sample.jsonl", "code", 500, None),
+    "sql": ("data/sql/predictions.jsonl", "sql", 50_000, None),
+    "ifeval": ("data/ifeval/sample.jsonl", "ifeval", 50_000, None),
+    # every 25th row a 10,000-term expression (~50 s in math-verify): each costs the timeout
+    "hostile": ("data/math/sample.jsonl", "math", 500, 1.0),
 }
+HOSTILE = "\\boxed{" + "+".join(f"x^{{{i}}}" for i in range(10_000)) + "}"
 
 
 def build_corpus(name: str, rows: int, folder: Path) -> Path:
@@ -55,6 +59,8 @@ def build_corpus(name: str, rows: int, folder: Path) -> Path:
             row = dict(base[i % len(base)])
             key = "key" if "key" in row else "id"
             row[key] = f"{row.get(key, i % len(base))}#{i}" if key == "id" else i
+            if name == "hostile" and i % 25 == 24:
+                row["completion"] = HOSTILE
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
 
@@ -134,9 +140,17 @@ def run_side(args: argparse.Namespace) -> None:
     print(json.dumps({"seconds": time.perf_counter() - start}))
 
 
-def measure(side: str, path: Path, out: Path, verifier: str, args: argparse.Namespace) -> float:
+def measure(side: str, path: Path, out: Path, corpus: str, args: argparse.Namespace) -> float:
+    _, verifier, _, timeout = CORPORA[corpus]
     command = [sys.executable, __file__, "--side", side, "--input", str(path), "--out", str(out)]
-    command += ["--verifier", verifier, "--workers", str(args.workers), "--timeout", str(args.timeout)]
+    command += [
+        "--verifier",
+        verifier,
+        "--workers",
+        str(args.workers),
+        "--timeout",
+        str(timeout or args.timeout),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
 
@@ -170,24 +184,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in names:
-            rows = args.rows or CORPORA[name][3]
+            rows = args.rows or CORPORA[name][2]
             path = build_corpus(name, rows, folder)
-            verifier = CORPORA[name][1]
-            times: dict[str, list[float]] = {side: [] for side in sides}
+            run = [side for side in sides if not (side == "loop" and name == "hostile")]
+            times: dict[str, list[float]] = {side: [] for side in run}
             for _ in range(args.repeat):  # sides alternate, so a slow spell of the machine hits all of them
-                for side in sides:
-                    times[side].append(measure(side, path, folder / f"{side}.jsonl", verifier, args))
-            loop_s, engine_s = (statistics.median(times[side]) for side in ("loop", "local"))
-            same = same_rows(folder / "loop.jsonl", folder / "local.jsonl")
-            line = (
-                f"{name:<11}{rows:>8}{rows / loop_s:>11.0f}{rows / engine_s:>12.0f}"
-                f"{loop_s / engine_s:>6.2f}x{'yes' if same else 'NO':>6}"
-            )
-            if args.ray:
-                ray_s = statistics.median(times["ray"])
-                ray_same = same_rows(folder / "ray.jsonl", folder / "local.jsonl")
-                line += f"{rows / ray_s:>10.0f}{engine_s / ray_s:>8.2f}x{'yes' if ray_same else 'NO':>6}"
-            print(line, flush=True)
+                for side in run:
+                    times[side].append(measure(side, path, folder / f"{side}.jsonl", name, args))
+            print(format_line(name, rows, {side: statistics.median(t) for side, t in times.items()}, folder))
+
+
+def format_line(name: str, rows: int, seconds: dict[str, float], folder: Path) -> str:
+    engine_s = seconds["local"]
+    if "loop" in seconds:
+        same = same_rows(folder / "loop.jsonl", folder / "local.jsonl")
+        line = f"{name:<11}{rows:>8}{rows / seconds['loop']:>11.0f}{rows / engine_s:>12.0f}"
+        line += f"{seconds['loop'] / engine_s:>6.2f}x{'yes' if same else 'NO':>6}"
+    else:
+        line = f"{name:<11}{rows:>8}{'-':>11}{rows / engine_s:>12.0f}{'-':>7}{'-':>6}"
+    if "ray" in seconds:
+        ray_same = same_rows(folder / "ray.jsonl", folder / "local.jsonl")
+        line += f"{rows / seconds['ray']:>10.0f}{engine_s / seconds['ray']:>8.2f}x{'yes' if ray_same else 'NO':>6}"
+    return line
 
 
 if __name__ == "__main__":

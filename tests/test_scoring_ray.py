@@ -34,3 +34,27 @@ def test_ray_engine_equals_local_engine(local_ray, tmp_path):
     score_file(src, tmp_path / "local.jsonl", "math", workers=2, timeout=3)
     score_file(src, tmp_path / "ray.jsonl", "math", workers=2, timeout=3, engine="ray")
     assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+
+
+@pytest.mark.slow
+def test_ray_engine_resumes_and_spreads_slow_rows(local_ray, tmp_path):
+    """A resumed Ray run equals a full local run, and slow rows do not queue behind each other on one actor."""
+    rows = [{"id": i, "completion": f"\\boxed{{{i % 7}}}", "reference": str(i % 5)} for i in range(400)]
+    big = "\\boxed{" + "+".join(f"x^{{{k}}}" for k in range(10_000)) + "}"
+    for i in range(3, 400, 50):  # 8 rows that each run into the 1 s timeout
+        rows[i]["completion"] = big
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    local = tmp_path / "local.jsonl"
+    score_file(src, local, "math", workers=2, timeout=1)
+    out = tmp_path / "ray.jsonl"
+    lines = local.read_bytes().splitlines(keepends=True)
+    out.write_bytes(b"".join(lines[:100]))
+    (tmp_path / "ray.jsonl.run.json").write_bytes((tmp_path / "local.jsonl.run.json").read_bytes())
+    summary = score_file(src, out, "math", workers=2, timeout=1, engine="ray", resume=True)
+    assert out.read_bytes() == local.read_bytes()
+    assert summary.resumed == 100 and summary.errors["timeout"] == 8
+    # 6 timeouts after the resume point, two actors: ~3 s (+ ~2 s actor start-up) when spread, 8+ s when
+    # serialised on one actor
+    print(f"ray run after resume: {summary.seconds:.2f} s")
+    assert summary.seconds < 6.5, summary.seconds

@@ -38,6 +38,7 @@ class ScoringActor:
         from rewardkit.scoring.engine import Scorer, _build
 
         self.scorer = Scorer(_build(spec), workers=1, timeout=timeout, chunk_size=16)
+        self.scorer._ensure_pool()  # warm the source and fork the worker now, while the other actors start
 
     def node(self) -> str:
         import ray
