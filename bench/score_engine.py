@@ -85,13 +85,12 @@ def same_rows(a: Path, b: Path) -> bool:
     lines_a, lines_b = a.read_text().splitlines(), b.read_text().splitlines()
     if len(lines_a) != len(lines_b):
         return False
-    return all(_untimed(x) == _untimed(y) for x, y in zip(lines_a, lines_b, strict=True))
+    pairs = zip(lines_a, lines_b, strict=True)
+    return all(_untimed(json.loads(x)) == _untimed(json.loads(y)) for x, y in pairs)
 
 
 def _untimed(value):
-    """A row (JSON text or parsed) without the ``wall`` / ``cpu`` run times, at any depth."""
-    if isinstance(value, str):
-        value = json.loads(value)
+    """A parsed row without the ``wall`` / ``cpu`` run times, at any depth."""
     if isinstance(value, dict):
         return {k: _untimed(v) for k, v in value.items() if k not in ("wall", "cpu")}
     if isinstance(value, list):
@@ -119,6 +118,29 @@ def run_loop(path: Path, out: Path, verifier_name: str) -> None:
     close = getattr(verifier, "close", None)
     if callable(close):
         close()
+
+
+def _spin(_: int = 0) -> float:
+    start = time.perf_counter()
+    total = 0
+    for i in range(5_000_000):
+        total += i
+    return time.perf_counter() - start
+
+
+def parallel_ceiling(workers: int, trials: int = 3) -> float:
+    """How many times one process's work ``workers`` CPU-bound processes do on this machine at once (median of
+    ``trials``): the ceiling of any engine with that many workers against a one-process loop. Shared or
+    virtual machines often fall well short of ``workers``."""
+    import multiprocessing
+
+    ratios = []
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        for _ in range(trials):
+            alone = pool.apply(_spin)
+            together = max(pool.map(_spin, range(workers), chunksize=1))
+            ratios.append(workers * alone / together)
+    return statistics.median(ratios)
 
 
 def run_side(args: argparse.Namespace) -> None:
@@ -178,6 +200,10 @@ def main() -> None:
         f"operating point: workers={args.workers} timeout={args.timeout}s cpus={os.cpu_count()} "
         f"load={os.getloadavg()[0]:.2f}; median of {args.repeat} runs per side, each in a fresh process "
         "(source built and warmed inside the timing; interpreter start-up and imports outside)"
+    )
+    print(
+        f"this machine's ceiling: {args.workers} CPU-bound processes at once do "
+        f"{parallel_ceiling(args.workers):.2f}x the work of one (pure-Python loop, median of 3)"
     )
     header = f"{'corpus':<11}{'rows':>8}{'loop r/s':>11}{'engine r/s':>12}{'ratio':>7}{'same':>6}"
     print(header + (f"{'ray r/s':>10}{'ray/eng':>9}{'same':>6}" if args.ray else ""))

@@ -504,11 +504,16 @@ def run_score(args: argparse.Namespace) -> int:
 
     from rewardkit.cli import CLIError
     from rewardkit.data.loaders import InvalidRow, iter_rows
+    from rewardkit.scoring.io import ScoreError, check_paths, output_row, row_line
     from rewardkit.scoring.summary import Summary
-    from rewardkit.types import Record, Result, jsonable
+    from rewardkit.types import Record, Result
 
     if not Path(args.input).exists() and (args.input.startswith((".", "/")) or args.input.endswith(".jsonl")):
         raise CLIError(f"input not found: {args.input}")
+    try:
+        check_paths(args.input, args.output)
+    except ScoreError as exc:
+        raise CLIError(str(exc)) from exc
     pipeline = None
     if args.shape:
         from rewardkit.rewardmodels.shaping import build_pipeline
@@ -535,9 +540,7 @@ def run_score(args: argparse.Namespace) -> int:
     with open(args.output, "w", encoding="utf-8") as out:
 
         def emit(row: dict, result: Result) -> None:
-            line = dict(row)
-            line.update(reward=result.reward, details=result.details, error=result.error)
-            out.write(json.dumps(jsonable(line), ensure_ascii=False) + "\n")
+            out.write(row_line(output_row(row, result)))
             summary.add_result(result)
 
         index = 0

@@ -291,3 +291,12 @@ def test_sigterm_stops_cleanly_and_the_run_resumes(tmp_path):
     reference = tmp_path / "reference.jsonl"
     score_file(src, reference, "math", workers=2)
     assert out.read_bytes() == reference.read_bytes()
+
+
+def test_rm_score_refuses_its_input_as_output(tmp_path, capsys):
+    src = write(tmp_path / "in.jsonl", rows(3))
+    before = src.read_bytes()
+    code = main(["rm", "score", str(src), "-o", str(src), "--model", str(tmp_path / "no-model")])
+    err = capsys.readouterr().err
+    assert code == 2 and "output is the input" in err and err.count("\n") == 1
+    assert src.read_bytes() == before
