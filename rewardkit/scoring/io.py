@@ -67,9 +67,7 @@ def input_part(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
 
 def output_row(row: dict[str, Any], result: Result) -> dict[str, Any]:
     """The output row of an input row: its fields (added-field names moved aside) plus the result's."""
-    out = dict(input_part(row)[0])
-    out.update(reward=result.reward, details=result.details, error=result.error)
-    return out
+    return {**input_part(row)[0], "reward": result.reward, "details": result.details, "error": result.error}
 
 
 def invalid_output_row(row: InvalidRow, field_map: dict[str, str] | None = None) -> dict[str, Any]:
@@ -122,6 +120,16 @@ class RowJob(Job):
             return Done(self._out(row, Result.failure(problem)))
         return name, item
 
+    def run(self, source: Any, index: int, payload: Any) -> Any:
+        # The one-row path of run_batch, without its lists: workers call this for every row.
+        row = self.parse(payload)
+        if isinstance(row, InvalidRow):
+            return self._invalid(row)
+        record = self._record(row, index)
+        if isinstance(record, Result):
+            return self._out(row, record)
+        return self._out(row, _call_score_batch(source, [record], json_safe=False)[0])
+
     def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
         outputs: list[Any] = [None] * len(items)
         rows, records, where = [], [], []
@@ -159,8 +167,9 @@ class RowJob(Job):
         return record
 
     def _out(self, row: dict[str, Any], result: Result) -> RowOut:
-        _, moved = input_part(row)
-        return RowOut(row_line(output_row(row, result)), result.reward, result.error, moved)
+        kept, moved = input_part(row)
+        out = {**kept, "reward": result.reward, "details": result.details, "error": result.error}
+        return RowOut(row_line(out), result.reward, result.error, moved)
 
     def _invalid(self, row: InvalidRow) -> RowOut:
         return RowOut(row_line(invalid_output_row(row, self.field_map)), 0.0, row.error)

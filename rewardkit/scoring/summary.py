@@ -86,7 +86,8 @@ class Summary:
             f"throughput   {self.rows_per_s:.1f} rows/s ({self.scored} rows in {self.seconds:.2f} s)"
         )
         for key, n in self.moved.most_common():
-            lines.append(f"input field  '{key}' kept as 'input_{key}' ({n} rows): scoring writes '{key}'")
+            rows = f"{n} row" + ("s" if n != 1 else "")
+            lines.append(f"input field  '{key}' kept as 'input_{key}' ({rows}): scoring writes '{key}'")
         lines += [text for text in (tally.format() for tally in self.tallies.values()) if text]
         return "\n".join(lines)
 
