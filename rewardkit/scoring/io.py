@@ -199,8 +199,6 @@ def check_paths(input: str | os.PathLike, output: str | os.PathLike) -> None:
         raise ScoreError(
             f"output is the input file: {output} (choose another -o; the input is never overwritten)"
         )
-    if Path(input).is_dir() and Path(input).resolve() in out.resolve().parents:
-        return
     parent = out.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
