@@ -57,4 +57,4 @@ def test_ray_engine_resumes_and_spreads_slow_rows(local_ray, tmp_path):
     # 6 timeouts after the resume point, two actors: ~3 s (+ ~2 s actor start-up) when spread, 8+ s when
     # serialised on one actor
     print(f"ray run after resume: {summary.seconds:.2f} s")
-    assert summary.seconds < 6.5, summary.seconds
+    assert summary.seconds < 7.0, summary.seconds
