@@ -116,14 +116,12 @@ def open_dataset(path_or_name: str, split: str | None = None) -> Any:
 
 def _hub_problem(timeout: float = 3.0) -> str | None:
     """Why the Hugging Face hub can't be asked for a dataset (offline mode, unreachable), or ``None``."""
+    import datasets.config
     from huggingface_hub import constants
 
-    if constants.HF_HUB_OFFLINE or os.environ.get("HF_DATASETS_OFFLINE", "").upper() in (
-        "1",
-        "ON",
-        "YES",
-        "TRUE",
-    ):
+    if (
+        datasets.config.HF_HUB_OFFLINE
+    ):  # what datasets itself decides from HF_DATASETS_OFFLINE / HF_HUB_OFFLINE
         return "the hub is off (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set)"
     from urllib.parse import urlparse
 

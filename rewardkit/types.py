@@ -123,13 +123,18 @@ class Result:
         return {"reward": self.reward, "details": self.details, "error": self.error}
 
 
+INVALID_LINE_KINDS = ("invalid JSON", "invalid UTF-8")
+"""Error kinds of an input line that is not a row (the message is ``"<kind> at line N"``)."""
+
+
 def error_kind(error: str | None) -> str | None:
     """The kind of an error message: the text before the first colon (``"timeout"``, ``"invalid JSON"``)."""
     if error is None:
         return None
     head = error.split(":", 1)[0].strip()
-    if head.startswith(("invalid JSON at line", "invalid UTF-8 at line")):
-        return head.split(" at line", 1)[0]
+    kind = head.split(" at line", 1)[0]
+    if kind in INVALID_LINE_KINDS:
+        return kind
     return head or "error"
 
 

@@ -227,9 +227,9 @@ def test_unwritable_outputs_are_one_line(tmp_path, capsys):
 
 def test_a_missing_input_that_could_be_a_hub_name_is_one_line_and_quick(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    import huggingface_hub.constants
+    import datasets.config
 
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # read at import: as if set before it
     start = time.perf_counter()
     code = main(["score", "no_such_dataset_here", "-o", str(tmp_path / "o.jsonl"), "--verifier", "math"])
     err = one_line_error(capsys, code)

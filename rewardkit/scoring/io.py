@@ -17,6 +17,7 @@ run's.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -35,6 +36,9 @@ ADDED_FIELDS = ("reward", "details", "error")
 
 RECORD_KEYS = ("id", "prompt", "completion", "reference")
 """The fields a row for a malformed line carries (null), so that every output row has them."""
+
+AFRESH = "run without --resume to start afresh (the output is then overwritten)"
+"""How every refused resume ends."""
 
 FLUSH_EVERY_S = 0.1
 """The output is flushed at least this often (a killed run loses at most this much, and resume redoes it)."""
@@ -67,7 +71,11 @@ def input_part(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
 
 def output_row(row: dict[str, Any], result: Result) -> dict[str, Any]:
     """The output row of an input row: its fields (added-field names moved aside) plus the result's."""
-    return {**input_part(row)[0], "reward": result.reward, "details": result.details, "error": result.error}
+    return _with_result(input_part(row)[0], result)
+
+
+def _with_result(kept: dict[str, Any], result: Result) -> dict[str, Any]:
+    return {**kept, "reward": result.reward, "details": result.details, "error": result.error}
 
 
 def invalid_output_row(row: InvalidRow, field_map: dict[str, str] | None = None) -> dict[str, Any]:
@@ -122,34 +130,29 @@ class RowJob(Job):
 
     def run(self, source: Any, index: int, payload: Any) -> Any:
         # The one-row path of run_batch, without its lists: workers call this for every row.
+        ready = self._ready(index, payload)
+        if isinstance(ready, RowOut):
+            return ready
+        row, record = ready
+        return self._out(row, _call_score_batch(source, [record], json_safe=False)[0])
+
+    def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
+        outputs: list[Any] = [self._ready(index, payload) for index, payload in items]
+        todo = [k for k, ready in enumerate(outputs) if not isinstance(ready, RowOut)]
+        results = _call_score_batch(source, [outputs[k][1] for k in todo], json_safe=False)
+        for k, result in zip(todo, results, strict=True):
+            outputs[k] = self._out(outputs[k][0], result)
+        return outputs
+
+    def _ready(self, index: int, payload: Any) -> RowOut | tuple[dict[str, Any], Record]:
+        """The row and its record, ready to score; or the row's output when it can't be scored."""
         row = self.parse(payload)
         if isinstance(row, InvalidRow):
             return self._invalid(row)
         record = self._record(row, index)
         if isinstance(record, Result):
             return self._out(row, record)
-        return self._out(row, _call_score_batch(source, [record], json_safe=False)[0])
-
-    def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
-        outputs: list[Any] = [None] * len(items)
-        rows, records, where = [], [], []
-        for k, (index, payload) in enumerate(items):
-            row = self.parse(payload)
-            if isinstance(row, InvalidRow):
-                outputs[k] = self._invalid(row)
-                continue
-            record = self._record(row, index)
-            if isinstance(record, Result):
-                outputs[k] = self._out(row, record)
-                continue
-            rows.append(row)
-            records.append(record)
-            where.append(k)
-        for k, row, result in zip(
-            where, rows, _call_score_batch(source, records, json_safe=False), strict=True
-        ):
-            outputs[k] = self._out(row, result)
-        return outputs
+        return row, record
 
     def failure(self, index: int, payload: Any, error: str, **details: Any) -> Any:
         row = self.parse(payload)
@@ -168,8 +171,7 @@ class RowJob(Job):
 
     def _out(self, row: dict[str, Any], result: Result) -> RowOut:
         kept, moved = input_part(row)
-        out = {**kept, "reward": result.reward, "details": result.details, "error": result.error}
-        return RowOut(row_line(out), result.reward, result.error, moved)
+        return RowOut(row_line(_with_result(kept, result)), result.reward, result.error, moved)
 
     def _invalid(self, row: InvalidRow) -> RowOut:
         return RowOut(row_line(invalid_output_row(row, self.field_map)), 0.0, row.error)
@@ -231,26 +233,25 @@ def mark_shaped(output: str | os.PathLike, shape: list[str]) -> None:
 
 def _check_run_record(output: str | os.PathLike, wanted: dict[str, Any]) -> None:
     path = run_record_path(output)
-    afresh = "run without --resume to start afresh (the output is then overwritten)"
     if not path.exists():
         raise ScoreError(
-            f"cannot resume {output}: it has no run record ({path.name}) to check it against; {afresh}"
+            f"cannot resume {output}: it has no run record ({path.name}) to check it against; {AFRESH}"
         )
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ScoreError(
-            f"cannot resume {output}: its run record {path.name} is unreadable ({exc}); {afresh}"
+            f"cannot resume {output}: its run record {path.name} is unreadable ({exc}); {AFRESH}"
         ) from exc
     if found.get("shaped"):
-        raise ScoreError(f"cannot resume {output}: its rewards were already shaped (--shape); {afresh}")
+        raise ScoreError(f"cannot resume {output}: its rewards were already shaped (--shape); {AFRESH}")
     for key in sorted(set(wanted) | set(found)):
         if key in ("input", "shaped"):
             continue
         if (jsonable(found.get(key)) or None) != (jsonable(wanted.get(key)) or None):  # absent = empty
             raise ScoreError(
                 f"cannot resume {output}: it was scored with {key}={json.dumps(found.get(key))}, "
-                f"this run has {key}={json.dumps(jsonable(wanted.get(key)))}; {afresh}"
+                f"this run has {key}={json.dumps(jsonable(wanted.get(key)))}; {AFRESH}"
             )
 
 
@@ -268,7 +269,6 @@ def resume_rows(output: str | os.PathLike, items: Iterator[Any], job: RowJob, su
     """
     path = Path(output)
     good_bytes = rows = 0
-    afresh = "run without --resume to start afresh (the output is then overwritten)"
     with open(path, "rb") as handle:
         for line in handle:
             if not line.endswith(b"\n"):
@@ -282,9 +282,9 @@ def resume_rows(output: str | os.PathLike, items: Iterator[Any], job: RowJob, su
             item = next(items, None)
             if item is None:
                 raise ScoreError(
-                    f"cannot resume {output}: it has more rows than the input (row {rows + 1}); {afresh}"
+                    f"cannot resume {output}: it has more rows than the input (row {rows + 1}); {AFRESH}"
                 )
-            _check_kept_row(row, job.parse(item), rows + 1, output, job.field_map, afresh)
+            _check_kept_row(row, job.parse(item), rows + 1, output, job.field_map)
             good_bytes += len(line)
             rows += 1
             summary.add(row.get("reward", 0.0) or 0.0, row.get("error"), new=False)
@@ -301,7 +301,6 @@ def _check_kept_row(
     number: int,
     output: str | os.PathLike,
     field_map: dict[str, str],
-    afresh: str,
 ) -> None:
     if isinstance(source, InvalidRow):
         expected, got = invalid_output_row(source, field_map), kept
@@ -314,7 +313,7 @@ def _check_kept_row(
     differing = [k for k in keys if _canonical(expected.get(k)) != _canonical(got.get(k))]
     raise ScoreError(
         f"cannot resume {output}: its row {number} does not come from input row {number} "
-        f"(fields differ: {', '.join(map(str, differing[:5]))}): the input changed or is another file; {afresh}"
+        f"(fields differ: {', '.join(map(str, differing[:5]))}): the input changed or is another file; {AFRESH}"
     )
 
 
@@ -360,7 +359,7 @@ def score_file(
     # Fail before touching the output: unknown verifier, missing input.
     items = input_items(input, split)
     first = next(items, None)
-    items = _chain(first, items) if first is not None else iter(())
+    items = itertools.chain([first], items) if first is not None else iter(())
     job = RowJob(field_map)
     wanted = {
         "input": str(Path(input).resolve()) if Path(input).exists() else str(input),
@@ -395,11 +394,6 @@ def score_file(
     return summary
 
 
-def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
-    yield first
-    yield from rest
-
-
 def _progress_bar(progress: bool | None, input: str | os.PathLike, skip: int) -> Any:
     if progress is None:
         progress = sys.stderr.isatty()
@@ -421,7 +415,8 @@ def _write_outputs(
         for out in scorer.iter_outputs(items, job, first_index=skip):
             handle.write(out.line)
             summary.add(out.reward, out.error)
-            summary.moved.update(out.moved)
+            if out.moved:
+                summary.moved.update(out.moved)
             if summary.tallies:
                 summary.observe(json.loads(out.line))
             unflushed += 1

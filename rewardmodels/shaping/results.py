@@ -208,12 +208,6 @@ class WeightedSumSource:
         return self.score_batch([record])[0]
 
 
-def _invalid_line(row: dict) -> bool:
-    """A scored file's row for an input line that was not a row (``rewardkit.scoring.io``)."""
-    error = row.get("error")
-    return isinstance(error, str) and error.startswith(("invalid JSON at line", "invalid UTF-8 at line"))
-
-
 def shape_jsonl(
     path: str,
     specs: ShapingPipeline | Sequence[str | dict] | str,
@@ -233,7 +227,7 @@ def shape_jsonl(
     import os
     import tempfile
 
-    from rewardkit.types import jsonable
+    from rewardkit.types import INVALID_LINE_KINDS, error_kind, jsonable
 
     pipeline = specs if isinstance(specs, ShapingPipeline) else build_pipeline(specs)
     rows = []
@@ -241,7 +235,11 @@ def shape_jsonl(
         for line in fh:
             if line.strip():
                 rows.append(json.loads(line))
-    scored = [i for i, row in enumerate(rows) if "reward" in row and not _invalid_line(row)]
+    scored = [
+        i
+        for i, row in enumerate(rows)
+        if "reward" in row and error_kind(row.get("error")) not in INVALID_LINE_KINDS
+    ]
     records, results = [], []
     for i in scored:
         row = dict(rows[i])
