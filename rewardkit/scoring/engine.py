@@ -64,6 +64,25 @@ REPORT_EVERY_S = 0.05
 """A worker sends the results it has at least this often, so slow chunks still stream."""
 
 
+class ChunkSizer:
+    """Chunk sizes from the time items took so far: about ``target_s`` of work per chunk, ``first`` items
+    before any time is known, between 1 and ``most`` (the local pool and the Ray driver both use it)."""
+
+    def __init__(self, target_s: float, first: int, most: int) -> None:
+        self.target_s, self.first, self.most = target_s, first, most
+        self.per_item: float | None = None
+
+    def observe(self, seconds: float, items: int) -> None:
+        """Records a chunk of ``items`` that took ``seconds`` (a running mean that halves old evidence)."""
+        seen = seconds / max(1, items)
+        self.per_item = seen if self.per_item is None else 0.5 * (self.per_item + seen)
+
+    def size(self) -> int:
+        if self.per_item is None:
+            return max(1, min(self.first, self.most))
+        return max(1, min(self.most, int(self.target_s / max(self.per_item, 1e-6))))
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Sources
 # ----------------------------------------------------------------------------------------------------------
@@ -430,7 +449,7 @@ class Scorer:
         self.default_name = name
         self._by_name: dict[str, _Source | str] = {}
         self._pool: list[_Worker] = []
-        self._seconds_per_item: dict[str, float] = {}
+        self._sizers: dict[str, ChunkSizer] = {}  # by source key
         self._warmed = False
         self._ray: Any = None  # the Ray actors (engine="ray")
         self.ray_nodes: list[str] = []  # the Ray node of each actor
@@ -582,12 +601,15 @@ class Scorer:
         named = [s for s in self._by_name.values() if isinstance(s, _Source)]
         return {s.key: s.obj for s in [self.default, *named] if s.pooled}
 
+    def _sizer(self, key: str) -> ChunkSizer:
+        if key not in self._sizers:
+            self._sizers[key] = ChunkSizer(CHUNK_SECONDS, self.chunk_size, MAX_CHUNK)
+        return self._sizers[key]
+
     def _chunk_size(self, key: str, pending: int) -> int:
         """Items for the next chunk: about CHUNK_SECONDS of work, and a fair share of what is left."""
-        per_item = self._seconds_per_item.get(key)
-        size = self.chunk_size if per_item is None else int(CHUNK_SECONDS / max(per_item, 1e-6))
         share = -(-pending // max(1, self.workers))
-        return max(1, min(size, MAX_CHUNK, share))
+        return max(1, min(self._sizer(key).size(), share))
 
     def _dispatch(self, run: _Run) -> None:
         self._ensure_pool()
@@ -648,10 +670,7 @@ class Scorer:
 
     def _learn_speed(self, worker: _Worker) -> None:
         assert worker.source is not None
-        per_item = (time.monotonic() - worker.sent_at) / max(1, len(worker.chunk))
-        key = worker.source.key
-        old = self._seconds_per_item.get(key)
-        self._seconds_per_item[key] = per_item if old is None else 0.5 * (old + per_item)
+        self._sizer(worker.source.key).observe(time.monotonic() - worker.sent_at, len(worker.chunk))
 
     def _replace(self, i: int, worker: _Worker, run: _Run, error: str) -> None:
         """Kills ``worker``: its current item fails with ``error``, its other unreported items are re-queued."""
@@ -662,7 +681,7 @@ class Scorer:
             run.done[index] = run.job.failure(index, payload, error, **details)
             worker.waiting.discard(index)
             # A slow item makes its source's chunks small, so one hostile row does not hold many others.
-            self._seconds_per_item[worker.source.key] = self.timeout  # type: ignore[union-attr]
+            self._sizer(worker.source.key).per_item = self.timeout  # type: ignore[union-attr]
         rest = [(index, payload) for index, payload in worker.chunk if index in worker.waiting]
         if rest and worker.source is not None:
             run.pooled.setdefault(worker.source.key, deque()).extendleft(reversed(rest))

@@ -87,6 +87,8 @@ def iter_outputs_ray(scorer: Any, items: Iterable[Any], job: Any, first_index: i
     """``job``'s outputs in input order, with chunks scored by the scorer's Ray actors."""
     import ray
 
+    from rewardkit.scoring.engine import ChunkSizer
+
     if not scorer.default.pooled:
         yield from scorer._iter_local(items, job, first_index)
         return
@@ -97,10 +99,11 @@ def iter_outputs_ray(scorer: Any, items: Iterable[Any], job: Any, first_index: i
     finished: dict[int, list[Any]] = {}
     n_chunks = next_chunk = 0
     n_read = first_index
-    size, per_item, exhausted = FIRST_CHUNK, None, False
+    sizer, exhausted = ChunkSizer(RAY_CHUNK_SECONDS, FIRST_CHUNK, MAX_RAY_CHUNK), False
     ahead = 8 * len(actors)  # chunks done or running beyond the oldest unfinished one (bounds memory)
     while True:
         while free and not exhausted and n_chunks - next_chunk < ahead:
+            size = sizer.size()
             chunk = list(itertools.islice(iterator, size))
             exhausted = len(chunk) < size
             if not chunk:
@@ -118,6 +121,4 @@ def iter_outputs_ray(scorer: Any, items: Iterable[Any], job: Any, first_index: i
         outputs, seconds = ray.get(ref)
         finished[number] = outputs
         free.append(actor)
-        seen = seconds / max(1, len(outputs))
-        per_item = seen if per_item is None else 0.5 * (per_item + seen)
-        size = max(1, min(MAX_RAY_CHUNK, int(RAY_CHUNK_SECONDS / max(per_item, 1e-6))))
+        sizer.observe(seconds, len(outputs))
