@@ -13,12 +13,24 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rewardkit.training.config import ConfigError, apply_override, build, dump, load, read_config_file
+from rewardkit.training.config import field_docs as _field_docs
+
+__all__ = [
+    "PRESETS",
+    "ConfigError",
+    "RLConfig",
+    "apply_override",
+    "config_from_dict",
+    "dump_config",
+    "field_docs",
+    "load_config",
+    "preset_yaml",
+]
 
 
 @dataclass
@@ -385,133 +397,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class ConfigError(ValueError):
-    """A bad key or value in a config file or override."""
-
-
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Converts ``value`` (from YAML or a string override) to the annotated type ``tp``."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        is_null = value is None or (isinstance(value, str) and value.lower() in ("none", "null"))
-        if is_null and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, where)
-            except (ConfigError, ValueError, TypeError) as exc:
-                errors.append(str(exc))
-        raise ConfigError(f"{where}: cannot read {value!r} as {tp}")
-    if dataclasses.is_dataclass(tp):
-        if isinstance(value, tp):
-            return value
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return _build(tp, value, where)
-    if origin is list:
-        if isinstance(value, str):
-            value = _parse_literal(value)
-        if not isinstance(value, (list, tuple)):
-            value = [value]
-        inner = args[0] if args else Any
-        return [_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is tuple:
-        if isinstance(value, str):
-            value = _parse_literal(value)
-        return tuple(_coerce(v, a, where) for v, a in zip(value, args, strict=False))
-    if origin is dict:
-        if isinstance(value, str):
-            value = _parse_literal(value)
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "yes", "1", "on"):
-            return True
-        if isinstance(value, str) and value.lower() in ("false", "no", "0", "off"):
-            return False
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        raise ConfigError(f"{where}: expected true/false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
-    if tp is float:
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
-    if tp is str:
-        if not isinstance(value, (str, int, float)):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return str(value)
-    return value
-
-
-def _parse_literal(text: str) -> Any:
-    import yaml
-
-    return yaml.safe_load(text)
-
-
-def _build(cls: type, values: dict[str, Any], where: str = "") -> Any:
-    hints = _field_types(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(values) - names
-    if unknown:
-        known = ", ".join(sorted(names))
-        raise ConfigError(
-            f"unknown key(s) {', '.join(sorted(unknown))} in {where or 'config'} (known: {known})"
-        )
-    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}".lstrip(".")) for k, v in values.items()}
-    return cls(**kwargs)
-
-
-def _deep_update(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_update(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base
-
-
-def apply_override(tree: dict[str, Any], assignment: str) -> None:
-    """Applies ``a.b.c=value`` (value parsed as YAML: numbers, booleans, lists, null) to a dict tree."""
-    if "=" not in assignment:
-        raise ConfigError(f"override {assignment!r} is not KEY=VALUE")
-    key, _, raw = assignment.partition("=")
-    parts = key.strip().split(".")
-    node = tree
-    for i, part in enumerate(parts[:-1]):
-        if part not in node or not isinstance(node[part], dict):
-            raise ConfigError(
-                f"unknown config section {'.'.join(parts[: i + 1])!r} in override {assignment!r}"
-            )
-        node = node[part]
-    if parts[-1] not in node:
-        section = ".".join(parts[:-1]) or "config"
-        known = ", ".join(sorted(node))
-        raise ConfigError(f"unknown key {parts[-1]!r} in {section} (known: {known})")
-    node[parts[-1]] = _parse_literal(raw) if raw.strip() else ""
-
-
 def load_config(
     path: str | Path | None = None, *, preset: str | None = None, overrides: list[str] | None = None
 ) -> RLConfig:
@@ -519,44 +404,29 @@ def load_config(
 
     A YAML file may name its own preset (``preset: dapo``); ``preset=`` wins over it.
     """
-    import yaml
-
     file_values: dict[str, Any] = {}
     if path is not None:
-        path = Path(path)
-        if not path.exists():
+        if not Path(path).exists():
             raise FileNotFoundError(f"config file not found: {path}")
-        file_values = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(file_values, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping")
+        file_values = read_config_file(path)
     preset = preset or file_values.get("preset")
-    tree = dataclasses.asdict(RLConfig())
+    layers: list[dict[str, Any]] = []
     if preset:
         if preset not in PRESETS:
             raise ConfigError(f"unknown preset {preset!r} (known: {', '.join(sorted(PRESETS))})")
-        _deep_update(tree, PRESETS[preset])
-        tree["preset"] = preset
-    _deep_update(tree, {k: v for k, v in file_values.items() if k != "preset"})
-    # Validate the file's keys before applying overrides, so a typo names the file.
-    _build(RLConfig, tree)
-    for assignment in overrides or []:
-        apply_override(tree, assignment)
-    return _build(RLConfig, tree)
+        layers.append({**PRESETS[preset], "preset": preset})
+    layers.append({k: v for k, v in file_values.items() if k != "preset"})
+    return load(RLConfig, *layers, overrides=overrides)
 
 
 def config_from_dict(values: dict[str, Any]) -> RLConfig:
-    """An :class:`RLConfig` from a nested dict (e.g. ``metrics.jsonl``'s saved config)."""
-    return _build(RLConfig, copy.deepcopy(values))
+    """An :class:`RLConfig` from a nested dict (e.g. a checkpoint's saved config)."""
+    return build(RLConfig, copy.deepcopy(values))
 
 
 def dump_config(config: RLConfig, path: str | Path | None = None) -> str:
     """The config as YAML (written to ``path`` when given)."""
-    import yaml
-
-    text = yaml.safe_dump(json.loads(json.dumps(config.to_dict())), sort_keys=False)
-    if path is not None:
-        Path(path).write_text(text)
-    return text
+    return dump(config, path)
 
 
 def preset_yaml(name: str) -> str:
@@ -567,26 +437,5 @@ def preset_yaml(name: str) -> str:
 
 
 def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, Any]]:
-    """``(dotted name, docstring, default)`` of every field, from the attribute docstrings in the source."""
-    import ast
-    import inspect
-    import textwrap
-
-    source = textwrap.dedent(inspect.getsource(cls))
-    tree = ast.parse(source).body[0]
-    docs: dict[str, str] = {}
-    body = tree.body  # type: ignore[attr-defined]
-    for node, nxt in zip(body, body[1:], strict=False):
-        is_field = isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-        if is_field and isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant):
-            docs[node.target.id] = " ".join(str(nxt.value.value).split())
-    out = []
-    default = cls()
-    hints = _field_types(cls)
-    for f in dataclasses.fields(cls):
-        name = f"{prefix}{f.name}"
-        if dataclasses.is_dataclass(hints[f.name]):
-            out += field_docs(hints[f.name], prefix=f"{name}.")
-        else:
-            out.append((name, docs.get(f.name, ""), getattr(default, f.name)))
-    return out
+    """``(dotted name, docstring, default)`` of every field of the run config."""
+    return _field_docs(cls, prefix)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rewardkit.rl.metrics import read_metrics
+from rewardkit.training.metrics import read_metrics
 
 DEFAULT_PANELS = (
     ("reward", "reward (mean over samples)"),

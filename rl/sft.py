@@ -7,7 +7,6 @@ completion tokens and the EOS token (so the model learns to stop), never the pro
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -16,35 +15,34 @@ from typing import Any
 
 import torch
 
+from rewardkit.training import build_optimizer, build_scheduler, optimizer_step
+
 
 @dataclass
 class SFTConfig:
-    """Supervised warm-start settings.
-
-    Attributes:
-        steps: Optimiser steps.
-        batch_size: Pairs per step.
-        lr: Peak learning rate of AdamW.
-        warmup_steps: Linear warm-up steps before the cosine decay.
-        min_lr_ratio: The cosine decays to ``lr * min_lr_ratio``.
-        weight_decay: AdamW weight decay.
-        max_grad_norm: Gradient clipping norm.
-        seed: Seeds batch order and dropout.
-        log_every: Steps between log lines (0: silent).
-        schedule_steps: Length of the cosine schedule (default ``steps``); longer than ``steps`` stops the
-            warm start early on a still-high learning rate (a deliberately partial warm start).
-    """
+    """Supervised warm-start settings."""
 
     steps: int = 300
+    """Optimiser steps."""
     batch_size: int = 32
+    """Pairs per step."""
     lr: float = 3e-3
+    """Peak learning rate of AdamW."""
     warmup_steps: int = 20
+    """Linear warm-up steps before the cosine decay."""
     min_lr_ratio: float = 0.1
+    """The cosine decays to ``lr * min_lr_ratio``."""
     weight_decay: float = 0.0
+    """AdamW weight decay."""
     max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
     seed: int = 0
+    """Seeds batch order and dropout."""
     log_every: int = 50
+    """Steps between log lines (0: silent)."""
     schedule_steps: int | None = None
+    """Length of the cosine schedule (default ``steps``); longer than ``steps`` stops the warm start early on
+    a still-high learning rate (a deliberately partial warm start)."""
 
 
 def encode_pairs(tokenizer: Any, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
@@ -94,16 +92,14 @@ def sft(
     data = encode_pairs(tokenizer, pairs)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-
-    def lr_at(step: int) -> float:
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
-        horizon = config.schedule_steps or config.steps
-        progress = min(1.0, (step - config.warmup_steps) / max(1, horizon - config.warmup_steps))
-        return config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    opt = build_optimizer(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    sched = build_scheduler(
+        opt,
+        "cosine",
+        warmup_steps=config.warmup_steps,
+        total_steps=config.schedule_steps or config.steps,
+        min_lr_ratio=config.min_lr_ratio,
+    )
     model.train()
     order: list[int] = []
     losses = []
@@ -119,9 +115,7 @@ def sft(
         out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-        opt.step()
-        sched.step()
+        optimizer_step(model.parameters(), opt, sched, config.max_grad_norm)
         losses.append(out.loss.item())
         if callback is not None:
             stop = callback(step + 1)

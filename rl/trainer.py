@@ -35,6 +35,10 @@ from torch import nn
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.config import RLConfig, dump_config
 from rewardkit.rl.rollout import Generation, SamplingParams, get_backend
+from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
+from rewardkit.training import device as dev
+from rewardkit.training.checkpoint import load_module_weights, load_pretrained_weights, load_state
+from rewardkit.training.device import resolve_dtype
 from rewardkit.types import Record, Result
 
 
@@ -51,25 +55,14 @@ def load_policy(path: str, *, tokenizer_path: str | None = None, dtype: str = "f
         model = build_tiny_model(path.split(":", 1)[1] or "qwen2-tiny", seed=seed)
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else load_tiny_tokenizer()
     else:
-        torch_dtype = _resolve_dtype(dtype)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(dtype))
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     if dtype != "float32" and path.startswith("tiny:"):
-        model = model.to(_resolve_dtype(dtype))
+        model = model.to(resolve_dtype(dtype))
     return model, tokenizer
-
-
-def _resolve_dtype(dtype: str) -> torch.dtype:
-    if dtype == "auto":
-        return torch.bfloat16 if _bf16_supported() else torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-
-
-def _bf16_supported() -> bool:
-    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
 def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record]:
@@ -119,16 +112,6 @@ def load_process_scorer(cfg: RLConfig) -> Any | None:
 
         return lazy(spec[3:])(**kwargs)
     raise ValueError(f"unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)")
-
-
-def _maybe_init_distributed() -> None:
-    """Joins the process group that ``torchrun`` describes (``RANK``/``WORLD_SIZE`` in the environment)."""
-    import os
-
-    if not torch.distributed.is_available() or torch.distributed.is_initialized():
-        return
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ:
-        torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
 
 
 class ValueModel(nn.Module):
@@ -435,18 +418,9 @@ class RLTrainer:
         self.cfg = config
         self.console = sys.stdout if console == "stdout" else console
         cfg = config
-        if cfg.run.num_threads:
-            torch.set_num_threads(cfg.run.num_threads)
-        self.device = torch.device(
-            ("cuda" if torch.cuda.is_available() else "cpu") if cfg.run.device == "auto" else cfg.run.device
-        )
-        _maybe_init_distributed()
-        self.dist = torch.distributed.is_available() and torch.distributed.is_initialized()
-        if self.dist and self.device.type == "cuda" and cfg.run.device == "auto":
-            import os
-
-            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-            torch.cuda.set_device(self.device)
+        dev.set_threads(cfg.run.num_threads)
+        self.dist = dev.init_distributed()
+        self.device = dev.resolve_device(cfg.run.device)
         self.rank = torch.distributed.get_rank() if self.dist else 0
         self.world = torch.distributed.get_world_size() if self.dist else 1
         torch.manual_seed(cfg.train.seed)
@@ -465,7 +439,7 @@ class RLTrainer:
         self.pad_id = tokenizer.pad_token_id
         if cfg.model.gradient_checkpointing:
             self.policy.gradient_checkpointing_enable()
-        self.use_bf16 = cfg.train.bf16 == "true" or (cfg.train.bf16 == "auto" and _bf16_supported())
+        self.use_bf16 = dev.use_bf16(cfg.train.bf16)
         self.ref = None
         if cfg.algorithm.kl_coef > 0:
             self.ref = copy.deepcopy(self.policy).eval()
@@ -484,17 +458,17 @@ class RLTrainer:
                     self.value, device_ids=[self.device.index] if self.device.type == "cuda" else None
                 )
         tc = cfg.train
-        self.opt = torch.optim.AdamW(
-            [p for p in self.policy.parameters() if p.requires_grad],
-            lr=tc.lr,
-            betas=tuple(tc.betas),
-            weight_decay=tc.weight_decay,
+        self.opt = build_optimizer(
+            self.policy.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
         )
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, self._lr_lambda)
+        self.sched = self._scheduler(self.opt)
         self.value_opt = self.value_sched = None
         if self.value is not None:
-            self.value_opt = torch.optim.AdamW(self.value.parameters(), lr=tc.value_lr, betas=tuple(tc.betas))
-            self.value_sched = torch.optim.lr_scheduler.LambdaLR(self.value_opt, self._lr_lambda)
+            # weight decay 0.01: torch's AdamW default, which the critic has always used (verl's too)
+            self.value_opt = build_optimizer(
+                self.value.parameters(), lr=tc.value_lr, betas=tc.betas, weight_decay=0.01
+            )
+            self.value_sched = self._scheduler(self.value_opt)
         self.records = list(train_records) if train_records is not None else load_prompt_records(cfg)
         if not self.records:
             raise ValueError("no training prompts")
@@ -530,20 +504,10 @@ class RLTrainer:
         self.initial_eval: dict[str, Any] = {}
 
     # -- schedule, data -------------------------------------------------------------------------------------
-    def _total_opt_steps(self) -> int:
-        return max(1, self.cfg.train.steps * self.cfg.train.epochs * self.cfg.train.minibatches)
-
-    def _lr_lambda(self, opt_step: int) -> float:
+    def _scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
         tc = self.cfg.train
-        if tc.warmup_steps and opt_step < tc.warmup_steps:
-            return (opt_step + 1) / tc.warmup_steps
-        total = self._total_opt_steps()
-        progress = min(1.0, (opt_step - tc.warmup_steps) / max(1, total - tc.warmup_steps))
-        if tc.lr_schedule == "linear":
-            return 1.0 - progress
-        if tc.lr_schedule == "cosine":
-            return 0.5 * (1 + math.cos(math.pi * progress))
-        return 1.0
+        total = max(1, tc.steps * tc.epochs * tc.minibatches)
+        return build_scheduler(optimizer, tc.lr_schedule, warmup_steps=tc.warmup_steps, total_steps=total)
 
     def _epoch_order(self, epoch: int) -> list[int]:
         order = list(range(len(self.records)))
@@ -642,9 +606,7 @@ class RLTrainer:
 
     # -- forward passes ---------------------------------------------------------------------------------------
     def _autocast(self):
-        if self.use_bf16:
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return dev.autocast(self.device, self.use_bf16)
 
     def _logprobs(
         self, model: Any, batch: dict[str, torch.Tensor], idx: torch.Tensor, *, entropy: bool = False
@@ -1079,33 +1041,35 @@ class RLTrainer:
             state["value_scheduler"] = self.value_sched.state_dict()
         return state
 
-    def save(self, run_dir: str | Path | None = None) -> Path:
-        from rewardkit.rl.checkpoint import save_checkpoint
+    def _unwrapped_value(self) -> Any:
+        return self.value.module if hasattr(self.value, "module") else self.value
 
-        value = self.value.module if hasattr(self.value, "module") else self.value
-        return save_checkpoint(
-            run_dir or self.cfg.run.output_dir,
+    def checkpoints(self, run_dir: str | Path | None = None) -> CheckpointManager:
+        """The run's checkpoint folder (``RUN_DIR/checkpoints``)."""
+        return CheckpointManager(run_dir or self.cfg.run.output_dir, keep=self.cfg.run.keep_checkpoints)
+
+    def save(self, run_dir: str | Path | None = None) -> Path:
+        """Writes ``checkpoints/step-N`` (``policy/``, ``value/`` for PPO, ``trainer_state.pt``, config)."""
+        models = {"policy": self.policy}
+        if self.value is not None:
+            models["value"] = self._unwrapped_value()
+        return self.checkpoints(run_dir).save(
             self.step,
-            policy=self.policy,
+            models=models,
+            state=self.state_dict(),
             tokenizer=self.tokenizer,
-            trainer_state=self.state_dict(),
-            value_model=value,
             config_yaml=dump_config(self.cfg),
-            keep=self.cfg.run.keep_checkpoints,
         )
 
     def load(self, checkpoint: str | Path) -> None:
-        from rewardkit.rl.checkpoint import load_policy_weights, load_trainer_state, set_rng_state
-
-        load_policy_weights(self.policy, checkpoint)
-        state = load_trainer_state(checkpoint)
+        """Restores a checkpoint in place: weights, optimisers, schedules, data position and RNG states."""
+        checkpoint = Path(checkpoint)
+        load_pretrained_weights(self.policy, checkpoint / "policy")
+        state = load_state(checkpoint)
         self.opt.load_state_dict(state["optimizer"])
         self.sched.load_state_dict(state["scheduler"])
         if self.value is not None:
-            value = self.value.module if hasattr(self.value, "module") else self.value
-            value.load_state_dict(
-                torch.load(Path(checkpoint) / "value" / "value_model.pt", weights_only=True)
-            )
+            load_module_weights(self._unwrapped_value(), checkpoint / "value")
             self.value_opt.load_state_dict(state["value_optimizer"])
             self.value_sched.load_state_dict(state["value_scheduler"])
         self.step = state["step"]
@@ -1113,25 +1077,21 @@ class RLTrainer:
         self.data_index = state["data_index"]
         self.num_tokens = state.get("num_tokens", 0)
         self._order = self._epoch_order(self.data_epoch)
-        set_rng_state(state["rng"])
         self.backend.update_weights(self.policy)
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def train(self, *, resume: bool = False, steps: int | None = None) -> dict[str, Any]:
         """Runs ``train.steps`` steps (or ``steps`` more); returns the last step's metrics (with eval)."""
-        from rewardkit.rl.checkpoint import latest_checkpoint
-        from rewardkit.rl.metrics import MetricsLogger
-
         cfg = self.cfg
         run_dir = Path(cfg.run.output_dir)
         resume_step = None
+        main = self.rank == 0
         if resume:
-            ckpt = latest_checkpoint(run_dir)
-            if ckpt is None:
-                raise FileNotFoundError(f"no checkpoint to resume from in {run_dir / 'checkpoints'}")
+            ckpt = self.checkpoints().resolve(True)
             self.load(ckpt)
             resume_step = self.step
-        main = self.rank == 0
+            if main and self.console is not None:
+                print(f"resuming from {ckpt} (step {self.step})", file=self.console, flush=True)
         if main:
             run_dir.mkdir(parents=True, exist_ok=True)
             dump_config(cfg, run_dir / "config.yaml")

@@ -310,8 +310,8 @@ def test_checkpoint_resume_is_exact(tmp_path, tiny_model_dir):
     full = train_orm(_config(tmp_path / "full", tiny_model_dir, **kw), train_rows=rows)
     part = train_orm(_config(tmp_path / "part", tiny_model_dir, **kw), train_rows=rows, stop_after_steps=4)
     assert part["stopped_early"] and part["steps"] == 4
-    ckpts = sorted(p.name for p in (tmp_path / "part" / "out").glob("checkpoint-*"))
-    assert ckpts == ["checkpoint-2", "checkpoint-4"]
+    ckpts = sorted(p.name for p in (tmp_path / "part" / "out" / "checkpoints").glob("step-*"))
+    assert ckpts == ["step-2", "step-4"]
     resumed = train_orm(
         _config(tmp_path / "part", tiny_model_dir, resume_from_checkpoint=True, **kw), train_rows=rows
     )
@@ -330,11 +330,11 @@ def test_lora_training_saves_merged_model(tmp_path, tiny_model_dir):
     assert summary["steps"] == 4
     out = tmp_path / "out"
     assert not (out / "adapter_config.json").exists()
-    assert (out / "checkpoint-4" / "adapter_config.json").exists()
+    assert (out / "checkpoints" / "step-4" / "model" / "adapter_config.json").exists()
     model = AutoModelForSequenceClassification.from_pretrained(out)
     assert not any("lora" in k for k in model.state_dict())
     # an adapter folder loads too (base + adapter, merged)
-    merged, _ = load_reward_model(str(out / "checkpoint-4"))
+    merged, _ = load_reward_model(str(out / "checkpoints" / "step-4" / "model"))
     ids = torch.tensor([[5, 6, 7]])
     assert torch.allclose(merged(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-4)
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rewardkit.cli import main
-from rewardkit.rl.metrics import MetricsLogger, format_line, read_metrics
+from rewardkit.training.metrics import MetricsLogger, format_line, read_metrics
 
 
 def test_train_plot_and_resume(tmp_path, capsys):

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from rewardkit.rl.config import load_config
-from rewardkit.rl.metrics import is_timing_key, read_metrics
 from rewardkit.rl.trainer import RLTrainer
+from rewardkit.training.metrics import is_timing_key, read_metrics
 from rewardkit.types import Record
 
 PROMPTS = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(12)]

@@ -26,39 +26,36 @@ from rewardkit.types import Record
 
 @dataclass
 class LabelConfig:
-    """Options of :func:`label_steps` (the ``rewardkit rm label-steps`` flags).
-
-    Attributes:
-        k: Completions per step prefix (Math-Shepherd: N = 8).
-        label_type: Which labels go into ``labels``: ``"soft"`` (fraction correct) or ``"hard"`` (any correct).
-        temperature: Sampling temperature of the completions (1.0 samples the policy's own distribution,
-            which is what the success-probability estimate is of).
-        top_p: Nucleus sampling mass.
-        max_new_tokens: Longest completion.
-        seed: Sampling seed (``None``: global RNG).
-        step_joiner: How steps are joined into the solution text the policy continues and the verifier reads.
-        prompt_separator: Text between the prompt and the first step when no chat template is used.
-        use_chat_template: Put the prompt in the tokenizer's chat template (when it has one) before the steps.
-        stop: Stop strings of the completions.
-        verifier_workers: Worker processes of the verifier (1: in this process).
-        verifier_timeout: Per-completion verification timeout in seconds.
-        early_stop: Once a step's soft label is 0, label every later step 0 without rollouts (a saving that
-            assumes no later step recovers; off by default, as Math-Shepherd rolls out every step).
-    """
+    """Options of :func:`label_steps` (the ``rewardkit rm label-steps`` flags)."""
 
     k: int = 8
+    """Completions per step prefix (Math-Shepherd: N = 8)."""
     label_type: str = "soft"
+    """Which labels go into ``labels``: ``"soft"`` (fraction correct) or ``"hard"`` (any correct)."""
     temperature: float = 1.0
+    """Sampling temperature of the completions (1.0 samples the policy's own distribution, which is what the
+    success-probability estimate is of)."""
     top_p: float = 1.0
+    """Nucleus sampling mass."""
     max_new_tokens: int = 512
+    """Longest completion."""
     seed: int | None = 0
+    """Sampling seed (``None``: global RNG)."""
     step_joiner: str = "\n"
+    """How steps are joined into the solution text the policy continues and the verifier reads."""
     prompt_separator: str = "\n"
+    """Text between the prompt and the first step when no chat template is used."""
     use_chat_template: bool = True
+    """Put the prompt in the tokenizer's chat template (when it has one) before the steps."""
     stop: tuple[str, ...] = ()
+    """Stop strings of the completions."""
     verifier_workers: int = 1
+    """Worker processes of the verifier (1: in this process)."""
     verifier_timeout: float = 10.0
+    """Per-completion verification timeout in seconds."""
     early_stop: bool = False
+    """Once a step's soft label is 0, label every later step 0 without rollouts (a saving that assumes no
+    later step recovers; off by default, as Math-Shepherd rolls out every step)."""
 
     def __post_init__(self) -> None:
         if self.label_type not in ("soft", "hard"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,74 +27,83 @@ from typing import Any
 
 from rewardkit.rewardmodels.prm.data import StepExample, load_step_examples
 from rewardkit.rewardmodels.prm.model import PRMConfig, ProcessRewardModel, load_backbone
+from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler, load_state
+from rewardkit.training import config as config_io
+from rewardkit.training.loop import DataPosition, optimizer_groups
+from rewardkit.training.optim import optimizer_step
 
 
 @dataclass
 class PRMTrainConfig:
-    """Options of :func:`train_prm` (the ``rewardkit rm train --type prm`` flags).
-
-    Attributes:
-        model: Base model or PRM to start from (hub name or local path).
-        head: ``"token"`` (token-classification head, TRL) or ``"lm"`` ("+"/"-" next token, Math-Shepherd).
-        train_file: Step-labelled training data (JSONL in any layout of :mod:`.data`).
-        eval_file: Held-out data evaluated after every epoch (and every ``eval_every`` steps).
-        output_dir: Where the trained PRM is saved (``None``: not saved).
-        data_format: Layout of the data files, ``"auto"`` to detect per row.
-        labels: ``"soft"`` trains on the labels as given; ``"hard"`` binarises them (> ``hard_threshold``).
-        hard_threshold: Soft labels above it count as right in ``hard`` mode (0.0: any rollout succeeded,
-            Math-Shepherd's hard estimation).
-        epochs: Passes over the training data.
-        max_steps: Stop after this many optimiser steps (0: no limit).
-        learning_rate: AdamW learning rate (peak; linear warmup then linear decay).
-        weight_decay: AdamW weight decay.
-        warmup_ratio: Fraction of the optimiser steps spent warming the learning rate up.
-        batch_size: Sequences per micro-batch.
-        grad_accum: Micro-batches per optimiser step.
-        max_grad_norm: Gradient clipping norm (0: no clipping).
-        max_length: Longest input in tokens (longer inputs lose prompt tokens, then trailing steps).
-        step_marker: Text after every step whose last token is read (TRL ``"\\n"``; Math-Shepherd ``" ки"``).
-        step_joiner: Text between a step's marker and the next step.
-        prompt_separator: Text between prompt and first step.
-        good_token: ``lm`` head: the "right" token.
-        bad_token: ``lm`` head: the "wrong" token.
-        aggregation: Default aggregation saved with the model (``min``, ``prod``, ``last``, ``mean``).
-        threshold: Score below which a step counts as wrong in evaluation.
-        neutral: Label of PRM800K's neutral (rating 0) steps.
-        seed: Random seed (data order, new head initialisation).
-        eval_every: Evaluate every this many optimiser steps (0: only after each epoch).
-        log_every: Print the running loss every this many optimiser steps (0: silent).
-        device: ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
-    """
+    """Options of :func:`train_prm` (the ``rewardkit rm train --type prm`` flags)."""
 
     model: str = ""
+    """Base model or PRM to start from (hub name or local path)."""
     head: str = "token"
+    """``"token"`` (token-classification head, TRL) or ``"lm"`` ("+"/"-" next token, Math-Shepherd)."""
     train_file: str = ""
+    """Step-labelled training data (JSONL in any layout of :mod:`.data`)."""
     eval_file: str | None = None
+    """Held-out data evaluated after every epoch (and every ``eval_every`` steps)."""
     output_dir: str | None = None
+    """Where the trained PRM is saved (``None``: not saved)."""
     data_format: str = "auto"
+    """Layout of the data files, ``"auto"`` to detect per row."""
     labels: str = "soft"
+    """``"soft"`` trains on the labels as given; ``"hard"`` binarises them (> ``hard_threshold``)."""
     hard_threshold: float = 0.0
+    """Soft labels above it count as right in ``hard`` mode (0.0: any rollout succeeded, Math-Shepherd's
+    hard estimation)."""
     epochs: int = 1
+    """Passes over the training data."""
     max_steps: int = 0
+    """Stop after this many optimiser steps (0: no limit)."""
     learning_rate: float = 2e-5
+    """AdamW learning rate (peak; linear warmup then linear decay)."""
     weight_decay: float = 0.0
+    """AdamW weight decay."""
     warmup_ratio: float = 0.0
+    """Fraction of the optimiser steps spent warming the learning rate up."""
     batch_size: int = 8
+    """Sequences per micro-batch."""
     grad_accum: int = 1
+    """Micro-batches per optimiser step."""
     max_grad_norm: float = 1.0
+    """Gradient clipping norm (0: no clipping)."""
     max_length: int = 2048
+    """Longest input in tokens (longer inputs lose prompt tokens, then trailing steps)."""
     step_marker: str = "\n"
+    """Text after every step whose last token is read (TRL ``"\\n"``; Math-Shepherd ``" ки"``)."""
     step_joiner: str = ""
+    """Text between a step's marker and the next step."""
     prompt_separator: str = "\n"
+    """Text between prompt and first step."""
     good_token: str = "+"
+    """``lm`` head: the "right" token."""
     bad_token: str = "-"
+    """``lm`` head: the "wrong" token."""
     aggregation: str = "min"
+    """Default aggregation saved with the model (``min``, ``prod``, ``last``, ``mean``)."""
     threshold: float = 0.5
+    """Score below which a step counts as wrong in evaluation."""
     neutral: float = 1.0
+    """Label of PRM800K's neutral (rating 0) steps."""
     seed: int = 0
+    """Random seed (data order, new head initialisation)."""
     eval_every: int = 0
+    """Evaluate every this many optimiser steps (0: only after each epoch)."""
     log_every: int = 0
+    """Print the running loss every this many optimiser steps (0: silent; ``metrics.jsonl`` gets every step)."""
+    save_steps: int = 0
+    """Save a checkpoint (``output_dir/checkpoints/step-N``) every this many optimiser steps (0: none)."""
+    save_total_limit: int | None = None
+    """Checkpoints to keep (oldest deleted first); ``None`` keeps all."""
+    resume_from_checkpoint: str | bool | None = None
+    """A checkpoint folder, or ``True`` / ``"latest"`` for the newest one in ``output_dir``."""
+    tensorboard: bool = True
+    """Also write TensorBoard events to ``output_dir/tb`` when tensorboard is installed."""
     device: str | None = None
+    """``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available."""
 
     def prm_config(self) -> PRMConfig:
         return PRMConfig(
@@ -177,51 +187,26 @@ def evaluate_prm(
     )
 
 
-def train_prm(
-    config: PRMTrainConfig,
-    *,
-    train_examples: Sequence[StepExample] | None = None,
-    eval_examples: Sequence[StepExample] | None = None,
-    prm: ProcessRewardModel | None = None,
-    callback: Callable[[dict[str, Any]], None] | None = None,
-) -> PRMTrainResult:
-    """Trains a PRM.
+MODEL_DIR = "model"  # the PRM's folder inside a checkpoint
 
-    Args:
-        config: Options (data files are read unless ``train_examples`` / ``eval_examples`` are given).
-        train_examples: Training data, overriding ``config.train_file``.
-        eval_examples: Evaluation data, overriding ``config.eval_file``.
-        prm: A PRM to continue training, overriding ``config.model``.
-        callback: Called with every history entry and every evaluation.
-    """
-    import torch
+
+def _load_model(config: PRMTrainConfig, checkpoint: Path | None) -> ProcessRewardModel:
     from transformers import AutoTokenizer
 
-    started = time.perf_counter()
-    random.seed(config.seed)
-    torch.manual_seed(config.seed)
-    if config.labels not in ("soft", "hard"):
-        raise ValueError("labels must be 'soft' or 'hard'")
-    if train_examples is None:
-        if not config.train_file:
-            raise ValueError("no training data: set train_file")
-        train_examples = load_step_examples(config.train_file, fmt=config.data_format, neutral=config.neutral)
-    if eval_examples is None and config.eval_file:
-        eval_examples = load_step_examples(config.eval_file, fmt=config.data_format, neutral=config.neutral)
-    if prm is None:
-        if not config.model:
-            raise ValueError("no model: set model to a base model or PRM path")
-        prm_file = Path(config.model) / "rewardkit_prm.json"
-        if prm_file.exists():
-            prm = ProcessRewardModel.from_pretrained(config.model, device=config.device)
-        else:
-            tokenizer = AutoTokenizer.from_pretrained(config.model)
-            backbone = load_backbone(config.model, config.head)
-            prm = ProcessRewardModel(backbone, tokenizer, config.prm_config(), device=config.device)
-    model = prm.model
+    source = str(checkpoint / MODEL_DIR) if checkpoint is not None else config.model
+    if not source:
+        raise ValueError("no model: set model to a base model or PRM path")
+    if (Path(source) / "rewardkit_prm.json").exists():
+        return ProcessRewardModel.from_pretrained(source, device=config.device)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    backbone = load_backbone(source, config.head)
+    return ProcessRewardModel(backbone, tokenizer, config.prm_config(), device=config.device)
 
+
+def _encode(prm: ProcessRewardModel, examples: Sequence[StepExample], config: PRMTrainConfig) -> list:
+    """``(EncodedSteps, targets)`` of every example with at least one labelled step that fits."""
     data = []
-    for ex in train_examples:
+    for ex in examples:
         if not ex.labels:
             continue
         enc = prm.encode(ex.prompt, ex.steps)
@@ -230,74 +215,147 @@ def train_prm(
             data.append((enc, targets))
     if not data:
         raise ValueError("no labelled steps in the training data")
+    return data
+
+
+def _epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """Epoch ``epoch``'s order: the ``epoch``-th shuffle of one ``random.Random(seed)`` stream (so a resumed
+    run replays the same stream)."""
+    rng = random.Random(seed)
+    for _ in range(epoch + 1):
+        order = list(range(n))
+        rng.shuffle(order)
+    return order
+
+
+def _load_examples(config: PRMTrainConfig, train_examples, eval_examples) -> tuple[Sequence, Sequence | None]:
+    if train_examples is None:
+        if not config.train_file:
+            raise ValueError("no training data: set train_file")
+        train_examples = load_step_examples(config.train_file, fmt=config.data_format, neutral=config.neutral)
+    if eval_examples is None and config.eval_file:
+        eval_examples = load_step_examples(config.eval_file, fmt=config.data_format, neutral=config.neutral)
+    return train_examples, eval_examples
+
+
+def train_prm(
+    config: PRMTrainConfig,
+    *,
+    train_examples: Sequence[StepExample] | None = None,
+    eval_examples: Sequence[StepExample] | None = None,
+    prm: ProcessRewardModel | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+    stop_after_steps: int | None = None,
+) -> PRMTrainResult:
+    """Trains a PRM.
+
+    Args:
+        config: Options (data files are read unless ``train_examples`` / ``eval_examples`` are given).
+        train_examples: Training data, overriding ``config.train_file``.
+        eval_examples: Evaluation data, overriding ``config.eval_file``.
+        prm: A PRM to continue training, overriding ``config.model`` (not with ``resume_from_checkpoint``).
+        callback: Called with every history entry and every evaluation.
+        stop_after_steps: End the run after this step, with a checkpoint (how the resume test interrupts).
+    """
+    import torch
+
+    started = time.perf_counter()
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    if config.labels not in ("soft", "hard"):
+        raise ValueError("labels must be 'soft' or 'hard'")
+    train_examples, eval_examples = _load_examples(config, train_examples, eval_examples)
+    checkpoints = (
+        CheckpointManager(config.output_dir, keep=config.save_total_limit) if config.output_dir else None
+    )
+    checkpoint = checkpoints.resolve(config.resume_from_checkpoint) if checkpoints else None
+    if config.resume_from_checkpoint and checkpoints is None:
+        raise ValueError("resume_from_checkpoint needs output_dir")
+    prm = prm if prm is not None and checkpoint is None else _load_model(config, checkpoint)
+    model = prm.model
+    data = _encode(prm, train_examples, config)
 
     micro_per_epoch = math.ceil(len(data) / config.batch_size)
     total_steps = max(1, math.ceil(micro_per_epoch * config.epochs / config.grad_accum))
     if config.max_steps:
         total_steps = min(total_steps, config.max_steps)
-    warmup = int(total_steps * config.warmup_ratio)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
-
-    def lr_lambda(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+    optimizer = build_optimizer(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+    scheduler = build_scheduler(
+        optimizer, "linear", warmup_steps=int(total_steps * config.warmup_ratio), total_steps=total_steps
+    )
+    position, step = DataPosition(), 0
     result = PRMTrainResult(prm=prm)
-    rng = random.Random(config.seed)
+    if checkpoint is not None:
+        state = load_state(checkpoint)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        position.load_state_dict(state["data"])
+        step = state["step"]
+        result.history, result.evals = state["history"], state["evals"]
+    log = MetricsLogger(
+        config.output_dir,
+        console=sys.stdout if config.log_every else None,
+        tensorboard=config.tensorboard,
+        resume_step=step if checkpoint is not None else None,
+        log_every=config.log_every or 1,
+    )
 
     def run_eval(step: int) -> None:
         if not eval_examples:
             return
         metrics = {"step": step, **evaluate_prm(prm, eval_examples, threshold=config.threshold)}
         result.evals.append(metrics)
+        log.log(step, {"event": "eval", **{k: v for k, v in metrics.items() if k != "step"}})
         if callback:
             callback({"eval": metrics})
         model.train()
 
+    def save() -> None:
+        state = {
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "data": position.state_dict(),
+            "history": result.history,
+            "evals": result.evals,
+        }
+        checkpoints.save(step, models={MODEL_DIR: prm}, state=state, config_yaml=config_io.dump(config))
+
     model.train()
-    step = micro = 0
-    running = 0.0
-    done = False
-    for _epoch in range(max(1, config.epochs)):
-        order = list(range(len(data)))
-        rng.shuffle(order)
-        for start in range(0, len(order), config.batch_size):
-            batch = [data[i] for i in order[start : start + config.batch_size]]
-            loss = prm_loss(prm, batch) / config.grad_accum
-            loss.backward()
-            running += float(loss.detach())
-            micro += 1
-            if micro % config.grad_accum:
-                continue
-            if config.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
+    order = lambda epoch: _epoch_order(len(data), config.seed, epoch)  # noqa: E731
+    groups = optimizer_groups(order, config.batch_size, config.grad_accum, position)
+    stopped = False
+    try:
+        while step < total_steps:
+            group, ends_epoch = next(groups)
+            running = 0.0
+            for idx in group:
+                loss = prm_loss(prm, [data[i] for i in idx]) / config.grad_accum
+                loss.backward()
+                running += float(loss.detach())
+            optimizer_step(params, optimizer, scheduler, config.max_grad_norm)
             optimizer.zero_grad(set_to_none=True)
             step += 1
             entry = {"step": step, "loss": running, "lr": scheduler.get_last_lr()[0]}
             result.history.append(entry)
+            log.log(step, {"loss": running, "learning_rate": entry["lr"]})
             if callback:
                 callback(entry)
-            if config.log_every and step % config.log_every == 0:
-                print(f"step {step}/{total_steps} loss {running:.4f}", flush=True)
-            running = 0.0
-            if config.eval_every and step % config.eval_every == 0:
+            if config.eval_every and step % config.eval_every == 0 or not config.eval_every and ends_epoch and step < total_steps:
                 run_eval(step)
-            if step >= total_steps:
-                done = True
+            if checkpoints is not None and config.save_steps and step % config.save_steps == 0:
+                save()
+            if stop_after_steps is not None and step >= stop_after_steps:
+                if checkpoints is not None and not (config.save_steps and step % config.save_steps == 0):
+                    save()
+                stopped = True
                 break
-        if done:
-            break
-        if not config.eval_every:
+        if not stopped and (not result.evals or result.evals[-1]["step"] != step):
             run_eval(step)
-    if not result.evals or result.evals[-1]["step"] != step:
-        run_eval(step)
+    finally:
+        log.close()
     model.eval()
-    if config.output_dir:
+    if config.output_dir and not stopped:
         result.output_dir = prm.save_pretrained(config.output_dir)
         summary = {"config": asdict(config), "history": result.history[-1:], "evals": result.evals}
         (Path(config.output_dir) / "train_summary.json").write_text(

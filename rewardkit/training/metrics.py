@@ -1,6 +1,7 @@
-"""Per-step metrics: one JSON line per step, a console line, and TensorBoard events when installed.
+"""Every trainer's metrics: one JSON line per step or event, a console line, TensorBoard when installed.
 
-Names follow TRL's ``GRPOTrainer`` where the quantity is the same (``reward``, ``reward_std``,
+RL, ORM, PRM and SFT training all log through :class:`MetricsLogger` into ``OUTPUT_DIR/metrics.jsonl``.
+RL names follow TRL's ``GRPOTrainer`` where the quantity is the same (``reward``, ``reward_std``,
 ``rewards/NAME/mean``, ``frac_reward_zero_std``, ``kl``, ``entropy``, ``clip_ratio/low_mean``,
 ``clip_ratio/high_mean``, ``completions/mean_length``, ``completions/clipped_ratio``, ``grad_norm``,
 ``learning_rate``, ``loss``), so runs can be compared across tools. ``docs/rl.md`` explains each one.
@@ -18,6 +19,7 @@ from rewardkit.types import jsonable
 
 # Keys printed on the console line, in order (everything goes to the JSONL file).
 CONSOLE_KEYS = (
+    ("loss", "loss"),
     ("reward", "reward"),
     ("reward_std", "std"),
     ("accuracy", "acc"),
@@ -29,6 +31,10 @@ CONSOLE_KEYS = (
     ("grad_norm", "gnorm"),
     ("learning_rate", "lr"),
     ("eval/pass@1", "eval"),
+    ("roc_auc", "auc"),
+    ("ece", "ece"),
+    ("step_f1", "step_f1"),
+    ("processbench_f1", "pb_f1"),
     ("timing/step_s", "s"),
 )
 
@@ -46,22 +52,29 @@ class MetricsLogger:
     """Writes each step's metrics to ``RUN_DIR/metrics.jsonl``, the console and TensorBoard.
 
     Args:
-        run_dir: The run folder.
+        run_dir: The run folder (``None``: console only).
         console: Stream for the one-line summaries (``None``: silent).
         tensorboard: Also write TensorBoard events (skipped silently when tensorboard is missing).
         resume_step: On resume, lines of steps after this one (from the interrupted run) are dropped so the
             file holds each step once.
+        log_every: Console line every this many steps (the file gets every step).
     """
 
     def __init__(
         self,
-        run_dir: str | Path,
+        run_dir: str | Path | None,
         *,
         console: TextIO | None = sys.stdout,
         tensorboard: bool = True,
         resume_step: int | None = None,
         log_every: int = 1,
     ) -> None:
+        self.console = console
+        self.log_every = max(1, log_every)
+        self._file: TextIO | None = None
+        self._tb = None
+        if run_dir is None:
+            return
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
@@ -71,9 +84,6 @@ class MetricsLogger:
         elif resume_step is None and self.path.exists():
             self.path.unlink()
         self._file = self.path.open("a")
-        self.console = console
-        self.log_every = max(1, log_every)
-        self._tb = None
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -82,11 +92,25 @@ class MetricsLogger:
             except Exception:  # tensorboard not installed: JSONL and console only
                 self._tb = None
 
+    def _write(self, row: dict[str, Any]) -> None:
+        if self._file is None:
+            return
+        self._file.write(json.dumps({k: jsonable(v) for k, v in row.items()}) + "\n")
+        self._file.flush()
+
+    def event(self, name: str, **fields: Any) -> None:
+        """Records a run event that belongs to no step (``start``, ``end``): JSONL and the console."""
+        self._write({"event": name, **fields})
+        if self.console is not None:
+            print(
+                f"[{name}] " + json.dumps({k: jsonable(v) for k, v in fields.items()}),
+                file=self.console,
+                flush=True,
+            )
+
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         """Records the metrics of ``step``."""
-        row = {"step": step, **{k: jsonable(v) for k, v in metrics.items()}}
-        self._file.write(json.dumps(row) + "\n")
-        self._file.flush()
+        self._write({"step": step, **metrics})
         if self._tb is not None:
             for key, value in metrics.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
@@ -95,7 +119,8 @@ class MetricsLogger:
             print(format_line(step, metrics), file=self.console, flush=True)
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
         if self._tb is not None:
             self._tb.close()
 
@@ -109,6 +134,8 @@ class MetricsLogger:
 def format_line(step: int, metrics: dict[str, Any]) -> str:
     """The console summary of one step."""
     parts = [f"step {step:>4}"]
+    if metrics.get("event") not in (None, "train"):
+        parts.append(str(metrics["event"]))  # e.g. "eval": the numbers after it are held-out metrics
     for key, label in CONSOLE_KEYS:
         value = metrics.get(key)
         if value is None or isinstance(value, bool):

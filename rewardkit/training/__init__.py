@@ -1,0 +1,30 @@
+"""The training layer every trainer shares (RL, ORM, PRM, SFT).
+
+* :mod:`.config` -- one config convention: dataclasses with attribute docstrings, YAML + ``--set``;
+* :mod:`.optim` -- AdamW, the learning-rate schedules, one optimiser step;
+* :mod:`.device` -- device, dtype, bf16 autocast, the torchrun process group;
+* :mod:`.checkpoint` -- one checkpoint layout with exact resume and keep-last-N;
+* :mod:`.metrics` -- one metrics logger (JSONL, console, TensorBoard).
+
+The trainers keep only what is theirs: the RL loop (:mod:`rewardkit.rl.trainer`), the reward-model losses
+(:mod:`rewardkit.rewardmodels.orm.train`, :mod:`rewardkit.rewardmodels.prm.train`), the SFT warm start
+(:mod:`rewardkit.rl.sft`).
+"""
+
+from .checkpoint import CheckpointManager, load_state, rng_state, set_rng_state
+from .config import ConfigError
+from .metrics import MetricsLogger, read_metrics
+from .optim import build_optimizer, build_scheduler, optimizer_step
+
+__all__ = [
+    "CheckpointManager",
+    "ConfigError",
+    "MetricsLogger",
+    "build_optimizer",
+    "build_scheduler",
+    "load_state",
+    "optimizer_step",
+    "read_metrics",
+    "rng_state",
+    "set_rng_state",
+]
