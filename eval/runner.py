@@ -25,7 +25,7 @@ import numpy as np
 
 from rewardkit.eval import metrics as M
 from rewardkit.eval.benchmarks import Benchmark, Problem, render_prompt
-from rewardkit.types import Record, Result, error_kind, jsonable
+from rewardkit.types import Record, Result, as_reward, error_kind, jsonable
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ class EvalConfig:
 
 
 TRUNCATED_ERROR = "truncated: the completion hit the generation limit (finish_reason=length)"
+MISSING_REWARD_ERROR = "no reward: the verifier returned none for this sample"
 
 
 @dataclass
@@ -144,7 +145,9 @@ def score_samples(
     ):
         finish_reason = (finish_reasons or {}).get(pid, [None] * (index + 1))[index]
         error = generation_errors.get(pid) or result.error
-        reward = float(result.reward)
+        reward = as_reward(result.reward)
+        if reward is None:  # a missing reward is no verdict: never a solve
+            error, reward, raw = error or MISSING_REWARD_ERROR, 0.0, 0.0
         cut_off = finish_reason == "length" and not config.score_truncated
         if cut_off:
             error, reward, raw = error or TRUNCATED_ERROR, 0.0, 0.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -105,13 +106,16 @@ class Result:
     """The outcome of scoring one record.
 
     Attributes:
-        reward: The reward. Failures (no answer, crash, timeout) are 0.0 with ``error`` set.
+        reward: The reward. Failures (no answer, crash, timeout) are 0.0 with ``error`` set. ``None`` (with
+            no error) is a missing reward: the source has no reward for this record, so an RL step leaves the
+            sample out of the loss and an output file writes ``"reward": null``; the scoring engine reads a NaN
+            reward the same way.
         details: What was extracted, what was compared and how: enough to tell why the reward is what it is.
         error: ``None`` when scoring worked; else a short reason (``"timeout"``, ``"no answer found"``...).
             Errors are kinds, not tracebacks: the summary groups rows by the text before the first colon.
     """
 
-    reward: float = 0.0
+    reward: float | None = 0.0
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
@@ -121,6 +125,18 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         return {"reward": self.reward, "details": self.details, "error": self.error}
+
+
+def as_reward(value: Any) -> float | None:
+    """A source's reward as a float, or ``None`` for a missing reward (``None`` or NaN).
+
+    Raises:
+        TypeError, ValueError: ``value`` is not a number.
+    """
+    if value is None:
+        return None
+    reward = float(value)
+    return None if math.isnan(reward) else reward
 
 
 INVALID_LINE_KINDS = ("invalid JSON", "invalid UTF-8")

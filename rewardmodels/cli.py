@@ -5,7 +5,7 @@ Subcommands::
     rewardkit rm train --type orm --model PATH --train-file prefs.jsonl --output-dir runs/rm [--config c.yaml]
     rewardkit rm train --type prm --model PATH --train-file steps.jsonl --output-dir runs/prm
     rewardkit rm eval  --model runs/rm --data test.jsonl [-o scores.jsonl] [--json]
-    rewardkit rm score INPUT -o OUTPUT --model runs/rm [--shape group_norm] [--normalize sigmoid]
+    rewardkit rm score INPUT -o OUTPUT --model runs/rm [--shape group_norm] [--normalize sigmoid] [--resume]
     rewardkit rm label-steps INPUT -o OUTPUT --policy PATH --verifier math --k 8
 
 The ``train`` and ``label-steps`` flags are generated from the config dataclasses
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 import sys
 import types
 import typing
@@ -36,28 +35,10 @@ PRM_CONFIG_FILE = "rewardkit_prm.json"  # written by ProcessRewardModel.save_pre
 
 
 def _field_docs(cls: type) -> dict[str, str]:
-    """Field -> one-line description, from the ``Attributes:`` section of the class docstring."""
-    doc = cls.__doc__ or ""
-    docs: dict[str, str] = {}
-    current = None
-    in_attrs = False
-    for line in doc.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("Attributes:"):
-            in_attrs = True
-            continue
-        if not in_attrs:
-            continue
-        match = re.match(r"^(\w+(?:, \w+)*):\s*(.*)$", stripped)
-        if match and line.startswith(" " * 8) and not line.startswith(" " * 12):
-            names = [n.strip() for n in match.group(1).split(",")]
-            for name in names:
-                docs[name] = match.group(2)
-            current = names
-        elif current and stripped:
-            for name in current:
-                docs[name] += " " + stripped
-    return docs
+    """Field -> its documentation (the attribute docstrings: :mod:`rewardkit.training.config`)."""
+    from rewardkit.training.config import attribute_docs
+
+    return attribute_docs(cls)
 
 
 def _none_or(conv):
@@ -154,26 +135,20 @@ def add_dataclass_arguments(
 
 def _load_config_file(path: str | None) -> dict[str, Any]:
     from rewardkit.cli import CLIError
+    from rewardkit.training.config import ConfigError, read_config_file
 
     if not path:
         return {}
-    p = Path(path)
-    if not p.is_file():
-        raise CLIError(f"config file not found: {path}")
-    text = p.read_text()
-    if p.suffix == ".json":
-        data = json.loads(text)
-    else:
-        import yaml
-
-        data = yaml.safe_load(text) or {}
-    if not isinstance(data, dict):
-        raise CLIError(f"{path}: a config file holds a mapping of field: value")
-    return data
+    try:
+        return read_config_file(path)
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
 
 
-def _build_config(cls: type, values: dict[str, Any], label: str):
+def _build_config(cls: type, values: dict[str, Any], label: str, overrides: list[str] = ()):
+    """The config from file values and flags (already merged), then ``--set`` overrides; one-line errors."""
     from rewardkit.cli import CLIError
+    from rewardkit.training.config import ConfigError, load
 
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
@@ -181,9 +156,9 @@ def _build_config(cls: type, values: dict[str, Any], label: str):
         flags = ", ".join(f"--{n.replace('_', '-')}" for n in unknown)
         raise CLIError(f"not an option of {label}: {flags}")
     try:
-        return cls(**values)
-    except (TypeError, ValueError) as exc:
-        raise CLIError(f"{label}: {exc}") from exc
+        return load(cls, values, overrides=list(overrides), where=label)
+    except ConfigError as exc:
+        raise CLIError(str(exc).splitlines()[0]) from exc
 
 
 def _given(args: argparse.Namespace, owners: dict[str, list[str]]) -> dict[str, Any]:
@@ -231,6 +206,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--type", choices=["orm", "prm"], default=None, help="which model to train (default orm)"
     )
     train.add_argument("--config", default=None, help="YAML/JSON file of config fields (flags override it)")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        dest="overrides",
+        help="override a config field, applied last (repeatable), e.g. --set learning_rate=5e-5",
+    )
     classes = {"orm": ORMTrainConfig}
     if "prm" in prm:
         classes["prm"] = prm["prm"]
@@ -276,9 +259,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "score",
         help="Score completions with a reward model (as rewardkit score does with a verifier).",
         description=(
-            "Score rows (prompt, completion[, id, metadata]) with a reward model. OUTPUT gets every input "
-            "field plus reward, details and error, in input order. --shape applies reward-shaping "
-            "transforms afterwards (see docs/shaping.md)."
+            "Score rows (prompt, completion[, id, metadata]) with a reward model: this is `rewardkit score "
+            "--reward-model MODEL` with the model's settings as flags. OUTPUT gets every input field plus "
+            "reward, details and error, one row per input row in input order (a malformed line becomes a row "
+            "with an error); --resume continues a stopped run. A preference file (chosen/rejected) is "
+            "refused: score one side with --field completion=chosen, or use `rm eval`. --shape applies "
+            "reward-shaping transforms afterwards (see docs/shaping.md)."
         ),
     )
     sc.add_argument(
@@ -297,13 +283,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     sc.add_argument("--token-budget", type=int, default=16384, help="ORM: tokens per dynamic batch")
     sc.add_argument("--max-length", type=int, default=2048, help="ORM: cut longer inputs from the left")
-    sc.add_argument("--chunk-rows", type=int, default=4096, help="rows read and scored per chunk")
+    sc.add_argument(
+        "--chunk-rows", type=int, default=4096, help="rows per score_batch call (batched by length within)"
+    )
+    sc.add_argument("--resume", action="store_true", help="keep the rows already in OUTPUT and continue")
     sc.add_argument(
         "--shape",
         action="append",
         default=[],
         metavar="SPEC",
-        help="shaping transform, repeatable, e.g. --shape group_norm --shape clip:-3,3",
+        help="shaping transform, repeatable, e.g. --shape group_norm --shape clamp:-3,3",
     )
     sc.add_argument(
         "--field",
@@ -315,6 +304,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sc.add_argument("--split", default=None, help="dataset split")
     sc.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when available)")
     sc.add_argument("--dtype", default="float32", help="ORM: float32, bfloat16, float16, auto")
+    sc.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
+    )
     sc.add_argument("--json", action="store_true", help="print the summary as JSON")
     sc.set_defaults(func=run_score)
 
@@ -370,7 +362,7 @@ def run_train(args: argparse.Namespace) -> int:
         from rewardkit.rewardmodels.orm.config import ORMTrainConfig
         from rewardkit.rewardmodels.orm.train import train_orm
 
-        config = _build_config(ORMTrainConfig, values, "rm train --type orm")
+        config = _build_config(ORMTrainConfig, values, "rm train --type orm", args.overrides)
         if not config.model or not config.train_file:
             raise CLIError("rm train needs --model and --train-file")
         try:
@@ -385,7 +377,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise CLIError("the PRM package is not available")
     from rewardkit.rewardmodels.prm.train import train_prm
 
-    config = _build_config(prm["prm"], values, "rm train --type prm")
+    config = _build_config(prm["prm"], values, "rm train --type prm", args.overrides)
     if not config.model or not config.train_file:
         raise CLIError("rm train needs --model and --train-file")
     try:
@@ -499,89 +491,33 @@ def reward_model_source(path: str, *, kind: str = "auto", **kwargs: Any):
 
 
 def run_score(args: argparse.Namespace) -> int:
-    import itertools
-    import time
+    """``rewardkit rm score``: ``rewardkit score --reward-model MODEL`` (the scoring engine's file path: the
+    input is never the output, a run record, ``--resume``, an error row for a malformed line, a preference
+    file refused), with the model's settings given as flags."""
+    from rewardkit.scoring.cli import run, score_args
 
-    from rewardkit.cli import CLIError
-    from rewardkit.data.loaders import InvalidRow, iter_rows
-    from rewardkit.scoring.io import ScoreError, check_paths, output_row, row_line
-    from rewardkit.scoring.summary import Summary
-    from rewardkit.types import Record, Result
-
-    if not Path(args.input).exists() and (args.input.startswith((".", "/")) or args.input.endswith(".jsonl")):
-        raise CLIError(f"input not found: {args.input}")
-    try:
-        check_paths(args.input, args.output)
-    except ScoreError as exc:
-        raise CLIError(str(exc)) from exc
-    pipeline = None
-    if args.shape:
-        from rewardkit.rewardmodels.shaping import build_pipeline
-
-        try:
-            pipeline = build_pipeline(args.shape)
-        except (ValueError, TypeError) as exc:
-            raise CLIError(f"--shape: {exc}") from exc
-    field_map = dict(_key_value(f) for f in args.field) or None
-    kwargs: dict[str, Any] = {"device": args.device}
-    if _model_kind(args.model, args.type) == "orm":
-        kwargs.update(
+    kind = _model_kind(args.model, args.type)
+    options: dict[str, Any] = {"kind": kind, "device": args.device}
+    if kind == "orm":
+        options.update(
             normalize=args.normalize,
             max_tokens=args.token_budget,
             max_length=args.max_length,
             dtype=args.dtype,
         )
-    source = reward_model_source(args.model, kind=args.type, **kwargs)
-    summary = Summary()
-    start = time.perf_counter()
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    rows = iter_rows(args.input, args.split)
-    shaped_rows: list[tuple[dict, Record, Result]] = []
-    with open(args.output, "w", encoding="utf-8") as out:
-
-        def emit(row: dict, result: Result) -> None:
-            out.write(row_line(output_row(row, result)))
-            summary.add_result(result)
-
-        index = 0
-        while True:
-            chunk = list(itertools.islice(rows, max(1, args.chunk_rows)))
-            if not chunk:
-                break
-            valid: list[tuple[dict, Record]] = []
-            for row in chunk:
-                if isinstance(row, InvalidRow):
-                    raise CLIError(f"{args.input}: {row.error}")
-                record = Record.from_dict(dict(row), field_map=field_map)
-                if record.id is None:
-                    record.id = index
-                index += 1
-                valid.append((row, record))
-            results = source.score_batch([rec for _, rec in valid])
-            if pipeline is not None:
-                # group statistics need every row: keep them and shape once at the end
-                shaped_rows.extend((row, rec, res) for (row, rec), res in zip(valid, results, strict=True))
-                continue
-            for (row, _), result in zip(valid, results, strict=True):
-                emit(row, result)
-        if pipeline is not None and shaped_rows:
-            from rewardkit.rewardmodels.shaping import shape_results
-
-            try:
-                shaped = shape_results(
-                    [r for _, r, _ in shaped_rows], [x for _, _, x in shaped_rows], pipeline
-                )
-            except (ValueError, KeyError) as exc:
-                raise CLIError(f"--shape: {exc}") from exc
-            for (row, _, _), result in zip(shaped_rows, shaped, strict=True):
-                emit(row, result)
-    summary.seconds = time.perf_counter() - start
-    if args.json:
-        print(json.dumps(summary.to_dict()))
-    else:
-        print(f"wrote {args.output}")
-        print(summary.format())
-    return 0
+    score = score_args(
+        args.input,
+        args.output,
+        reward_model=args.model,
+        field=[_key_value(f) for f in args.field],
+        shape=args.shape,
+        split=args.split,
+        resume=args.resume,
+        batch_size=max(1, args.chunk_rows),
+        no_progress=args.no_progress,
+        json=args.json,
+    )
+    return run(score, model_options=options)
 
 
 def run_label_steps(args: argparse.Namespace) -> int:

@@ -298,3 +298,37 @@ def test_judge_cli(tiny_model_dir, tmp_path, capsys):
     summary = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert summary["rows"] == 2
     assert main(["rm", "judge", str(data), "-o", str(out), "--model", tiny_model_dir, "--mode", "nope"]) == 2
+
+
+def test_judge_cli_output_rows_keep_the_input_fields(tiny_model_dir, tmp_path, capsys):
+    """`rm judge` writes rows as `rewardkit score` does: input fields kept, a malformed line an error row."""
+    import json
+
+    from rewardkit.cli import main
+
+    data = tmp_path / "in.jsonl"
+    rows = [
+        {"prompt": "1+1?", "completion": "2", "reference": "2", "source": "a", "reward": 0.3},
+        {"prompt": "2+2?", "completion": "4", "reference": "4", "source": "b", "verifier": "math"},
+        {"prompt": "3+3?", "completion": "6", "reference": "6"},
+    ]
+    data.write_text(json.dumps(rows[0]) + "\nnot json\n" + "".join(json.dumps(r) + "\n" for r in rows[1:]))
+    out = tmp_path / "out.jsonl"
+    argv = ["rm", "judge", str(data), "-o", str(out), "--model", tiny_model_dir, "--k", "1",
+            "--max-new-tokens", "4", "--limit", "3", "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(got) == 3  # --limit counts input lines
+    kept = dict(rows[0], input_reward=0.3)
+    del kept["reward"]
+    assert {k: got[0][k] for k in kept} == kept  # an input 'reward' is kept as 'input_reward'
+    assert got[1]["error"] == "invalid JSON at line 2" and got[1]["prompt"] is None
+    assert {k: got[2][k] for k in rows[1]} == rows[1]
+    for row in (got[0], got[2]):
+        assert {"reward", "details", "error"} <= set(row) and "votes" in row["details"]  # judged, not math
+    summary = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert summary["rows"] == 3 and summary["errors"] >= 1
+    # One more row: --resume keeps the three and judges the fourth.
+    assert main([*argv[:-3], "--limit", "4", "--resume", "--no-progress"]) == 0
+    prompts = [json.loads(line)["prompt"] for line in out.read_text().splitlines()]
+    assert prompts == ["1+1?", None, "2+2?", "3+3?"]

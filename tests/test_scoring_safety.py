@@ -125,7 +125,18 @@ def test_resume_refuses_an_output_of_another_run(cut_output, tmp_path, capsys, c
 def test_resume_after_shaping_is_refused(tmp_path, capsys):
     src = write(tmp_path / "in.jsonl", rows(8))
     out = tmp_path / "out.jsonl"
-    argv = ["score", str(src), "-o", str(out), "--verifier", "math", "--workers", "1", "--shape", "clip:-1,1"]
+    argv = [
+        "score",
+        str(src),
+        "-o",
+        str(out),
+        "--verifier",
+        "math",
+        "--workers",
+        "1",
+        "--shape",
+        "clamp:-1,1",
+    ]
     assert main(argv) == 0
     capsys.readouterr()
     err = one_line_error(capsys, main(argv + ["--resume"]))

@@ -6,6 +6,9 @@ import argparse
 import json
 from typing import Any
 
+SPEED_OPTIONS = ("device", "max_tokens")
+"""Reward-model settings a resumed run may change (they change speed, not rewards)."""
+
 
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
@@ -78,6 +81,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="rows in a worker's first chunk (later chunks are sized from the time rows take)",
     )
     parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=256,
+        help="rows per call of a source that runs in this process (a reward model batches them by length)",
+    )
+    parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -85,25 +94,56 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--reward-model",
         default=None,
         metavar="PATH",
-        help="score with a reward model (ORM, or PRM folder) instead of a verifier; runs in this process",
+        help=(
+            "score with a reward model (ORM, or PRM folder) instead of a verifier; runs in this process and "
+            "scores every row (rows' verifier fields are kept, not used)"
+        ),
     )
     parser.add_argument(
         "--shape",
         action="append",
         default=[],
         metavar="SPEC",
-        help="reward-shaping transform applied after scoring, repeatable (e.g. --shape group_norm --shape clip:-1,1)",
+        help="reward-shaping transform applied after scoring, repeatable (e.g. --shape group_norm --shape clamp:-1,1)",
     )
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def score_args(input: str, output: str, **values: Any) -> argparse.Namespace:
+    """The arguments of ``rewardkit score INPUT -o OUTPUT`` with every other flag at its default, then
+    ``values`` (commands that are this one under another name, such as ``rm score``, build theirs here)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["score", input, "-o", output])
+    unknown = sorted(set(values) - set(vars(args)))
+    if unknown:
+        raise TypeError(f"not arguments of rewardkit score: {', '.join(unknown)}")
+    vars(args).update(values)
+    return args
+
+
+def preference_file_problem(row: dict[str, Any] | None, field_map: dict[str, str]) -> str | None:
+    """Why a file whose first row is ``row`` can't be scored as completions: it holds preference pairs
+    (``chosen`` and ``rejected``, no completion column), which would be scored as empty completions."""
+    completion = field_map.get("completion", "completion")
+    if row is None or completion in row or not {"chosen", "rejected"} <= set(row):
+        return None
+    return (
+        f"the input is a preference file (rows have 'chosen' and 'rejected', no '{completion}'): score one "
+        f"side with --field completion=chosen (or completion=rejected), or measure preference accuracy with "
+        f"`rewardkit rm eval --data INPUT`"
+    )
+
+
+def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None) -> int:
+    """``rewardkit score``; ``rm score`` is this with ``args.reward_model`` set and ``model_options`` (keyword
+    arguments of ``reward_model_source``: the model's kind, normalisation, lengths, dtype, device)."""
     import math
     from pathlib import Path
 
     from rewardkit.cli import CLIError
     from rewardkit.data.loaders import _looks_local
-    from rewardkit.scoring.io import score_file
+    from rewardkit.scoring.io import check_paths, first_row, score_file
 
     if args.workers < 0:
         raise CLIError("--workers must be >= 0")
@@ -120,14 +160,10 @@ def run(args: argparse.Namespace) -> int:
             raise CLIError("--engine ray needs Ray: pip install 'rewardkit[ray]'") from exc
     if args.config and not args.verifier:
         raise CLIError("--config needs --verifier (it configures the default verifier)")
+    if args.reward_model and args.verifier:
+        raise CLIError("--reward-model and --verifier are exclusive")
     config = {key: _parse_value(value) for key, value in args.config}
-    source: Any = args.verifier
-    if args.reward_model:
-        if args.verifier:
-            raise CLIError("--reward-model and --verifier are exclusive")
-        from rewardkit.rewardmodels.cli import reward_model_source
-
-        source = reward_model_source(args.reward_model)
+    field_map = dict(args.field)
     pipeline = None
     if args.shape:
         from rewardkit.rewardmodels.shaping import build_pipeline
@@ -136,6 +172,24 @@ def run(args: argparse.Namespace) -> int:
             pipeline = build_pipeline(args.shape)
         except (TypeError, ValueError) as exc:
             raise CLIError(f"--shape: {exc}") from exc
+    # Everything a user can get wrong is refused before a reward model is loaded.
+    try:
+        check_paths(args.input, args.output)
+        problem = preference_file_problem(first_row(args.input, args.split), field_map)
+    except (TypeError, ValueError) as exc:  # ScoreError, a bad split...
+        raise CLIError(str(exc).splitlines()[0]) from exc
+    if problem:
+        raise CLIError(problem)
+    source: Any = args.verifier
+    run_info: dict[str, Any] = {"shape": args.shape}
+    if args.reward_model:
+        from rewardkit.rewardmodels.cli import reward_model_source
+
+        options = dict(model_options or {})
+        source = reward_model_source(args.reward_model, **options)
+        run_info["reward_model"] = args.reward_model
+        # A resume must use the same model settings; device and batching change speed, not rewards.
+        run_info["reward_model_options"] = {k: v for k, v in options.items() if k not in SPEED_OPTIONS}
     try:
         summary = score_file(
             args.input,
@@ -144,27 +198,31 @@ def run(args: argparse.Namespace) -> int:
             workers=args.workers,
             timeout=args.timeout,
             resume=args.resume,
-            field_map=dict(args.field) or None,
+            field_map=field_map or None,
             split=args.split,
             config=config or None,
             engine=args.engine,
             chunk_size=max(1, args.chunk_size),
+            batch_size=max(1, args.batch_size),
             progress=False if args.no_progress else None,
-            run_info={k: v for k, v in {"reward_model": args.reward_model, "shape": args.shape}.items() if v},
+            run_info={k: v for k, v in run_info.items() if v},
             ray_address=args.ray_address,
+            row_verifiers=not args.reward_model,  # a reward model scores every row
         )
-    except (TypeError, ValueError) as exc:  # bad verifier settings, bad split...
+    except (TypeError, ValueError) as exc:  # bad verifier settings, bad split, ScoreError...
         raise CLIError(str(exc).splitlines()[0]) from exc
     if pipeline is not None:
         from rewardkit.rewardmodels.shaping import shape_jsonl
         from rewardkit.scoring.io import mark_shaped
 
         try:
-            shaped = shape_jsonl(args.output, pipeline, field_map=dict(args.field) or None)
+            shaped = shape_jsonl(args.output, pipeline, field_map=field_map or None)
             mark_shaped(args.output, args.shape)
-            summary.reward_sum = float(sum(shaped))  # the summary reports the shaped rewards
         except (KeyError, ValueError) as exc:
             raise CLIError(f"--shape: {exc}") from exc
+        # The summary reports the shaped rewards.
+        summary.reward_sum = float(sum(r for r in shaped if r is not None))
+        summary.missing = sum(r is None for r in shaped)
     if args.json:
         print(json.dumps(summary.to_dict()))
     else:

@@ -45,7 +45,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from rewardkit.registry import UnknownNameError
-from rewardkit.types import Record, Result, jsonable
+from rewardkit.types import Record, Result, as_reward, jsonable
 
 BUILD_GRACE_S = 120.0
 """Extra seconds a worker may take to build a source (imports) before its first record's clock starts."""
@@ -156,13 +156,20 @@ def _call_score_batch(obj: Any, records: Sequence[Record], *, json_safe: bool = 
 
 
 def _clean(result: Any, json_safe: bool = True) -> Result:
-    """A result with a float reward and (``json_safe``) JSON-safe details (sympy objects, sets... become
-    strings/lists)."""
+    """A result with a float reward, or ``None`` for a missing one (``None`` or NaN from the source, with no
+    error: a failure's reward is 0), and (``json_safe``) JSON-safe details (sympy objects, sets... become
+    strings/lists). A reward that is not a number is a source error."""
     if not isinstance(result, Result):
         return Result.failure(f"source error: returned {type(result).__name__}, not Result")
-    if not json_safe:
-        return Result(reward=float(result.reward), details=result.details or {}, error=result.error)
-    return Result(reward=float(result.reward), details=jsonable(result.details or {}), error=result.error)
+    try:
+        reward = as_reward(result.reward)
+    except (TypeError, ValueError):
+        value = result.reward
+        return Result.failure(f"source error: reward is {type(value).__name__} {value!r:.80}, not a number")
+    if reward is None and result.error is not None:
+        reward = 0.0
+    details = result.details or {}
+    return Result(reward=reward, details=jsonable(details) if json_safe else details, error=result.error)
 
 
 def as_record(item: Any, index: int) -> Record:
@@ -396,7 +403,8 @@ class Scorer:
         chunk_size: Records in a worker's first chunk; later chunks are sized to about ``CHUNK_SECONDS`` of
             work from the time items took so far (fast items travel in large chunks, slow ones alone).
         batch_size: Records per ``score_batch`` call for in-process sources.
-        window: Records read ahead of the oldest unfinished one (bounds the reorder buffer).
+        window: Records read ahead of the oldest unfinished one (bounds the reorder buffer; by default at
+            least ``batch_size``, so that in-process batches fill).
         mp_context: multiprocessing start method for workers (default ``fork`` where available, else
             ``spawn``; ``forkserver`` preloads the source's module in the server).
         ray_address: Ray cluster to join with ``engine="ray"`` (``None``: the one already initialised in this
@@ -434,7 +442,7 @@ class Scorer:
         self.ray_address = ray_address
         self.chunk_size = max(1, chunk_size)
         self.batch_size = max(1, batch_size)
-        self.window = window or max(4096, 4 * max(1, workers) * MAX_CHUNK)
+        self.window = window or max(4096, 4 * max(1, workers) * MAX_CHUNK, self.batch_size)
         if mp_context is None:
             # fork: a worker (or a replacement for a killed one) starts in milliseconds with everything the
             # parent imported and built, and scripts need no ``if __name__ == "__main__"`` guard. Workers only

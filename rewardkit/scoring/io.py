@@ -1,6 +1,7 @@
 """Scoring a file: read rows, score them, write one JSONL row per input row, in order, flushed as they finish.
 
-Every input field is kept and ``reward``, ``details``, ``error`` are added; an input field of one of those
+Every input field is kept and ``reward``, ``details``, ``error`` are added (``"reward": null`` with no error:
+the source gave no reward for the row, see :class:`~rewardkit.types.Result`); an input field of one of those
 names is kept as ``input_reward`` (``input_details``, ``input_error``; another ``input_`` is prefixed while
 the name is taken). A line that is not a row (invalid JSON, invalid UTF-8, not an object) becomes a row with
 the record fields (``id``, ``prompt``, ``completion``, ``reference``, under their ``field_map`` names) set
@@ -98,17 +99,19 @@ class RowOut(NamedTuple):
     """What a worker sends back for a row: the finished output line and what the summary counts."""
 
     line: str
-    reward: float
+    reward: float | None
     error: str | None
     moved: tuple[str, ...] = ()
 
 
 class RowJob(Job):
     """Input rows in, output lines out. A payload is ``(line number, raw bytes)`` for a JSONL line (parsed in
-    the worker) or ``(None, row dict)`` for a dataset row."""
+    the worker) or ``(None, row dict)`` for a dataset row. ``row_verifiers``: a row's ``verifier`` field
+    chooses its verifier; else every row goes to the run's source (a reward model or a judge scores them all)."""
 
-    def __init__(self, field_map: dict[str, str] | None = None) -> None:
+    def __init__(self, field_map: dict[str, str] | None = None, row_verifiers: bool = True) -> None:
         self.field_map = field_map or {}
+        self.row_verifiers = row_verifiers
         self._needle = json.dumps(self.field_map.get("verifier", "verifier")).encode()
 
     def parse(self, payload: tuple[int | None, Any]) -> dict[str, Any] | InvalidRow:
@@ -117,8 +120,8 @@ class RowJob(Job):
 
     def prepare(self, item: Any, index: int) -> tuple[str | None, Any] | Done:
         number, raw = item
-        if number is not None and self._needle not in raw:
-            return None, item  # the default verifier: parsing waits for the worker
+        if not self.row_verifiers or (number is not None and self._needle not in raw):
+            return None, item  # the default source: parsing waits for the worker
         row = self.parse(item)
         if isinstance(row, InvalidRow):
             return Done(self._invalid(row))
@@ -185,6 +188,16 @@ def input_items(input: str | os.PathLike, split: str | None) -> Iterator[tuple[i
     return ((None, row) for row in iter_rows(input, split))
 
 
+def first_row(input: str | os.PathLike, split: str | None = None) -> dict[str, Any] | None:
+    """The input's first row that is a row (malformed lines skipped), or ``None`` when it has none."""
+    job = RowJob()
+    for item in input_items(input, split):
+        row = job.parse(item)
+        if not isinstance(row, InvalidRow):
+            return row
+    return None
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Paths, the run record, resume
 # ----------------------------------------------------------------------------------------------------------
@@ -248,7 +261,8 @@ def _check_run_record(output: str | os.PathLike, wanted: dict[str, Any]) -> None
     for key in sorted(set(wanted) | set(found)):
         if key in ("input", "shaped"):
             continue
-        if (jsonable(found.get(key)) or None) != (jsonable(wanted.get(key)) or None):  # absent = empty
+        # Compared as written (a tuple is a list in JSON); absent = empty.
+        if _canonical(jsonable(found.get(key)) or None) != _canonical(jsonable(wanted.get(key)) or None):
             raise ScoreError(
                 f"cannot resume {output}: it was scored with {key}={json.dumps(found.get(key))}, "
                 f"this run has {key}={json.dumps(jsonable(wanted.get(key)))}; {AFRESH}"
@@ -287,7 +301,7 @@ def resume_rows(output: str | os.PathLike, items: Iterator[Any], job: RowJob, su
             _check_kept_row(row, job.parse(item), rows + 1, output, job.field_map)
             good_bytes += len(line)
             rows += 1
-            summary.add(row.get("reward", 0.0) or 0.0, row.get("error"), new=False)
+            summary.add(row.get("reward", 0.0), row.get("error"), new=False)
             summary.observe(row)
     if good_bytes != path.stat().st_size:
         with open(path, "r+b") as handle:
@@ -333,9 +347,12 @@ def score_file(
     config: dict[str, Any] | None = None,
     engine: str = "local",
     chunk_size: int = 16,
+    batch_size: int = 256,
+    limit: int | None = None,
     progress: bool | None = None,
     run_info: dict[str, Any] | None = None,
     ray_address: str | None = None,
+    row_verifiers: bool = True,
 ) -> Summary:
     """Scores a JSONL file or a dataset into a JSONL file and returns the run's :class:`Summary`.
 
@@ -343,13 +360,17 @@ def score_file(
         input: JSONL path, ``save_to_disk`` folder, parquet file, or hub dataset name.
         output: JSONL path to write (overwritten unless ``resume``); never the input.
         source: Default verifier name / Verifier / reward source; rows may name their own (``verifier``).
-        workers, timeout, engine, config, chunk_size, ray_address: See :class:`~rewardkit.scoring.Scorer`.
+        workers, timeout, engine, config, chunk_size, batch_size, ray_address: See
+            :class:`~rewardkit.scoring.Scorer`.
         resume: Keep the complete rows of an existing ``output`` and continue after them (checked: see the
             module docstring).
         field_map: Record field -> column name (``{"reference": "answer"}``).
         split: Dataset split.
+        limit: Score the first ``limit`` input rows only (``None``: all).
         progress: Show a progress bar; ``None``: only when stderr is a terminal.
         run_info: More settings a resume must match (the CLI adds ``--reward-model`` and ``--shape``).
+        row_verifiers: A row's ``verifier`` field chooses its verifier (``False``: ``source`` scores every
+            row, as a reward model or a judge does).
 
     Raises:
         FileNotFoundError: missing input. UnknownNameError: unknown default verifier. ScoreError: the output
@@ -358,9 +379,11 @@ def score_file(
     check_paths(input, output)
     # Fail before touching the output: unknown verifier, missing input.
     items = input_items(input, split)
+    if limit is not None:
+        items = itertools.islice(items, max(0, limit))
     first = next(items, None)
     items = itertools.chain([first], items) if first is not None else iter(())
-    job = RowJob(field_map)
+    job = RowJob(field_map, row_verifiers)
     wanted = {
         "input": str(Path(input).resolve()) if Path(input).exists() else str(input),
         **describe_source(source, config),
@@ -377,6 +400,7 @@ def score_file(
         engine=engine,
         config=config,
         chunk_size=chunk_size,
+        batch_size=batch_size,
         ray_address=ray_address,
     ) as scorer:
         skip = 0
@@ -390,11 +414,12 @@ def score_file(
         except OSError as exc:
             raise ScoreError(f"cannot write output {output}: {exc.strerror or exc}") from exc
         with handle:
-            _write_outputs(scorer, items, job, skip, handle, summary, _progress_bar(progress, input, skip))
+            bar = _progress_bar(progress, input, skip, limit)
+            _write_outputs(scorer, items, job, skip, handle, summary, bar)
     return summary
 
 
-def _progress_bar(progress: bool | None, input: str | os.PathLike, skip: int) -> Any:
+def _progress_bar(progress: bool | None, input: str | os.PathLike, skip: int, limit: int | None) -> Any:
     if progress is None:
         progress = sys.stderr.isatty()
     if not progress:
@@ -402,6 +427,8 @@ def _progress_bar(progress: bool | None, input: str | os.PathLike, skip: int) ->
     from tqdm.auto import tqdm
 
     total = count_rows(input)
+    if limit is not None:
+        total = min(total, limit) if total is not None else limit
     return tqdm(total=None if total is None else max(0, total - skip), unit="row", desc="score")
 
 

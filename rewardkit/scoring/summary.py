@@ -17,7 +17,8 @@ class Summary:
         rows: Output rows in the file (including rows kept from an earlier run when resuming).
         scored: Rows scored by this run.
         resumed: Rows found already done in the output file (``--resume``).
-        reward_sum: Sum of rewards over all ``rows``.
+        reward_sum: Sum of rewards over all ``rows`` that have one.
+        missing: Rows without a reward (the source returned ``None``, no error); the mean leaves them out.
         errors: Rows with an error, by kind (:func:`rewardkit.types.error_kind`).
         seconds: Wall-clock time of this run.
         moved: Input fields named like an added field (``reward``, ``details``, ``error``), by name: how many
@@ -30,6 +31,7 @@ class Summary:
     scored: int = 0
     resumed: int = 0
     reward_sum: float = 0.0
+    missing: int = 0
     errors: Counter = field(default_factory=Counter)
     seconds: float = 0.0
     moved: Counter = field(default_factory=Counter)
@@ -40,11 +42,14 @@ class Summary:
         for tally in self.tallies.values():
             tally.add(row)
 
-    def add(self, reward: float, error: str | None, *, new: bool = True) -> None:
+    def add(self, reward: float | None, error: str | None, *, new: bool = True) -> None:
         self.rows += 1
         self.scored += int(new)
         self.resumed += int(not new)
-        self.reward_sum += float(reward or 0.0)
+        if reward is None and error is None:
+            self.missing += 1
+        else:
+            self.reward_sum += float(reward or 0.0)
         if error is not None:
             self.errors[error_kind(error)] += 1
 
@@ -53,7 +58,9 @@ class Summary:
 
     @property
     def mean_reward(self) -> float:
-        return self.reward_sum / self.rows if self.rows else 0.0
+        """The mean over rows with a reward (rows with an error count as their reward, 0)."""
+        rewarded = self.rows - self.missing
+        return self.reward_sum / rewarded if rewarded else 0.0
 
     @property
     def rows_per_s(self) -> float:
@@ -65,6 +72,7 @@ class Summary:
             "scored": self.scored,
             "resumed": self.resumed,
             "mean_reward": self.mean_reward,
+            "missing_reward": self.missing,
             "errors": dict(self.errors),
             "seconds": self.seconds,
             "rows_per_s": self.rows_per_s,
@@ -76,6 +84,8 @@ class Summary:
         """A few human-readable lines."""
         lines = [f"rows         {self.rows}" + (f" ({self.resumed} resumed)" if self.resumed else "")]
         lines.append(f"mean reward  {self.mean_reward:.4f}")
+        if self.missing:
+            lines.append(f"no reward    {self.missing} (the source returned none; left out of the mean)")
         total_errors = sum(self.errors.values())
         if total_errors:
             kinds = ", ".join(f"{kind}: {n}" for kind, n in self.errors.most_common())

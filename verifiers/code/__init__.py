@@ -1,6 +1,13 @@
 """Code execution verifier and its sandbox (``get_verifier("code")``); see ``docs/code.md``."""
 
-from rewardkit.verifiers.code.sandbox import FunctionTask, RunReport, Sandbox, SandboxConfig, StdioTask
+from rewardkit.verifiers.code.sandbox import (
+    FunctionTask,
+    RunReport,
+    Sandbox,
+    SandboxConfig,
+    SandboxLimits,
+    StdioTask,
+)
 from rewardkit.verifiers.code.verifier import (
     CodeConfig,
     CodeVerifier,
@@ -18,6 +25,7 @@ __all__ = [
     "RunReport",
     "Sandbox",
     "SandboxConfig",
+    "SandboxLimits",
     "StdioTask",
     "TestSpec",
     "extract_code",

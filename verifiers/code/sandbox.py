@@ -38,7 +38,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rewardkit.verifiers.code.layout import SITE, Layout, build_layout
@@ -51,11 +51,14 @@ the standard library, and numpy now and then. Neither ships a dataset."""
 
 
 @dataclass
-class SandboxConfig:
-    """Limits and isolation of one sandboxed program (a stdio run, or one side of a function-test run)."""
+class SandboxLimits:
+    """What one sandboxed program may use and reach, and how it is isolated: the one definition of these
+    settings and their defaults. :class:`SandboxConfig` adds the sandbox's own internals; the code verifier's
+    options of the same names are these fields (``CodeConfig`` inherits them)."""
 
     timeout: float = 10.0
-    """Wall-clock limit per program in seconds (a stdio case, or the whole set of function tests)."""
+    """Wall-clock limit per program in seconds (a stdio case, or the whole set of function tests of one
+    record)."""
     cpu_time: float | None = None
     """CPU-time limit (RLIMIT_CPU) in seconds; ``None`` uses ``timeout``."""
     memory_mb: int = 4096
@@ -74,7 +77,8 @@ class SandboxConfig:
     """Allow network access (off: a new, empty network namespace, or sockets refused)."""
     backend: str = "auto"
     """``auto`` (native namespaces when root, else bubblewrap when installed, else rlimits only),
-    ``native``, ``bwrap`` or ``rlimit`` (no namespaces: rlimits, process groups, sockets refused)."""
+    ``native``, ``bwrap`` or ``rlimit`` (no namespaces: rlimits, process groups, sockets refused; see
+    ``docs/code.md``)."""
     parallelism: int = 0
     """Programs run at the same time by one batch; 0 uses the number of CPUs."""
     allowed_packages: list[str] = field(default_factory=lambda: list(DEFAULT_PACKAGES))
@@ -82,6 +86,19 @@ class SandboxConfig:
     each brings the distributions it requires. Nothing else of site-packages is visible."""
     extra_ro_paths: list[str] = field(default_factory=list)
     """More host paths made visible (read-only) inside the sandbox, e.g. a data directory a task needs."""
+
+
+def limit_values(settings: SandboxLimits) -> dict[str, Any]:
+    """The :class:`SandboxLimits` fields of ``settings`` (or of a subclass) by name; lists are copied."""
+    values = {f.name: getattr(settings, f.name) for f in fields(SandboxLimits)}
+    return {name: list(v) if isinstance(v, list) else v for name, v in values.items()}
+
+
+@dataclass
+class SandboxConfig(SandboxLimits):
+    """Limits and isolation of one sandboxed program (a stdio run, or one side of a function-test run):
+    :class:`SandboxLimits` and the sandbox's own settings."""
+
     python: str = ""
     """Interpreter of the zygote; empty uses the current one. ``allowed_packages`` are looked up in its
     installation; it runs isolated (``-I -S``: no site-packages, ``.pth`` files, PYTHONPATH, user site)."""

