@@ -88,7 +88,7 @@ class RolloutConfig:
     """Sampling the completions."""
 
     backend: str = "hf"
-    """``hf`` (transformers generate; CPU default) or ``vllm`` (colocated engine)."""
+    """Rollout engine: ``hf`` is transformers' generate (the CPU default), ``vllm`` a colocated engine."""
     n: int = 8
     """Samples per prompt (the group size G). DeepSeekMath uses 64, TRL's default is 8."""
     temperature: float = 1.0
@@ -134,8 +134,8 @@ class RewardConfig:
     shaping: list[dict[str, Any]] = field(default_factory=list)
     """Shaping transforms from ``rewardkit.rewardmodels.shaping``, applied in order: ``{"name": ..., **kwargs}``."""
     truncation: str = "none"
-    """Completions cut at ``max_new_tokens``: ``mask`` (removed from the loss, DAPO overlong filtering),
-    ``penalize`` (reward replaced by ``truncation_penalty``) or ``none``."""
+    """Completions cut at ``max_new_tokens``: ``mask`` removes them from the loss (DAPO overlong filtering),
+    ``penalize`` replaces their reward by ``truncation_penalty``, ``none`` keeps them."""
     truncation_penalty: float = -1.0
     """Reward of a truncated completion under ``truncation: penalize``."""
     overlong_buffer: int = 0
@@ -148,7 +148,7 @@ class RewardConfig:
     process_kwargs: dict[str, Any] = field(default_factory=dict)
     """Constructor / ``from_pretrained`` arguments of the process scorer."""
     step_shaping: str = "clip+delta"
-    """How step scores become rewards (Gao et al., 2024): ``none``, ``clip``, ``delta``, ``clip+delta``."""
+    """How step scores become rewards (Gao et al., 2024's Clip and Delta, or ``none``)."""
     step_eta: float = 0.0
     """Gao et al.'s eta: the threshold of Clip (``min(r - eta, 0)``)."""
     success_weight: float = 1.0
@@ -162,7 +162,7 @@ class AlgorithmConfig:
     """Advantages, policy loss, KL, filtering."""
 
     adv_estimator: str = "grpo"
-    """``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``, ``reinforce_pp_baseline``, ``gae`` (PPO)."""
+    """Advantage estimator (``gae`` is PPO's; ``step_return`` uses process rewards)."""
     adv_eps: float = 1e-6
     """GRPO: epsilon added to the group std."""
     adv_scale: str = "group"
@@ -171,7 +171,8 @@ class AlgorithmConfig:
     """``step_return`` (process rewards): baseline of the trajectories' total returns, ``rloo``, ``mean``,
     ``none``."""
     policy_loss: str = "ppo"
-    """``ppo`` (clipped surrogate; token ratio) or ``gspo`` (sequence ratio)."""
+    """Policy loss: ``ppo`` is the clipped surrogate with a token ratio, ``gspo`` uses the sequence ratio,
+    ``cispo`` clips the importance weight instead of the update."""
     clip_ratio_low: float = 0.2
     """Lower clip epsilon of the ratio."""
     clip_ratio_high: float = 0.2
@@ -179,12 +180,20 @@ class AlgorithmConfig:
     clip_ratio_c: float | None = None
     """Dual-clip constant c > 1 (e.g. 3.0); ``None``: off."""
     loss_agg_mode: str = "seq-mean-token-mean"
-    """``token-mean``, ``seq-mean-token-mean`` (GRPO paper), ``seq-mean-token-sum``,
-    ``seq-mean-token-sum-norm`` (Dr.GRPO constant normaliser)."""
+    """How token losses become one number: ``seq-mean-token-mean`` is the GRPO paper's,
+    ``seq-mean-token-sum-norm`` Dr.GRPO's constant normaliser, ``token-mean`` DAPO's."""
     kl_coef: float = 0.0
-    """KL coefficient beta; 0 loads no reference model."""
+    """KL coefficient beta (the initial one under ``kl_ctrl: adaptive``); 0 loads no reference model."""
+    kl_ctrl: str = "fixed"
+    """``fixed`` keeps ``kl_coef``; ``adaptive`` drives the measured per-token KL toward ``kl_target``
+    (Ziegler et al., 2019; verl's ``kl_ctrl.type``)."""
+    kl_target: float = 0.1
+    """``kl_ctrl: adaptive``: the target per-token KL (verl's ``target_kl``)."""
+    kl_horizon: int = 10000
+    """``kl_ctrl: adaptive``: the horizon, in samples, over which the error is corrected."""
     kl_estimator: str = "k3"
-    """``k1``, ``k2``, ``k3`` (Schulman 2020)."""
+    """KL estimator (Schulman, 2020): ``k1`` is ``log r``, ``k2`` half its square, ``k3`` the unbiased
+    low-variance one."""
     use_kl_in_reward: bool = False
     """Put the KL in the token rewards (REINFORCE++, RLOO, PPO-RLHF) instead of the loss (GRPO)."""
     entropy_coef: float = 0.0
@@ -204,7 +213,8 @@ class AlgorithmConfig:
     recompute_old_logprobs: bool = True
     """Recompute pi_old with the trainer (default); ``False`` trusts the rollout's log-probs."""
     rollout_is: str = "none"
-    """Rollout/trainer mismatch correction: ``none``, ``token`` or ``sequence`` truncated IS."""
+    """Rollout/trainer mismatch correction: truncated importance sampling per ``token`` or per
+    ``sequence``, or ``none``."""
     rollout_is_cap: float = 2.0
     """The cap C of truncated IS weights."""
     rollout_is_mask: bool = False
@@ -236,7 +246,7 @@ class TrainConfig:
     warmup_steps: int = 0
     """Linear warm-up (in optimiser steps)."""
     lr_schedule: str = "constant"
-    """``constant``, ``linear`` or ``cosine`` decay after warm-up."""
+    """Learning-rate decay after warm-up."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
     skip_zero_advantage: bool = True
@@ -416,7 +426,7 @@ def load_config(
             raise ConfigError(f"unknown preset {preset!r} (known: {', '.join(sorted(PRESETS))})")
         layers.append({**PRESETS[preset], "preset": preset})
     layers.append({k: v for k, v in file_values.items() if k != "preset"})
-    return load(RLConfig, *layers, overrides=overrides)
+    return validate(load(RLConfig, *layers, overrides=overrides))
 
 
 def config_from_dict(values: dict[str, Any]) -> RLConfig:
@@ -437,5 +447,167 @@ def preset_yaml(name: str) -> str:
 
 
 def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, Any]]:
-    """``(dotted name, docstring, default)`` of every field of the run config."""
-    return _field_docs(cls, prefix)
+    """``(dotted name, docstring, default)`` of every field of the run config; a field with a fixed set of
+    values lists them, read from the registries (so the documentation cannot fall behind the code)."""
+    return [(name, doc + allowed_values_doc(name), default) for name, doc, default in _field_docs(cls, prefix)]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Validation: every name and number a run would refuse later is refused when the config loads, in one line,
+# before any model is loaded.
+# ----------------------------------------------------------------------------------------------------------
+def choices() -> dict[str, list[str]]:
+    """Dotted field -> its allowed values, read from the registries and modules that implement them."""
+    from rewardkit.rewardmodels.shaping import STEP_SHAPINGS
+    from rewardkit.rewardmodels.shaping.functional import TRUNCATION_MODES
+    from rewardkit.rl import core_algos as ca
+    from rewardkit.rl.rollout import BACKENDS
+    from rewardkit.rl.step_rewards import STEP_BASELINES
+    from rewardkit.training.device import BF16_SETTINGS, DTYPES
+    from rewardkit.training.optim import SCHEDULES
+
+    return {
+        "model.dtype": ["auto", *DTYPES],
+        "rollout.backend": BACKENDS.names(),
+        "reward.truncation": list(TRUNCATION_MODES),
+        "reward.step_shaping": list(STEP_SHAPINGS),
+        "algorithm.adv_estimator": ca.ADVANTAGE_ESTIMATORS.names(),
+        "algorithm.adv_scale": list(ca.ADV_SCALES),
+        "algorithm.step_baseline": list(STEP_BASELINES),
+        "algorithm.policy_loss": ca.POLICY_LOSSES.names(),
+        "algorithm.loss_agg_mode": ca.LOSS_AGG_MODES.names(),
+        "algorithm.kl_ctrl": list(ca.KL_CONTROLLERS),
+        "algorithm.kl_estimator": ca.KL_ESTIMATORS.names(),
+        "algorithm.rollout_is": ["none", *ca.IS_LEVELS],
+        "train.lr_schedule": list(SCHEDULES),
+        "train.bf16": list(BF16_SETTINGS),
+    }
+
+
+# (field, test, what it must be): numbers outside these ranges end a run later, or train on nothing.
+_RANGES: list[tuple[str, Any, str]] = [
+    ("rollout.n", lambda v: v >= 1, "at least 1"),
+    ("rollout.temperature", lambda v: v >= 0, ">= 0 (0: greedy)"),
+    ("rollout.top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("rollout.top_k", lambda v: v >= 0, ">= 0 (0: off)"),
+    ("rollout.max_new_tokens", lambda v: v >= 1, "at least 1"),
+    ("rollout.batch_size", lambda v: v >= 1, "at least 1"),
+    ("reward.workers", lambda v: v >= 0, ">= 0 (0: score in this process)"),
+    ("reward.timeout", lambda v: 0 < v < float("inf"), "a positive number of seconds"),
+    ("reward.overlong_buffer", lambda v: v >= 0, ">= 0 (0: off)"),
+    ("algorithm.adv_eps", lambda v: v > 0, "> 0"),
+    ("algorithm.clip_ratio_low", lambda v: v >= 0, ">= 0"),
+    ("algorithm.clip_ratio_high", lambda v: v >= 0, ">= 0"),
+    ("algorithm.clip_ratio_c", lambda v: v is None or v > 1, "> 1, or null (off)"),
+    ("algorithm.kl_coef", lambda v: v >= 0, ">= 0"),
+    ("algorithm.kl_target", lambda v: v > 0, "> 0"),
+    ("algorithm.kl_horizon", lambda v: v >= 1, "at least 1"),
+    ("algorithm.entropy_coef", lambda v: v >= 0, ">= 0"),
+    ("algorithm.gamma", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("algorithm.lam", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("algorithm.vf_coef", lambda v: v >= 0, ">= 0"),
+    ("algorithm.max_refill_rounds", lambda v: v >= 0, ">= 0"),
+    ("algorithm.rollout_is_cap", lambda v: v > 1, "> 1"),
+    ("train.steps", lambda v: v >= 0, ">= 0"),
+    ("train.prompts_per_step", lambda v: v >= 1, "at least 1"),
+    ("train.epochs", lambda v: v >= 1, "at least 1"),
+    ("train.minibatches", lambda v: v >= 1, "at least 1"),
+    ("train.micro_batch_size", lambda v: v >= 1, "at least 1"),
+    ("train.lr", lambda v: v > 0, "> 0"),
+    ("train.value_lr", lambda v: v > 0, "> 0"),
+    ("train.weight_decay", lambda v: v >= 0, ">= 0"),
+    ("train.warmup_steps", lambda v: v >= 0, ">= 0"),
+    ("train.max_grad_norm", lambda v: v > 0, "> 0"),
+    ("run.save_every", lambda v: v >= 0, ">= 0 (0: only at the end)"),
+    ("run.keep_checkpoints", lambda v: v >= 0, ">= 0 (0: all)"),
+    ("run.eval_every", lambda v: v >= 0, ">= 0 (0: before and after)"),
+    ("run.log_every", lambda v: v >= 1, "at least 1"),
+    ("run.num_threads", lambda v: v >= 0, ">= 0 (0: torch's default)"),
+]
+
+
+def _get(cfg: RLConfig, dotted: str) -> Any:
+    value: Any = cfg
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _check_python_path(spec: str, where: str) -> None:
+    """A ``module:attribute`` a ``py:`` spec names must import, so a typo fails now, not after the model."""
+    from rewardkit.registry import lazy
+
+    if ":" not in spec:
+        raise ConfigError(f"{where}: {'py:' + spec!r} must be py:module:attribute")
+    try:
+        lazy(spec)
+    except Exception as exc:
+        raise ConfigError(f"{where}: cannot import {spec!r}: {type(exc).__name__}: {exc}") from None
+
+
+def _check_sources(cfg: RLConfig) -> None:
+    from rewardkit.verifiers import VERIFIERS
+
+    for i, src in enumerate(cfg.reward.sources):
+        where = f"reward.sources[{i}].name"
+        if src.name.startswith("py:"):
+            _check_python_path(src.name[3:], where)
+        elif src.name.startswith("rm:"):
+            if not src.name[3:]:
+                raise ConfigError(f"{where}: rm: needs a reward model path (rm:PATH)")
+        elif src.name not in VERIFIERS:
+            known = ", ".join(VERIFIERS.names())
+            raise ConfigError(f"{where}: unknown reward source {src.name!r} (verifiers: {known}; or rm:PATH, py:module:fn)")
+        if src.weight != src.weight or abs(src.weight) == float("inf"):
+            raise ConfigError(f"reward.sources[{i}].weight must be a finite number, got {src.weight}")
+
+
+def _check_process(cfg: RLConfig) -> None:
+    spec = cfg.reward.process
+    if spec is None or spec == "correct_looking" or (spec.startswith("prm:") and spec[4:]):
+        return
+    if spec.startswith("py:"):
+        _check_python_path(spec[3:], "reward.process")
+        return
+    raise ConfigError(f"reward.process: unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)")
+
+
+def _check_shaping(cfg: RLConfig) -> None:
+    from rewardkit.rewardmodels.shaping import build_pipeline, conflicts_with_estimator
+
+    try:
+        build_pipeline(cfg.reward.shaping)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"reward.shaping: {str(exc).splitlines()[0]}") from None
+    conflict = conflicts_with_estimator(cfg.reward.shaping, cfg.algorithm.adv_estimator)
+    if conflict:
+        raise ConfigError(f"reward.shaping: {conflict}")
+
+
+def validate(cfg: RLConfig) -> RLConfig:
+    """Raises :class:`ConfigError` (one line) for the first value a run would refuse or choke on later:
+    a name that no registry has, a number out of range, a reward or process spec that cannot load."""
+    for dotted, allowed in choices().items():
+        value = _get(cfg, dotted)
+        if value not in allowed:
+            raise ConfigError(f"{dotted}: unknown value {value!r} (known: {', '.join(allowed)})")
+    for dotted, ok, must in _RANGES:
+        value = _get(cfg, dotted)
+        if not ok(value):
+            raise ConfigError(f"{dotted} must be {must}, got {value!r}")
+    try:
+        import torch
+
+        torch.device(cfg.run.device if cfg.run.device != "auto" else "cpu")
+    except RuntimeError:
+        raise ConfigError(f"run.device: {cfg.run.device!r} is not a device (auto, cpu, cuda, cuda:N)") from None
+    _check_sources(cfg)
+    _check_process(cfg)
+    _check_shaping(cfg)
+    return cfg
+
+
+def allowed_values_doc(dotted: str) -> str:
+    """`` One of: ``a``, ``b``.`` for a field with a fixed set of values (empty otherwise)."""
+    allowed = choices().get(dotted)
+    return f" One of: {', '.join(f'``{v}``' for v in allowed)}." if allowed else ""

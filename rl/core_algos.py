@@ -2,6 +2,8 @@
 
 Nothing here touches a model, an optimizer or a config object: every function takes tensors and plain
 numbers and returns tensors (and, for losses, a dict of float statistics). The training loop composes them.
+Reward transforms (DAPO's overlong penalty and filtering, group normalisation, returns) have their one
+implementation in :mod:`rewardkit.rewardmodels.shaping.functional`; the estimators here call it.
 
 Shapes and conventions
 ----------------------
@@ -45,6 +47,7 @@ from typing import Any
 import torch
 
 from rewardkit.registry import Registry
+from rewardkit.rewardmodels.shaping.functional import discounted_returns, group_normalize, group_stats
 
 Tensor = torch.Tensor
 
@@ -55,6 +58,9 @@ KL_ESTIMATORS: Registry[Callable[[Tensor, Tensor], Tensor]] = Registry("KL estim
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "ADV_SCALES",
+    "IS_LEVELS",
+    "KL_CONTROLLERS",
     "KL_ESTIMATORS",
     "LOSS_AGG_MODES",
     "POLICY_LOSSES",
@@ -67,7 +73,7 @@ __all__ = [
     "batch_counts",
     "compute_advantages",
     "compute_policy_loss",
-    "dapo_overlong_penalty",
+    "discounted_returns",
     "dynamic_sampling_keep",
     "entropy_from_logits",
     "frac_zero_std_groups",
@@ -84,7 +90,6 @@ __all__ = [
     "ppo_value_loss",
     "rloo_advantages",
     "rollout_importance_weights",
-    "truncation_handling",
 ]
 
 
@@ -141,14 +146,6 @@ def batch_counts(response_mask: Tensor) -> tuple[int, int]:
     return int(mask.sum().item()), int(mask.any(dim=-1).sum().item())
 
 
-def _group_view(scores: Tensor, group_size: int) -> Tensor:
-    if scores.dim() != 1:
-        raise ValueError(f"scores must be 1-D (B,), got shape {tuple(scores.shape)}")
-    if group_size < 1 or scores.numel() % group_size:
-        raise ValueError(f"batch of {scores.numel()} is not a whole number of groups of {group_size}")
-    return scores.view(-1, group_size)
-
-
 def _sequence_scores(token_level_rewards: Tensor, response_mask: Tensor) -> Tensor:
     """One score per sample: the sum of its token rewards (outcome rewards sit on the last token)."""
     if token_level_rewards.dim() == 1:
@@ -157,7 +154,7 @@ def _sequence_scores(token_level_rewards: Tensor, response_mask: Tensor) -> Tens
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Rewards that may be missing, truncation, group statistics, dynamic sampling
+# Rewards that may be missing, group statistics, dynamic sampling
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -183,62 +180,15 @@ def apply_sample_mask(response_mask: Tensor, keep: Tensor) -> Tensor:
     return response_mask * keep.to(response_mask.dtype).unsqueeze(-1)
 
 
-def truncation_handling(
-    rewards: Tensor, truncated: Tensor, mode: str = "mask", penalty: float = -1.0
-) -> tuple[Tensor, Tensor, dict[str, float]]:
-    """What to do with completions cut at the length limit (``finish_reason == "length"``).
-
-    * ``"mask"`` -- DAPO's overlong filtering (Yu et al., 2025): truncated samples keep their reward for the
-      group statistics but are removed from the loss (returned ``keep`` is False for them).
-    * ``"penalize"`` -- their reward is replaced by ``penalty`` and they stay in the loss.
-    * ``"none"`` -- nothing changes.
-
-    Returns ``(rewards, keep, stats)`` with ``stats["completions/clipped_ratio"]`` (TRL's name for the
-    truncated fraction) and ``stats["num_truncated"]``.
-    """
-    truncated = truncated.bool()
-    keep = torch.ones_like(truncated)
-    if mode == "mask":
-        keep = ~truncated
-    elif mode == "penalize":
-        rewards = torch.where(truncated, torch.full_like(rewards, penalty), rewards)
-    elif mode != "none":
-        raise ValueError(f"unknown truncation mode {mode!r} (known: mask, penalize, none)")
-    n = int(truncated.sum().item())
-    stats = {"num_truncated": float(n), "completions/clipped_ratio": n / max(truncated.numel(), 1)}
-    return rewards, keep, stats
-
-
-def dapo_overlong_penalty(lengths: Tensor, max_length: int, cache_length: int, factor: float = 1.0) -> Tensor:
-    """DAPO's soft overlong punishment (Yu et al., 2025, eq. 13), to add to the task reward.
-
-    ``R(y) = 0`` if ``|y| <= L_max - L_cache``; ``((L_max - L_cache) - |y|) / L_cache`` if
-    ``L_max - L_cache < |y| <= L_max``; ``-1`` beyond; times ``factor``.
-    """
-    expected = max_length - cache_length
-    lengths = lengths.to(torch.float32)
-    ramp = (expected - lengths) / max(cache_length, 1)
-    out = torch.where(lengths <= expected, torch.zeros_like(lengths), ramp)
-    out = torch.where(lengths > max_length, torch.full_like(lengths, -1.0), out)
-    return out * factor
-
-
 def _masked_group_stats(
     scores: Tensor, group_size: int, valid: Tensor | None
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-group mean, unbiased std and "degenerate" flag (fewer than 2 valid members or all equal)."""
-    grouped = _group_view(scores, group_size)
-    v = torch.ones_like(grouped, dtype=torch.bool) if valid is None else _group_view(valid.bool(), group_size)
-    n = v.sum(dim=1)
-    mean = masked_sum(grouped, v, dim=1) / n.clamp(min=1)
-    var = masked_sum((grouped - mean[:, None]) ** 2, v, dim=1) / (n - 1).clamp(min=1)
-    big = torch.finfo(grouped.dtype).max
-    gmax = torch.where(v, grouped, torch.full_like(grouped, -big)).amax(dim=1)
-    gmin = torch.where(v, grouped, torch.full_like(grouped, big)).amin(dim=1)
-    # Exact equality, not std < tol: the mean of identical floats need not equal them (0.1+0.1+0.1 != 0.3),
-    # and (r - mean) / (0 + eps) would then turn a rounding error into a huge advantage.
-    degenerate = (n < 2) | (gmax <= gmin)
-    return mean, var.sqrt(), degenerate
+    """Per-group mean, unbiased std and "degenerate" flag (fewer than 2 valid members or all equal), of
+    contiguous groups (:func:`rewardkit.rewardmodels.shaping.functional.group_stats`)."""
+    stats = group_stats(scores, group_size=group_size, valid=valid)
+    # Degenerate by exact equality, not std < tol: the mean of identical floats need not equal them
+    # (0.1+0.1+0.1 != 0.3), and (r - mean) / (0 + eps) would then turn a rounding error into a huge advantage.
+    return stats.mean, stats.std, stats.degenerate
 
 
 def group_reward_std(scores: Tensor, group_size: int, valid: Tensor | None = None) -> Tensor:
@@ -276,6 +226,10 @@ def dynamic_sampling_keep(
 # --------------------------------------------------------------------------------------------------------------
 
 
+ADV_SCALES = ("group", "batch", "none")
+"""The ``scale`` choices of :func:`group_normalized_advantages` (the config's ``algorithm.adv_scale``)."""
+
+
 def group_normalized_advantages(
     scores: Tensor,
     group_size: int,
@@ -295,23 +249,25 @@ def group_normalized_advantages(
 
     ``eps``: 1e-6 as in verl (TRL uses 1e-4; pass it for parity). Groups whose valid rewards are all equal
     get advantage exactly 0 whatever the reward scale; invalid samples (``valid`` False) get 0 and are left out
-    of the mean and std.
+    of the mean and std. The normalisation is the shaping one
+    (:func:`rewardkit.rewardmodels.shaping.functional.group_normalize`) with these choices made explicit.
     """
-    mean, std, degenerate = _masked_group_stats(scores, group_size, valid)
-    grouped = _group_view(scores, group_size)
-    adv = grouped - mean[:, None]
-    if scale == "group":
-        adv = adv / (std[:, None] + eps)
-    elif scale == "batch":
+    if scale not in ADV_SCALES:
+        raise ValueError(f"unknown scale {scale!r} (known: {', '.join(ADV_SCALES)})")
+    batch_std = None
+    if scale == "batch":
         v = torch.ones_like(scores, dtype=torch.bool) if valid is None else valid.bool()
         batch_std = masked_var(scores, v).sqrt() if v.sum() > 1 else torch.zeros((), dtype=scores.dtype)
-        adv = adv / (batch_std + eps)
-    elif scale != "none":
-        raise ValueError(f"unknown scale {scale!r} (known: group, batch, none)")
-    adv = torch.where(degenerate[:, None], torch.zeros_like(adv), adv).reshape(-1)
-    if valid is not None:
-        adv = torch.where(valid.bool(), adv, torch.zeros_like(adv))
-    return adv
+    return group_normalize(
+        scores,
+        group_size=group_size,
+        scale_by_std=scale != "none",
+        std=batch_std,
+        eps=eps,
+        valid=valid,
+        degenerate="zero",
+        dtype=None,
+    )
 
 
 def rloo_advantages(scores: Tensor, group_size: int, *, valid: Tensor | None = None) -> Tensor:
@@ -320,14 +276,12 @@ def rloo_advantages(scores: Tensor, group_size: int, *, valid: Tensor | None = N
     Equal to ``G / (G - 1) * (r_i - mean(r))``. Invalid samples are left out of the baseline and get 0; a
     group with fewer than two valid samples (no leave-one-out baseline) or all-equal rewards gets 0.
     """
-    grouped = _group_view(scores, group_size)
-    v = torch.ones_like(grouped, dtype=torch.bool) if valid is None else _group_view(valid.bool(), group_size)
-    n = v.sum(dim=1, keepdim=True)
+    stats = group_stats(scores, group_size=group_size, valid=valid)
+    grouped, v = stats.values, stats.members
     total = masked_sum(grouped, v, dim=1)[:, None]
-    baseline = (total - grouped) / (n - 1).clamp(min=1)
+    baseline = (total - grouped) / (stats.count[:, None] - 1).clamp(min=1)
     adv = grouped - baseline
-    _, _, degenerate = _masked_group_stats(scores, group_size, valid)
-    adv = torch.where(degenerate[:, None] | ~v, torch.zeros_like(adv), adv)
+    adv = torch.where(stats.degenerate[:, None] | ~v, torch.zeros_like(adv), adv)
     return adv.reshape(-1)
 
 
@@ -388,22 +342,6 @@ def rloo_advantage_estimator(
     scores = _sequence_scores(token_level_rewards, response_mask)
     adv = _broadcast(rloo_advantages(scores, group_size, valid=valid), response_mask)
     return adv, adv
-
-
-def discounted_returns(token_level_rewards: Tensor, response_mask: Tensor, gamma: float = 1.0) -> Tensor:
-    """Reward-to-go ``G_t = sum_{s >= t} gamma^(s-t) r_s`` over the response tokens (masked tokens carry 0).
-
-    With ``gamma = 1`` this is the sum of future rewards that the step-level (PRM) advantages use.
-    """
-    rewards = token_level_rewards * response_mask
-    if gamma == 1.0:
-        return torch.flip(torch.cumsum(torch.flip(rewards, [-1]), -1), [-1]) * response_mask
-    returns = torch.zeros_like(rewards)
-    running = torch.zeros_like(rewards[:, 0])
-    for t in reversed(range(rewards.shape[-1])):
-        running = rewards[:, t] + gamma * running
-        returns[:, t] = running
-    return returns * response_mask
 
 
 @ADVANTAGE_ESTIMATORS.register("reinforce_pp")
@@ -672,6 +610,10 @@ class AdaptiveKLController:
         self.value *= 1.0 + error * n_steps / self.horizon
 
 
+KL_CONTROLLERS: dict[str, type] = {"fixed": FixedKLController, "adaptive": AdaptiveKLController}
+"""KL coefficient controllers by name (the config's ``algorithm.kl_ctrl``)."""
+
+
 def _upcast(logits: Tensor) -> Tensor:
     # bf16/fp16 log-softmax loses digits that the ratio exp(log pi - log pi_old) amplifies; float64 stays.
     return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
@@ -698,6 +640,10 @@ def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
 # --------------------------------------------------------------------------------------------------------------
 # Rollout / trainer mismatch: truncated importance sampling and sequence masking
 # --------------------------------------------------------------------------------------------------------------
+
+
+IS_LEVELS = ("token", "sequence")
+"""The ``level`` choices of :func:`rollout_importance_weights` (the config's ``algorithm.rollout_is``)."""
 
 
 def rollout_importance_weights(
@@ -745,7 +691,7 @@ def rollout_importance_weights(
     elif level == "sequence":
         raw = seq_rho.unsqueeze(-1).expand_as(token_ratio)
     else:
-        raise ValueError(f"unknown level {level!r} (known: token, sequence)")
+        raise ValueError(f"unknown level {level!r} (known: {', '.join(IS_LEVELS)})")
     weights = raw.clamp(max=cap) * response_mask
     if mask_outside:
         # In log space with a float32-rounding tolerance, so a ratio of exactly C or 1/C stays inside.

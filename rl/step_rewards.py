@@ -8,10 +8,12 @@ turns step scores into token-level rewards the RL loop can use, with Gao et al.'
 1. the step scores are shaped by :func:`rewardkit.rewardmodels.shaping.shape_step_rewards` (``clip``:
    ``min(r_t - eta, 0)``; ``delta``: ``r_t - r_{t+1}``, last step keeps ``r_T``; ``clip+delta``; ``none``);
 2. each shaped step reward is placed on the **last token of its step** (:func:`place_step_rewards`),
-   and the verifier's success reward on the last response token (:func:`combine_success_and_steps`):
+   and the verifier's success reward on the last response token
+   (:func:`rewardkit.rewardmodels.shaping.functional.success_plus_steps` on the token layout):
    ``r_t = w_s * success * [t = last] + w_p * sum_k shaped_k * [t = end_k]``;
 3. the return of token ``t`` is the sum of the future rewards, ``G_t = sum_{s >= t} r_s``
-   (:func:`rewardkit.rl.core_algos.discounted_returns`), and the advantage subtracts a group baseline of
+   (:func:`rewardkit.rewardmodels.shaping.functional.discounted_returns`), and the advantage subtracts a
+   group baseline of
    the trajectories' total returns (:func:`step_return_advantages`, registered in
    :data:`rewardkit.rl.core_algos.ADVANTAGE_ESTIMATORS` as ``step_return``).
 
@@ -36,8 +38,8 @@ from rewardkit.rl import core_algos as ca
 Tensor = torch.Tensor
 
 __all__ = [
+    "STEP_BASELINES",
     "CorrectLookingStepScorer",
-    "combine_success_and_steps",
     "count_repeated_steps",
     "pad_step_lists",
     "place_step_rewards",
@@ -82,27 +84,6 @@ def place_step_rewards(
     values = torch.where(keep, step_rewards, torch.zeros_like(step_rewards)).to(torch.float32)
     out = torch.zeros((B, T), dtype=values.dtype)
     out.scatter_add_(1, ends.clamp(0, max(T - 1, 0)), values)
-    return out * response_mask
-
-
-def combine_success_and_steps(
-    success: Tensor,
-    step_token_rewards: Tensor,
-    response_mask: Tensor,
-    *,
-    success_weight: float = 1.0,
-    step_weight: float = 1.0,
-) -> Tensor:
-    """Success reward on the last response token plus weighted step rewards (Gao et al., 2024, sec. 4):
-
-    ``r_t = success_weight * success * [t = last] + step_weight * step_token_rewards_t``, ``(B, T)``.
-    """
-    lengths = response_mask.sum(-1).long()
-    out = step_token_rewards * step_weight
-    has = lengths > 0
-    idx = torch.nonzero(has).flatten()
-    out = out.clone()
-    out[idx, lengths[idx] - 1] += success_weight * success[idx].to(out.dtype)
     return out * response_mask
 
 
@@ -180,8 +161,8 @@ def shaped_step_token_rewards(
     ``scorer`` has ``score_steps_detailed(records) -> list[StepScores]`` (scores, steps and character ends
     in ``record.completion_text``), as :class:`rewardkit.rewardmodels.prm.ProcessRewardModel` and
     :class:`CorrectLookingStepScorer` do. ``token_ids[i]`` are the generated ids of sample ``i`` (the
-    response part of ``response_mask``). Combine with the success reward by
-    :func:`combine_success_and_steps`.
+    response part of ``response_mask``). Add the success reward with
+    :func:`rewardkit.rewardmodels.shaping.functional.success_plus_steps`.
     """
     detailed = scorer.score_steps_detailed(records)
     ends = [
@@ -191,6 +172,10 @@ def shaped_step_token_rewards(
     return step_token_rewards_from_scores(
         [d.scores for d in detailed], ends, response_mask, shaping=shaping, eta=eta
     )
+
+
+STEP_BASELINES = ("rloo", "mean", "none")
+"""Baselines of :func:`step_return_advantages` (the config's ``algorithm.step_baseline``)."""
 
 
 @ca.ADVANTAGE_ESTIMATORS.register("step_return")
@@ -231,7 +216,7 @@ def step_return_advantages(
     elif baseline == "none":
         b = torch.zeros_like(grouped)
     else:
-        raise ValueError(f"unknown baseline {baseline!r} (known: rloo, mean, none)")
+        raise ValueError(f"unknown baseline {baseline!r} (known: {', '.join(STEP_BASELINES)})")
     adv = returns - b.reshape(-1, 1)
     if scale == "group":
         std = ca.group_reward_std(totals, group_size, valid)

@@ -1,8 +1,9 @@
 """The RL training loop: rollout -> score -> shape -> advantages -> policy update, and nothing else.
 
 All the math lives in :mod:`rewardkit.rl.core_algos` (advantages, losses, aggregation, KL, IS correction);
-rewards come from verifiers through :class:`rewardkit.scoring.Scorer` (one warm pool for the run) and
-shaping from :mod:`rewardkit.rewardmodels.shaping`. One step:
+rewards come from one :class:`rewardkit.rl.rewards.RewardPipeline` (sources through
+:class:`rewardkit.scoring.Scorer`, one warm pool for the run; every transform from
+:mod:`rewardkit.rewardmodels.shaping`), called once per rollout and once per update. One step:
 
 1. take ``prompts_per_step`` prompts (a seeded, resumable data position) and sample ``rollout.n``
    completions each (seeded per step, so a resumed run samples the same);
@@ -20,12 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +34,22 @@ from torch import nn
 
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.config import RLConfig, dump_config
+from rewardkit.rl.rewards import (  # noqa: F401  (the reward classes lived here; re-exported)
+    CallableSource,
+    RewardBatch,
+    RewardPipeline,
+    RewardSources,
+    ScoredBatch,
+    ScorerSource,
+    _to_result,
+    load_process_scorer,
+)
 from rewardkit.rl.rollout import Generation, SamplingParams, get_backend
 from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
 from rewardkit.training import device as dev
 from rewardkit.training.checkpoint import load_module_weights, load_pretrained_weights, load_state
 from rewardkit.training.device import resolve_dtype
-from rewardkit.types import Record, Result
+from rewardkit.types import Record
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -94,26 +104,6 @@ def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record
     return records
 
 
-def load_process_scorer(cfg: RLConfig) -> Any | None:
-    """The per-step scorer named by ``reward.process`` (``None`` when process rewards are off)."""
-    spec, kwargs = cfg.reward.process, cfg.reward.process_kwargs or {}
-    if not spec:
-        return None
-    if spec.startswith("prm:"):
-        from rewardkit.rewardmodels.prm import ProcessRewardModel
-
-        return ProcessRewardModel.from_pretrained(spec[4:], **kwargs)
-    if spec == "correct_looking":
-        from rewardkit.rl.step_rewards import CorrectLookingStepScorer
-
-        return CorrectLookingStepScorer(**kwargs)
-    if spec.startswith("py:"):
-        from rewardkit.registry import lazy
-
-        return lazy(spec[3:])(**kwargs)
-    raise ValueError(f"unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)")
-
-
 class ValueModel(nn.Module):
     """PPO's critic: a copy of the policy's transformer body with a scalar head (zero-initialised)."""
 
@@ -133,225 +123,46 @@ class ValueModel(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Rewards
-# ----------------------------------------------------------------------------------------------------------
-@dataclass
-class ScoredBatch:
-    """Rewards of a batch of completions."""
-
-    rewards: list[float | None]
-    """Weighted sum over sources (``None``: some source returned no reward; the sample is excluded)."""
-    per_source: dict[str, list[float | None]]
-    """Each source's rewards (for ``rewards/NAME/mean``)."""
-    correct: list[bool]
-    """Per sample: the first source judged it right (``details["correct"]`` / ``match``, else reward > 0)."""
-    errors: Counter = field(default_factory=Counter)
-    """Error kinds counted over all sources (timeouts, crashes, unparseable answers)."""
-    num_errors: int = 0
-    """Samples with at least one scoring error."""
-
-
-class CallableSource:
-    """A Python reward function as a reward source: ``fn(prompts, completions, references) -> rewards``.
-
-    The signature is TRL's reward-function shape. A crash of the batch call falls back to one call per
-    sample; a sample whose call crashes gets reward 0 and an error (the run goes on). ``None`` is a missing
-    reward.
-    """
-
-    def __init__(self, fn: Callable[..., Sequence[float | None]], name: str | None = None) -> None:
-        self.fn = fn
-        self.name = name or getattr(fn, "__name__", "reward_fn")
-
-    def score(self, records: Sequence[Record]) -> list[Result]:
-        prompts = [r.prompt_text for r in records]
-        completions = [r.completion_text for r in records]
-        refs = [r.reference for r in records]
-        try:
-            values = list(self.fn(prompts, completions, refs))
-            if len(values) != len(records):
-                raise ValueError(f"returned {len(values)} rewards for {len(records)} samples")
-            return [_to_result(v) for v in values]
-        except Exception:
-            out = []
-            for p, c, ref in zip(prompts, completions, refs, strict=True):
-                try:
-                    out.append(_to_result(list(self.fn([p], [c], [ref]))[0]))
-                except Exception as exc:
-                    out.append(Result.failure(f"reward function crashed: {type(exc).__name__}: {exc}"))
-            return out
-
-    def close(self) -> None:
-        pass
-
-
-def _to_result(value: Any) -> Result:
-    if isinstance(value, Result):
-        return value
-    if value is None:
-        return Result(reward=None, error=None)  # type: ignore[arg-type]
-    value = float(value)
-    if math.isnan(value):
-        return Result(reward=None, error=None)  # type: ignore[arg-type]
-    return Result(reward=value)
-
-
-class ScorerSource:
-    """A verifier (by name) behind a warm :class:`rewardkit.scoring.Scorer` pool, or ``rm:PATH`` (an outcome
-    reward model scored in this process); never raises."""
-
-    def __init__(self, name: str, kwargs: dict[str, Any], workers: int, timeout: float) -> None:
-        from rewardkit.scoring import Scorer
-
-        self.name = name
-        if name.startswith("rm:"):
-            # An outcome reward model (rewardkit.rewardmodels.orm): scored in this process, batched.
-            from rewardkit.rewardmodels.orm import RewardModelSource
-
-            self.scorer = Scorer(RewardModelSource(name[3:], **kwargs), workers=workers, timeout=timeout)
-            return
-        # Large chunks: an RL batch arrives all at once, and fewer messages to the workers is what matters;
-        # the engine still reports (and times out) each item separately.
-        self.scorer = Scorer(name, workers=workers, timeout=timeout, config=kwargs or None, chunk_size=64)
-
-    def score(self, records: Sequence[Record]) -> list[Result]:
-        try:
-            return self.scorer.score(records)
-        except Exception as exc:  # the engine itself failed: every sample is a scored error
-            return [Result.failure(f"scoring failed: {type(exc).__name__}: {exc}") for _ in records]
-
-    def close(self) -> None:
-        self.scorer.close()
-
-
-class RewardSources:
-    """The run's reward sources, summed with their weights."""
-
-    def __init__(self, sources: Sequence[tuple[Any, float]]) -> None:
-        self.sources = list(sources)
-
-    @classmethod
-    def from_config(cls, cfg: RLConfig, extra: Sequence[Any] = ()) -> RewardSources:
-        built: list[tuple[Any, float]] = []
-        for src in cfg.reward.sources:
-            if src.name.startswith("py:"):
-                from rewardkit.registry import lazy
-
-                built.append(
-                    (CallableSource(lazy(src.name[3:]), name=src.name[3:].split(":")[-1]), src.weight)
-                )
-            else:
-                built.append(
-                    (ScorerSource(src.name, src.kwargs, cfg.reward.workers, cfg.reward.timeout), src.weight)
-                )
-        for fn in extra:
-            built.append((fn if hasattr(fn, "score") else CallableSource(fn), 1.0))
-        if not built:
-            raise ValueError("no reward source configured (reward.sources is empty)")
-        return cls(built)
-
-    def score(self, records: Sequence[Record]) -> ScoredBatch:
-        from rewardkit.types import error_kind
-
-        total: list[float | None] = [0.0] * len(records)
-        per_source: dict[str, list[float | None]] = {}
-        errors: Counter = Counter()
-        errored = [False] * len(records)
-        correct = [False] * len(records)
-        for k, (source, weight) in enumerate(self.sources):
-            results = source.score(records)
-            values: list[float | None] = []
-            for i, res in enumerate(results):
-                reward = res.reward
-                if res.error is not None:
-                    errors[error_kind(res.error) or "error"] += 1
-                    errored[i] = True
-                    # An error is reward 0 (never 1, never NaN), unless the source said "no reward".
-                    reward = (
-                        0.0
-                        if reward is None or (isinstance(reward, float) and math.isnan(reward))
-                        else reward
-                    )
-                if reward is not None and isinstance(reward, float) and math.isnan(reward):
-                    reward = None
-                values.append(None if reward is None else float(reward))
-                if reward is None or total[i] is None:
-                    total[i] = None
-                else:
-                    total[i] = total[i] + weight * float(reward)  # type: ignore[operator]
-                if k == 0:
-                    details = res.details or {}
-                    verdict = details.get("correct", details.get("match"))
-                    correct[i] = bool(verdict) if isinstance(verdict, bool) else (reward or 0.0) > 0
-            name = getattr(source, "name", f"source{k}")
-            while name in per_source:
-                name += "_"
-            per_source[name] = values
-        return ScoredBatch(total, per_source, correct, errors, sum(errored))
-
-    def close(self) -> None:
-        for source, _ in self.sources:
-            with contextlib.suppress(Exception):
-                source.close()
-
-
-# ----------------------------------------------------------------------------------------------------------
 # The rollout batch
 # ----------------------------------------------------------------------------------------------------------
 @dataclass
 class Rollout:
-    """Samples of one step, grouped contiguously (``n`` per prompt)."""
+    """Samples of one step, grouped contiguously (``n`` per prompt): generations and their rewards."""
 
-    records: list[Record]
     gens: list[Generation]
-    scored: ScoredBatch
-    rewards: torch.Tensor
-    valid: torch.Tensor
-    keep: torch.Tensor
-    stats: dict[str, float]
+    reward: RewardBatch
+
+    @property
+    def records(self) -> list[Record]:
+        return self.reward.records
+
+    @property
+    def scored(self) -> ScoredBatch:
+        return self.reward.scored
+
+    @property
+    def rewards(self) -> torch.Tensor:
+        return self.reward.rewards
+
+    @property
+    def valid(self) -> torch.Tensor:
+        return self.reward.valid
+
+    @property
+    def keep(self) -> torch.Tensor:
+        return self.reward.keep
+
+    @property
+    def stats(self) -> dict[str, float]:
+        return self.reward.stats()
 
     def select_groups(self, groups: torch.Tensor, n: int) -> Rollout:
         idx = [g * n + j for g in groups.tolist() for j in range(n)]
-        scored = ScoredBatch(
-            [self.scored.rewards[i] for i in idx],
-            {k: [v[i] for i in idx] for k, v in self.scored.per_source.items()},
-            [self.scored.correct[i] for i in idx],
-            self.scored.errors,
-            self.scored.num_errors,
-        )
-        t = torch.tensor(idx, dtype=torch.long)
-        return Rollout(
-            [self.records[i] for i in idx],
-            [self.gens[i] for i in idx],
-            scored,
-            self.rewards[t],
-            self.valid[t],
-            self.keep[t],
-            dict(self.stats),
-        )
+        return Rollout([self.gens[i] for i in idx], self.reward.select(idx))
 
     @staticmethod
     def concat(parts: list[Rollout]) -> Rollout:
-        first = parts[0]
-        per_source = {
-            k: sum((p.scored.per_source.get(k, []) for p in parts), []) for k in first.scored.per_source
-        }
-        scored = ScoredBatch(
-            sum((p.scored.rewards for p in parts), []),
-            per_source,
-            sum((p.scored.correct for p in parts), []),
-            sum((p.scored.errors for p in parts), Counter()),
-            sum(p.scored.num_errors for p in parts),
-        )
-        return Rollout(
-            sum((p.records for p in parts), []),
-            sum((p.gens for p in parts), []),
-            scored,
-            torch.cat([p.rewards for p in parts]),
-            torch.cat([p.valid for p in parts]),
-            torch.cat([p.keep for p in parts]),
-            dict(first.stats),
-        )
+        return Rollout(sum((p.gens for p in parts), []), RewardBatch.concat([p.reward for p in parts]))
 
 
 def build_tensors(gens: Sequence[Generation], pad_id: int) -> dict[str, torch.Tensor]:
@@ -475,17 +286,10 @@ class RLTrainer:
         self.eval_records = (
             list(eval_records) if eval_records is not None else load_prompt_records(cfg, eval_set=True)
         )
-        self.reward = (
-            RewardSources.from_config(cfg, reward_fns) if (cfg.reward.sources or reward_fns) else None
+        self.reward_pipeline = RewardPipeline.from_config(
+            cfg, reward_fns, process_scorer, tokenizer=tokenizer
         )
-        if self.reward is None:
-            raise ValueError("no reward source configured")
-        self.process = process_scorer if process_scorer is not None else load_process_scorer(cfg)
-        self.shaping = None
-        if cfg.reward.shaping:
-            from rewardkit.rewardmodels.shaping import build_pipeline
-
-            self.shaping = build_pipeline(cfg.reward.shaping)
+        self.reward = self.reward_pipeline.sources
         if backend is None:
             kw: dict[str, Any] = {}
             if cfg.rollout.backend == "hf":
@@ -553,7 +357,6 @@ class RLTrainer:
         )
 
     def _rollout(self, prompts: list[Record], round_: int, timings: dict[str, float]) -> Rollout:
-        rc, rw = self.cfg.rollout, self.cfg.reward
         t0 = time.perf_counter()
         groups = self.backend.generate([self._prompt_text(r) for r in prompts], self._sampling(round_))
         timings["generate"] += time.perf_counter() - t0
@@ -571,38 +374,9 @@ class RLTrainer:
             for gi, (rec, group) in enumerate(zip(prompts, groups, strict=True))
             for j, g in enumerate(group)
         ]
-        scored = self.reward.score(records)
-        rewards, valid, _ = ca.optional_rewards(scored.rewards)
-        truncated = torch.tensor([g.finish_reason == "length" for g in gens])
-        lengths = torch.tensor([len(g.token_ids) for g in gens], dtype=torch.float32)
-        keep = torch.ones(len(gens), dtype=torch.bool)
-        stats: dict[str, float] = {}
-        if self.shaping is not None:
-            from rewardkit.rewardmodels.shaping import ShapingBatch
-
-            batch = ShapingBatch(
-                rewards=rewards.clone(),
-                group=torch.arange(len(prompts)).repeat_interleave(rc.n),
-                lengths=lengths,
-                correct=torch.tensor(scored.correct),
-                truncated=truncated,
-            )
-            out = self.shaping(batch)
-            rewards = out.rewards.to(torch.float32)
-            if out.loss_mask is not None:
-                keep &= out.loss_mask.bool()
-        rewards, trunc_keep, tstats = ca.truncation_handling(
-            rewards, truncated, rw.truncation, rw.truncation_penalty
-        )
-        keep &= trunc_keep.bool()
-        stats.update(tstats)
-        if rw.overlong_buffer > 0:
-            rewards = rewards + ca.dapo_overlong_penalty(
-                lengths, rc.max_new_tokens, rw.overlong_buffer, rw.overlong_penalty_factor
-            )
-        rewards = torch.where(valid, rewards, torch.zeros_like(rewards))
+        reward = self.reward_pipeline.score(records, gens)
         timings["score"] += time.perf_counter() - t0
-        return Rollout(records, gens, scored, rewards, valid, keep, stats)
+        return Rollout(gens, reward)
 
     # -- forward passes ---------------------------------------------------------------------------------------
     def _autocast(self):
@@ -753,13 +527,12 @@ class RLTrainer:
         for kind, count in sorted(r.scored.errors.items()):
             m[f"scoring/error/{kind}"] = count
         m["scoring/missing_reward"] = int((~v).sum())
-        lengths = torch.tensor([len(g.token_ids) for g in r.gens], dtype=torch.float32)
-        term = torch.tensor([g.finish_reason != "length" for g in r.gens])
+        lengths, term = r.reward.lengths, ~r.reward.truncated
         m["completions/mean_length"] = float(lengths.mean())
         m["completions/max_length"] = float(lengths.max())
         m["completions/min_length"] = float(lengths.min())
-        m["completions/clipped_ratio"] = float((~term).float().mean())
-        m["completions/num_truncated"] = int((~term).sum())
+        # clipped_ratio, num_truncated, masked_truncated, overlong_penalty/*: the reward pipeline's statistics
+        m.update(r.stats)
         m["completions/mean_terminated_length"] = float(lengths[term].mean()) if term.any() else 0.0
         m["samples/masked_from_loss"] = int((~(r.keep & r.valid)).sum())
         return m
@@ -790,29 +563,12 @@ class RLTrainer:
                     ]
                 )
 
-        # 5. Token rewards and advantages.
-        token_rewards = torch.zeros((B, T))
-        lengths = batch["response_mask"].sum(-1).long()
-        has = lengths > 0
-        token_rewards[has, lengths[has] - 1] = r.rewards[has]
-        if self.process is not None:
-            # Process rewards: shaped step scores on their step-end tokens plus the outcome on the last one.
-            from rewardkit.rl.step_rewards import combine_success_and_steps, shaped_step_token_rewards
-
-            rw = self.cfg.reward
-            step_tokens, sstats = shaped_step_token_rewards(
-                self.process,
-                r.records,
-                [g.token_ids for g in r.gens],
-                self.tokenizer,
-                mask,
-                shaping=rw.step_shaping,
-                eta=rw.step_eta,
-            )
-            token_rewards = combine_success_and_steps(
-                r.rewards, step_tokens, mask, success_weight=rw.success_weight, step_weight=rw.step_weight
-            )
-            m.update(sstats)
+        # 5. Token rewards (the reward pipeline's last stages: outcome, shaped process rewards), KL in the
+        # reward, advantages.
+        token_rewards, sstats = self.reward_pipeline.token_rewards(
+            r.reward, batch["response_mask"], mask, [g.token_ids for g in r.gens]
+        )
+        m.update(sstats)
         if ac.use_kl_in_reward and ref_logp is not None:
             base = old_logp if old_logp is not None else self._no_grad_logprobs(self.policy, batch)
             old_logp = base if old_logp is None and not single_pass else old_logp

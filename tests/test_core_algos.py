@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from rewardkit.rewardmodels.shaping.functional import dapo_overlong_penalty, truncation_handling
 from rewardkit.rl import core_algos as ca
 
 ATOL = 1e-6
@@ -160,15 +161,15 @@ def test_discounted_returns_masked():
 def test_truncation_and_overlong():
     rewards = torch.tensor([1.0, 0.5, 0.0])
     truncated = torch.tensor([False, True, True])
-    r, keep, stats = ca.truncation_handling(rewards, truncated, "mask")
+    r, keep, stats = truncation_handling(rewards, truncated, "mask")
     assert keep.tolist() == [True, False, False] and close(r, rewards)
     assert stats["num_truncated"] == 2 and close(stats["completions/clipped_ratio"], 2 / 3)
-    r, keep, _ = ca.truncation_handling(rewards, truncated, "penalize", penalty=-1.0)
+    r, keep, _ = truncation_handling(rewards, truncated, "penalize", penalty=-1.0)
     assert keep.all() and close(r, [1.0, -1.0, -1.0])
     with pytest.raises(ValueError):
-        ca.truncation_handling(rewards, truncated, "drop")
+        truncation_handling(rewards, truncated, "drop")
     # L_max = 10, L_cache = 4: <= 6 -> 0; 8 -> (6 - 8) / 4 = -0.5; 11 -> -1
-    pen = ca.dapo_overlong_penalty(torch.tensor([5, 6, 8, 10, 11]), 10, 4)
+    pen = dapo_overlong_penalty(torch.tensor([5, 6, 8, 10, 11]), 10, 4)
     assert close(pen, [0, 0, -0.5, -1.0, -1.0])
 
 

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
+from rewardkit.rewardmodels.shaping.functional import success_plus_steps
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.step_rewards import (
-    combine_success_and_steps,
     pad_step_lists,
     place_step_rewards,
     step_end_token_positions,
@@ -38,9 +38,7 @@ def test_place_step_rewards_same_token_adds_and_empty_response():
 def test_combine_success_and_steps_weights():
     step_tok = torch.tensor([[0.0, 1.0, 0.0, 0.0], [2.0, 0.0, 0.0, 0.0]])
     rmask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]], dtype=torch.float32)
-    out = combine_success_and_steps(
-        torch.tensor([1.0, 0.0]), step_tok, rmask, success_weight=2.0, step_weight=0.5
-    )
+    out = success_plus_steps(torch.tensor([1.0, 0.0]), step_tok, rmask, success_weight=2.0, step_weight=0.5)
     assert out.tolist() == [[0, 0.5, 2.0, 0], [1.0, 0, 0, 0]]
 
 

@@ -13,10 +13,10 @@ import random
 import pytest
 import torch
 
+from rewardkit.rewardmodels.shaping.functional import success_plus_steps
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.step_rewards import (
     CorrectLookingStepScorer,
-    combine_success_and_steps,
     count_repeated_steps,
     shaped_step_token_rewards,
     step_token_rewards_from_scores,
@@ -43,7 +43,7 @@ def _token_returns(tokenizer, texts, success, shaping, scorer=None):
         mask[i, : len(x)] = 1
     records = [Record(prompt="12+7*3=", completion=t) for t in texts]
     step_tok, stats = shaped_step_token_rewards(scorer, records, ids, tokenizer, mask, shaping=shaping)
-    rewards = combine_success_and_steps(torch.tensor(success), step_tok, mask)
+    rewards = success_plus_steps(torch.tensor(success), step_tok, mask)
     return ca.discounted_returns(rewards, mask), rewards, mask, stats
 
 

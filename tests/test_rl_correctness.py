@@ -16,6 +16,7 @@ import itertools
 import pytest
 import torch
 
+from rewardkit.rewardmodels.shaping.functional import truncation_handling
 from rewardkit.rl import core_algos as ca
 
 MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
@@ -176,9 +177,9 @@ def test_missing_rewards_counted_and_masked():
 def test_truncated_samples_masked_or_penalised():
     rewards = torch.tensor([1.0, 1.0, 0.0, 0.0])
     truncated = torch.tensor([False, True, False, True])
-    r, keep, stats = ca.truncation_handling(rewards, truncated, "mask")
+    r, keep, stats = truncation_handling(rewards, truncated, "mask")
     assert stats["num_truncated"] == 2 and keep.tolist() == [True, False, True, False]
-    r, keep, _ = ca.truncation_handling(rewards, truncated, "penalize", penalty=-0.5)
+    r, keep, _ = truncation_handling(rewards, truncated, "penalize", penalty=-0.5)
     assert r.tolist() == [1.0, -0.5, 0.0, -0.5] and keep.all()
 
 

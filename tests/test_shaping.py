@@ -23,8 +23,8 @@ def close(a, b, tol=1e-5):
 
 def test_clip_scale_binarize():
     r = torch.tensor([-2.0, -0.5, 0.5, 3.0])
-    assert close(F.clip(r, -1, 1), [-1.0, -0.5, 0.5, 1.0])
-    assert close(F.clip(r, None, 1), [-2.0, -0.5, 0.5, 1.0])
+    assert close(F.clamp(r, -1, 1), [-1.0, -0.5, 0.5, 1.0])
+    assert close(F.clamp(r, None, 1), [-2.0, -0.5, 0.5, 1.0])
     assert close(F.scale_shift(r, 2.0, 1.0), [-3.0, 0.0, 2.0, 7.0])
     assert close(F.binarize(r, 0.5), [0.0, 0.0, 1.0, 1.0])
     assert close(F.binarize(r, 0.0, -1.0, 1.0), [-1.0, -1.0, 1.0, 1.0])
@@ -223,16 +223,16 @@ def test_build_from_cli_strings_and_yaml():
     spec = yaml.safe_load(
         """
         shape:
-          - clip:-1,1
+          - clamp:-1,1
           - {name: scale, scale: 2}
           - {binarize: {threshold: 0.0, low: -1}}
         """
     )["shape"]
     pipe = S.build_pipeline(spec)
-    assert [t.name for t in pipe.transforms] == ["clip", "scale", "binarize"]
+    assert [t.name for t in pipe.transforms] == ["clamp", "scale", "binarize"]
     out = pipe(S.ShapingBatch(rewards=torch.tensor([-5.0, 0.25, 5.0])))
     assert close(out.rewards, [-1.0, 1.0, 1.0])
-    assert S.build_shaping("clip:-1,1").spec() == "clip:lo=-1,hi=1,target=reward"
+    assert S.build_shaping("clamp:-1,1").spec() == "clamp:lo=-1,hi=1,target=reward"
 
 
 def test_unknown_names_and_arguments():
@@ -241,9 +241,9 @@ def test_unknown_names_and_arguments():
     with pytest.raises(UnknownNameError):
         S.build_shaping("nope")
     with pytest.raises(ValueError):
-        S.build_shaping("clip:bogus=1")
+        S.build_shaping("clamp:bogus=1")
     with pytest.raises(ValueError):
-        S.build_shaping("clip:1,2,reward,4")
+        S.build_shaping("clamp:1,2,reward,4")
     with pytest.raises(ValueError):
         S.step_shaping("bogus")
 
@@ -253,10 +253,10 @@ def test_clip_targets_steps_and_components():
     b = S.ShapingBatch(
         rewards=torch.zeros(2), step_rewards=r, step_mask=m, components={"fmt": torch.tensor([3.0, -3.0])}
     )
-    out = S.build_shaping("clip:-1,1,steps")(b)
+    out = S.build_shaping("clamp:-1,1,steps")(b)
     assert close(out.step_rewards, [[1.0, -1.0], [0.5, 0.0]])
     assert close(out.rewards, [0.0, 0.5])
-    out = S.build_shaping("clip:-1,1,fmt")(b)
+    out = S.build_shaping("clamp:-1,1,fmt")(b)
     assert close(out.components["fmt"], [1.0, -1.0])
     assert close(b.components["fmt"], [3.0, -3.0])  # input unchanged
 

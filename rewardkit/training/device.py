@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+BF16_SETTINGS = ("auto", "true", "false")
 
 
 def bf16_supported() -> bool:

@@ -11,6 +11,11 @@ Three levels of rewards, three tensor layouts:
   row ``i`` has its ``n_i`` steps at columns ``0 .. n_i - 1`` (:func:`pad_steps` builds this layout from
   lists, :func:`unpad_steps` goes back). Every step function returns zeros at padded positions.
 
+This module is the one home of every reward transform of the project: the RL loop
+(:mod:`rewardkit.rl.rewards`, :mod:`rewardkit.rl.core_algos`) calls these functions rather than keeping
+copies. Where two callers need different constants (GRPO's eps 1e-6 vs TRL's 1e-4, a lone sample kept or
+zeroed, a penalty factor) the function takes the difference as an explicit argument.
+
 Nothing here keeps state or changes its inputs; the one stateful transform (running whitening) keeps its
 moments in :class:`RunningMoments` and calls the pure :func:`whiten` / :func:`update_moments`.
 
@@ -28,18 +33,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 __all__ = [
+    "TRUNCATION_MODES",
+    "GroupStats",
     "binarize",
-    "clip",
+    "clamp",
     "cosine_length_reward",
     "dapo_overlong_penalty",
+    "discounted_returns",
     "gao_clip",
     "gao_clip_delta",
     "gao_delta",
     "group_normalize",
+    "group_stats",
     "kimi_length_penalty",
     "min_form",
     "min_form_returns",
@@ -49,6 +59,7 @@ __all__ = [
     "scale_shift",
     "step_returns",
     "success_plus_steps",
+    "truncation_handling",
     "unpad_steps",
     "update_moments",
     "weighted_sum",
@@ -97,8 +108,11 @@ def _check_steps(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------------
 
 
-def clip(rewards: torch.Tensor, lo: float | None = None, hi: float | None = None) -> torch.Tensor:
-    """Clips to an interval: ``r' = min(max(r, lo), hi)``; ``None`` leaves that side open."""
+def clamp(rewards: torch.Tensor, lo: float | None = None, hi: float | None = None) -> torch.Tensor:
+    """Clamps to an interval: ``r' = min(max(r, lo), hi)``; ``None`` leaves that side open.
+
+    (Named ``clamp``, not ``clip``: "clip" is Gao et al.'s Clip of process rewards, :func:`gao_clip`.)
+    """
     return torch.clamp(rewards, min=lo, max=hi)
 
 
@@ -150,43 +164,146 @@ def _group_index(group: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
     return inverse, int(inverse.max().item()) + 1
 
 
-def _group_stats(
-    rewards: torch.Tensor, group: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-sample (group mean, unbiased group std, group min, group max) and the group sizes."""
-    inverse, n_groups = _group_index(group, rewards.numel())
-    r = rewards.to(torch.float64)
-    counts = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, torch.ones_like(r))
-    sums = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, r)
-    mean = sums / counts
-    sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, (r - mean[inverse]) ** 2)
-    std = torch.sqrt(sq / (counts - 1).clamp(min=1))
-    return mean[inverse], std[inverse], counts[inverse], inverse
+def _contiguous_groups(values: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``values [B]`` as ``[B // G, G]``: samples ``g*G .. g*G + G - 1`` form group ``g`` (TRL's and verl's
+    layout after ``repeat_interleave``)."""
+    if values.dim() != 1:
+        raise ValueError(f"scores must be 1-D (B,), got shape {tuple(values.shape)}")
+    if group_size < 1 or values.numel() % group_size:
+        raise ValueError(f"batch of {values.numel()} is not a whole number of groups of {group_size}")
+    return values.view(-1, group_size)
+
+
+def _masked_rowsum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Row sums over ``mask``; entries outside it add exactly 0 even when they hold inf/NaN."""
+    return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(dim=1)
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Rewards laid out one group per row, and each group's statistics over its members.
+
+    ``values`` and ``members`` are ``[G, W]`` (``W``: the largest group; padding and samples whose ``valid``
+    is False are not members); ``count``, ``mean``, ``std`` (unbiased, as ``torch.std`` and TRL) and
+    ``degenerate`` are ``[G]``. A group is degenerate when it has fewer than two members or all its members'
+    rewards are equal: no group baseline can tell its samples apart.
+    """
+
+    values: torch.Tensor
+    members: torch.Tensor
+    count: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    degenerate: torch.Tensor
+    index: tuple[torch.Tensor, torch.Tensor] | None
+    """``(row, column)`` of each sample in ``values``; ``None`` for contiguous groups (row-major order)."""
+
+    def to_samples(self, per_group: torch.Tensor) -> torch.Tensor:
+        """A ``[G, W]`` tensor laid out like ``values`` back to one value per sample, ``[B]``."""
+        if self.index is None:
+            return per_group.reshape(-1)
+        return per_group[self.index]
+
+
+def group_stats(
+    rewards: torch.Tensor,
+    group: torch.Tensor | None = None,
+    *,
+    group_size: int | None = None,
+    valid: torch.Tensor | None = None,
+) -> GroupStats:
+    """Per-group count, mean ``mu_g = sum_{i in g} r_i / n_g``, unbiased std
+    ``sigma_g = sqrt(sum_{i in g} (r_i - mu_g)^2 / (n_g - 1))`` and degeneracy, in ``rewards``' dtype.
+
+    Groups are given either by ids (``group [B]``, any values, any sizes, in any order; ``None``: the batch
+    is one group) or by ``group_size`` (contiguous groups of ``G``). Samples with ``valid`` False are left
+    out of every statistic.
+    """
+    rewards = torch.as_tensor(rewards)
+    if group_size is not None:
+        values = _contiguous_groups(rewards, group_size)
+        members = torch.ones_like(values, dtype=torch.bool)
+        if valid is not None:
+            members = _contiguous_groups(valid.bool(), group_size)
+        index = None
+    else:
+        n = rewards.numel()
+        ids = group if group is not None else torch.zeros(n, dtype=torch.long, device=rewards.device)
+        row, n_groups = _group_index(ids, n)
+        sizes = torch.bincount(row, minlength=n_groups)
+        order = torch.argsort(row, stable=True)
+        col = torch.empty_like(row)
+        col[order] = torch.arange(n, device=row.device) - (sizes.cumsum(0) - sizes)[row[order]]
+        width = max(int(sizes.max()) if n else 0, 1)
+        values = rewards.new_zeros(n_groups, width)
+        values[row, col] = rewards
+        members = torch.zeros(n_groups, width, dtype=torch.bool, device=values.device)
+        members[row, col] = True if valid is None else valid.bool()
+        index = (row, col)
+    count = members.sum(dim=1)
+    mean = _masked_rowsum(values, members) / count.clamp(min=1)
+    var = _masked_rowsum((values - mean[:, None]) ** 2, members) / (count - 1).clamp(min=1)
+    big = torch.finfo(values.dtype).max
+    gmax = torch.where(members, values, torch.full_like(values, -big)).amax(dim=1)
+    gmin = torch.where(members, values, torch.full_like(values, big)).amin(dim=1)
+    degenerate = (count < 2) | (gmax <= gmin)
+    return GroupStats(values, members, count, mean, var.sqrt(), degenerate, index)
 
 
 def group_normalize(
     rewards: torch.Tensor,
-    group: torch.Tensor,
+    group: torch.Tensor | None = None,
     *,
+    group_size: int | None = None,
     scale_by_std: bool = True,
+    std: torch.Tensor | float | None = None,
     eps: float = 1e-4,
+    valid: torch.Tensor | None = None,
+    degenerate: str = "keep",
+    dtype: torch.dtype | None = torch.float64,
 ) -> torch.Tensor:
-    """Group-relative rewards (GRPO / Dr. GRPO).
+    """Group-relative rewards (GRPO / Dr. GRPO); the one implementation behind the ``group_norm`` shaping
+    transform and GRPO's advantages (:func:`rewardkit.rl.core_algos.group_normalized_advantages`).
 
     ``r'_i = (r_i - mean_g) / (std_g + eps)`` with ``scale_by_std=True`` (GRPO, Shao et al. 2024; std is
     the unbiased sample std, as ``torch.std`` and TRL compute it), or ``r'_i = r_i - mean_g`` with
     ``scale_by_std=False`` (Dr. GRPO, Liu et al. 2025, which drops the std because it up-weights
-    too-easy and too-hard prompts). ``mean_g`` / ``std_g`` are over the samples sharing ``group[i]``.
-    A group of one sample keeps its raw reward (mean 0, std 1, as verl does), since no baseline exists.
+    too-easy and too-hard prompts). ``mean_g`` / ``std_g`` are over the (valid) samples sharing
+    ``group[i]`` (see :func:`group_stats` for ``group`` / ``group_size``). What the callers differ in is
+    explicit:
+
+    * ``eps``: 1e-4 here and in TRL; GRPO's advantages pass verl's 1e-6.
+    * ``std``: divide by this (e.g. the whole batch's std: REINFORCE++-baseline, TRL's
+      ``scale_rewards="batch"``) instead of each group's own.
+    * ``degenerate``: ``"keep"`` (shaping): a group of one sample keeps its raw reward (mean 0, std 1, no
+      eps, as verl does), since no baseline exists; an all-equal group is normalised like any other.
+      ``"zero"`` (advantages): a group with fewer than two valid samples or all-equal rewards gets exactly
+      0, whatever the reward scale: the mean of identical floats need not equal them
+      (0.1 + 0.1 + 0.1 != 0.3), and ``(r - mean) / (0 + eps)`` would turn the rounding error into a signal.
+    * ``dtype``: the precision of the statistics (float64 for shaping; ``None``: the rewards' own, as the
+      advantages keep).
+
+    Samples with ``valid`` False are left out of the statistics and get 0.
     """
-    mean, std, counts, _ = _group_stats(rewards, group)
-    single = counts <= 1
-    mean = torch.where(single, torch.zeros_like(mean), mean)
-    centred = rewards.to(torch.float64) - mean
+    if degenerate not in ("keep", "zero"):
+        raise ValueError(f"unknown degenerate-group policy {degenerate!r} (known: keep, zero)")
+    rewards = torch.as_tensor(rewards)
+    out_dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
+    stats = group_stats(
+        rewards if dtype is None else rewards.to(dtype), group, group_size=group_size, valid=valid
+    )
+    centred = stats.values - stats.mean[:, None]
     if scale_by_std:
-        std = torch.where(single, torch.ones_like(std), std)
-        centred = centred / (std + torch.where(single, 0.0, eps))
-    return centred.to(rewards.dtype if rewards.is_floating_point() else torch.float32)
+        divisor = stats.std[:, None] if std is None else torch.as_tensor(std, dtype=centred.dtype)
+        centred = centred / (divisor + eps)
+    if degenerate == "zero":
+        centred = torch.where(stats.degenerate[:, None], torch.zeros_like(centred), centred)
+    else:
+        centred = torch.where((stats.count <= 1)[:, None], stats.values, centred)
+    out = stats.to_samples(centred)
+    if valid is not None:
+        out = torch.where(valid.bool(), out, torch.zeros_like(out))
+    return out.to(out_dtype)
 
 
 def whiten(rewards: torch.Tensor, mean: float, var: float, *, eps: float = 1e-8) -> torch.Tensor:
@@ -245,7 +362,9 @@ def kimi_length_penalty(
     return out.to(torch.float32)
 
 
-def dapo_overlong_penalty(lengths: torch.Tensor, max_len: int, cache_len: int) -> torch.Tensor:
+def dapo_overlong_penalty(
+    lengths: torch.Tensor, max_len: int, cache_len: int, factor: float = 1.0
+) -> torch.Tensor:
     """DAPO's soft overlong punishment (Yu et al., 2025, Eq. 13), added to the reward.
 
     With ``L_max = max_len`` and ``L_cache = cache_len``::
@@ -254,16 +373,17 @@ def dapo_overlong_penalty(lengths: torch.Tensor, max_len: int, cache_len: int) -
              = ((L_max - L_cache) - |y|) / L_cache if L_max - L_cache < |y| <= L_max
              = -1                                  if |y| > L_max
 
-    i.e. 0 up to ``L_max - L_cache`` tokens, then a linear ramp down to -1 at ``L_max``.
+    i.e. 0 up to ``L_max - L_cache`` tokens, then a linear ramp down to -1 at ``L_max``; times ``factor``
+    (the RL config's ``reward.overlong_penalty_factor``, the shaping transform's ``weight``).
     The paper's setting is ``L_max = 20480``, ``L_cache = 4096``.
     """
     if cache_len <= 0 or cache_len > max_len:
         raise ValueError(f"need 0 < cache_len <= max_len, got cache_len={cache_len}, max_len={max_len}")
-    lengths = torch.as_tensor(lengths, dtype=torch.float32)
+    lengths = torch.as_tensor(lengths).to(torch.float32)
     start = max_len - cache_len
     ramp = (start - lengths) / cache_len
     out = torch.where(lengths <= start, torch.zeros_like(lengths), ramp)
-    return torch.where(lengths > max_len, torch.full_like(lengths, -1.0), out)
+    return torch.where(lengths > max_len, torch.full_like(lengths, -1.0), out) * factor
 
 
 def overlong_mask(truncated: torch.Tensor) -> torch.Tensor:
@@ -272,6 +392,36 @@ def overlong_mask(truncated: torch.Tensor) -> torch.Tensor:
     Truncated samples' rewards are noise (the answer was cut off, not wrong), so their loss is masked.
     """
     return (~torch.as_tensor(truncated).bool()).to(torch.float32)
+
+
+TRUNCATION_MODES = ("mask", "penalize", "none")
+"""What :func:`truncation_handling` can do with truncated samples (the RL config's ``reward.truncation``)."""
+
+
+def truncation_handling(
+    rewards: torch.Tensor, truncated: torch.Tensor, mode: str = "mask", penalty: float = -1.0
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """What to do with completions cut at the length limit (``finish_reason == "length"``).
+
+    * ``"mask"`` -- DAPO's overlong filtering (:func:`overlong_mask`): truncated samples keep their reward
+      for the group statistics but are removed from the loss (returned ``keep`` is False for them).
+    * ``"penalize"`` -- their reward is replaced by ``penalty`` and they stay in the loss.
+    * ``"none"`` -- nothing changes.
+
+    Returns ``(rewards, keep, stats)`` with ``stats["completions/clipped_ratio"]`` (TRL's name for the
+    truncated fraction) and ``stats["num_truncated"]``.
+    """
+    truncated = torch.as_tensor(truncated).bool()
+    keep = torch.ones_like(truncated)
+    if mode == "mask":
+        keep = overlong_mask(truncated).bool()
+    elif mode == "penalize":
+        rewards = torch.where(truncated, torch.full_like(rewards, penalty), rewards)
+    elif mode not in TRUNCATION_MODES:
+        raise ValueError(f"unknown truncation mode {mode!r} (known: {', '.join(TRUNCATION_MODES)})")
+    n = int(truncated.sum().item())
+    stats = {"num_truncated": float(n), "completions/clipped_ratio": n / max(truncated.numel(), 1)}
+    return rewards, keep, stats
 
 
 def cosine_length_reward(
@@ -383,16 +533,31 @@ def min_form(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return gao_delta(min_form_returns(rewards, mask), mask)
 
 
+def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
+    """Reward-to-go along the last dimension: ``G_t = sum_{s >= t} gamma^(s - t) r_s`` over the masked
+    positions (outside the mask rewards count as 0 and returns are 0).
+
+    The one implementation of returns: per response token (REINFORCE++ and ``step_return`` advantages,
+    ``mask`` = the response mask) and per step (:func:`step_returns`). With ``gamma = 1`` it is the sum of
+    future rewards.
+    """
+    mask = mask.to(rewards.dtype)
+    rewards = rewards * mask
+    if gamma == 1.0:
+        return torch.flip(torch.cumsum(torch.flip(rewards, [-1]), -1), [-1]) * mask
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma * running
+        returns[..., t] = running
+    return returns * mask
+
+
 def step_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
-    """Returns from each step: ``G_t = sum_{k >= t} gamma^(k - t) r_k`` over the real steps."""
+    """Returns from each step: ``G_t = sum_{k >= t} gamma^(k - t) r_k`` over the real steps
+    (:func:`discounted_returns` on the per-step layout; padding may hold anything)."""
     mask = _check_steps(rewards, mask)
-    r = torch.where(mask, rewards, torch.zeros_like(rewards))
-    out = torch.zeros_like(r)
-    running = torch.zeros(r.shape[0], dtype=r.dtype)
-    for t in range(r.shape[1] - 1, -1, -1):
-        running = r[:, t] + gamma * running
-        out[:, t] = running
-    return torch.where(mask, out, torch.zeros_like(out))
+    return discounted_returns(torch.where(mask, rewards, torch.zeros_like(rewards)), mask, gamma)
 
 
 def success_plus_steps(
@@ -403,10 +568,12 @@ def success_plus_steps(
     success_weight: float = 1.0,
     step_weight: float = 1.0,
 ) -> torch.Tensor:
-    """Per-step rewards for RL: ``step_weight * s_t`` at each step plus ``success_weight * success`` on
-    the last step (Gao et al., 2024: the verifier's outcome reward combined with shaped process rewards).
+    """Outcome plus process rewards (Gao et al., 2024, sec. 4): ``r'_t = step_weight * s_t`` at each
+    position plus ``success_weight * success`` on the last one.
 
-    A row without steps gets nothing (there is no step to place the success reward on).
+    Any left-aligned layout: per step (``[B, S]`` with the step mask) or per response token (``[B, T]``
+    with the response mask, ``s_t`` the step rewards placed on their step-end tokens: the RL loop's token
+    rewards). A row without positions gets nothing (there is nowhere to place the success reward).
     """
     mask = _check_steps(step_rewards, mask)
     out = torch.where(mask, step_rewards * step_weight, torch.zeros_like(step_rewards))

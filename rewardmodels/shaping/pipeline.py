@@ -6,14 +6,18 @@ wraps one pure function of :mod:`rewardkit.rewardmodels.shaping.functional`.
 
 Spec syntax (one string per ``--shape`` flag, or one item of a YAML list)::
 
-    clip:-1,1                         # positional arguments, in the order of the transform's fields
-    clip:lo=-1,hi=1                   # keyword arguments
+    clamp:-1,1                        # positional arguments, in the order of the transform's fields
+    clamp:lo=-1,hi=1                  # keyword arguments
     group_norm:scale_by_std=false
     length_penalty:weight=0.1
     weighted_sum:correctness=0.9,format=0.1
     clip+delta:eta=0.1                # Gao et al. Clip then Delta on per-step rewards
 
-YAML items may also be mappings: ``{name: clip, lo: -1, hi: 1}`` or ``{clip: {lo: -1, hi: 1}}``.
+YAML items may also be mappings: ``{name: clamp, lo: -1, hi: 1}`` or ``{clamp: {lo: -1, hi: 1}}``.
+
+Names: "clip" always means Gao et al.'s Clip of process rewards (``step_clip`` and ``clip+delta`` here,
+``clip`` among the RL loop's :data:`STEP_SHAPINGS` modes); the interval clip is ``clamp``. The old spelling
+``clip`` for the interval clip is refused with a message naming both (see :data:`RENAMED`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,17 @@ from rewardkit.registry import Registry
 from . import functional as F
 
 SHAPINGS: Registry[type[Shaping]] = Registry("shaping transform")
-"""All pipeline transforms by name (``clip``, ``group_norm``, ``delta``, ...)."""
+"""All pipeline transforms by name (``clamp``, ``group_norm``, ``delta``, ...)."""
+
+RENAMED: dict[str, str] = {
+    "clip": "'clip' is ambiguous and no longer a shaping transform: use 'clamp' for the interval clip "
+    "min(max(r, lo), hi), or 'step_clip' for Gao et al.'s Clip min(r_t - eta, 0) of per-step rewards",
+}
+"""Former transform names -> the error that says what to write instead."""
+
+GROUP_BASELINE_ESTIMATORS = frozenset({"grpo", "dr_grpo", "rloo", "step_return", "reinforce_pp_baseline"})
+"""Advantage estimators of :data:`rewardkit.rl.core_algos.ADVANTAGE_ESTIMATORS` that already centre (and
+GRPO: scale) each sample's reward by its group's statistics."""
 
 STEP_SHAPINGS: dict[str, str] = {
     "none": "none",
@@ -40,9 +54,9 @@ STEP_SHAPINGS: dict[str, str] = {
     "min_form": "min_form",
     "progress_delta": "progress_delta",
 }
-"""Process-reward modes for the RL loop (Gao et al. names): mode -> pipeline transform name. In this
-namespace ``clip`` means Gao's Clip ``min(r_t - eta, 0)``; in :data:`SHAPINGS` ``clip`` is the interval clip
-and Gao's Clip is ``step_clip``."""
+"""Process-reward modes for the RL loop (Gao et al.'s names): mode -> pipeline transform name. ``clip`` is
+Gao's Clip ``min(r_t - eta, 0)`` (the ``step_clip`` transform); the interval clip is the ``clamp`` transform,
+which is no mode here."""
 
 
 @dataclass
@@ -112,6 +126,9 @@ class Shaping:
 
     name: ClassVar[str] = "shaping"
     level: ClassVar[str] = "sample"
+    normalizes_groups: ClassVar[bool] = False
+    """Whether the transform centres or scales rewards by their group's statistics (see
+    :func:`conflicts_with_estimator`)."""
 
     def __call__(self, batch: ShapingBatch) -> ShapingBatch:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -150,9 +167,9 @@ def _apply_target(batch: ShapingBatch, target: str, fn) -> ShapingBatch:
     raise ValueError(f"unknown target {target!r}: 'reward', 'steps' or a component name")
 
 
-@register("clip")
+@register("clamp")
 @dataclass
-class Clip(Shaping):
+class Clamp(Shaping):
     """``r' = min(max(r, lo), hi)``. ``target``: ``reward`` (default), ``steps``, or a component name."""
 
     lo: float | None = None
@@ -160,7 +177,7 @@ class Clip(Shaping):
     target: str = "reward"
 
     def __call__(self, batch: ShapingBatch) -> ShapingBatch:
-        return _apply_target(batch, self.target, lambda r: F.clip(r, self.lo, self.hi))
+        return _apply_target(batch, self.target, lambda r: F.clamp(r, self.lo, self.hi))
 
 
 @register("scale")
@@ -224,6 +241,7 @@ class GroupNorm(Shaping):
     """``r' = (r - mean_g) / (std_g + eps)`` (GRPO) or ``r - mean_g`` with ``scale_by_std=false`` (Dr. GRPO)."""
 
     level: ClassVar[str] = "group"
+    normalizes_groups: ClassVar[bool] = True
     scale_by_std: bool = True
     eps: float = 1e-4
 
@@ -289,21 +307,53 @@ class OverlongPenalty(Shaping):
     cache_len: int = 4096
     weight: float = 1.0
 
+    def __post_init__(self) -> None:
+        if not 0 < self.cache_len <= self.max_len:
+            raise ValueError(
+                f"overlong_penalty needs 0 < cache_len <= max_len, got {self.cache_len}, {self.max_len}"
+            )
+
     def __call__(self, batch: ShapingBatch) -> ShapingBatch:
-        pen = F.dapo_overlong_penalty(batch.need("lengths", self.name), self.max_len, self.cache_len)
-        return batch.replace(rewards=batch.rewards + self.weight * pen)
+        lengths = batch.need("lengths", self.name)
+        pen = F.dapo_overlong_penalty(lengths, self.max_len, self.cache_len, self.weight)
+        out = batch.replace(rewards=batch.rewards + pen)
+        out.log["overlong_penalty"] = pen
+        return out
+
+
+def _and_mask(batch: ShapingBatch, keep: torch.Tensor) -> torch.Tensor:
+    """``keep`` (float) combined with the batch's loss mask, if it has one."""
+    return keep if batch.loss_mask is None else keep * batch.loss_mask
 
 
 @register("overlong_filter")
 @dataclass
 class OverlongFilter(Shaping):
-    """DAPO overlong filtering: ``loss_mask = 0`` for truncated samples (rewards unchanged)."""
+    """DAPO overlong filtering: ``loss_mask = 0`` for truncated samples (rewards unchanged); the same as
+    ``truncation:mask``."""
 
     def __call__(self, batch: ShapingBatch) -> ShapingBatch:
         mask = F.overlong_mask(batch.need("truncated", self.name))
-        if batch.loss_mask is not None:
-            mask = mask * batch.loss_mask
-        return batch.replace(loss_mask=mask)
+        return batch.replace(loss_mask=_and_mask(batch, mask))
+
+
+@register("truncation")
+@dataclass
+class Truncation(Shaping):
+    """Truncated samples (the RL config's ``reward.truncation``): ``mask`` removes them from the loss (DAPO
+    overlong filtering), ``penalize`` replaces their reward by ``penalty``, ``none`` keeps them."""
+
+    mode: str = "mask"
+    penalty: float = -1.0
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        truncated = batch.need("truncated", self.name)
+        rewards, keep, stats = F.truncation_handling(batch.rewards, truncated, self.mode, self.penalty)
+        out = batch.replace(rewards=rewards)
+        if self.mode == "mask":
+            out.loss_mask = _and_mask(batch, keep.to(torch.float32))
+        out.log["truncation"] = stats
+        return out
 
 
 @register("cosine_length")
@@ -461,10 +511,16 @@ def parse_spec(spec: str) -> tuple[str, list[Any], dict[str, Any]]:
     return name.strip(), args, kwargs
 
 
-def build_shaping(spec: str | dict[str, Any] | Shaping) -> Shaping:
-    """One transform from a CLI string, a YAML mapping, or an existing instance."""
-    if isinstance(spec, Shaping):
-        return spec
+def transform_class(name: str) -> type[Shaping]:
+    """The transform registered as ``name``; a former name (:data:`RENAMED`) is a ``ValueError`` that says
+    what to write instead, never the other transform."""
+    if name in RENAMED:
+        raise ValueError(RENAMED[name])
+    return SHAPINGS.get(name)
+
+
+def _read_spec(spec: str | dict[str, Any]) -> tuple[str, list[Any], dict[str, Any]]:
+    """``(name, args, kwargs)`` of a CLI string or a YAML mapping."""
     if isinstance(spec, dict):
         spec = dict(spec)
         if "name" in spec:
@@ -476,11 +532,18 @@ def build_shaping(spec: str | dict[str, Any] | Shaping) -> Shaping:
             args = []
         else:
             raise ValueError(f"shaping mapping needs a 'name' key or a single key, got {sorted(spec)}")
-    elif isinstance(spec, str):
-        name, args, kwargs = parse_spec(spec)
-    else:
-        raise TypeError(f"cannot build a shaping transform from {type(spec).__name__}")
-    cls = SHAPINGS.get(name)
+        return name, args, kwargs
+    if isinstance(spec, str):
+        return parse_spec(spec)
+    raise TypeError(f"cannot build a shaping transform from {type(spec).__name__}")
+
+
+def build_shaping(spec: str | dict[str, Any] | Shaping) -> Shaping:
+    """One transform from a CLI string, a YAML mapping, or an existing instance."""
+    if isinstance(spec, Shaping):
+        return spec
+    name, args, kwargs = _read_spec(spec)
+    cls = transform_class(name)
     if dataclasses.is_dataclass(cls):
         names = [f.name for f in dataclasses.fields(cls) if f.init]
         if len(args) > len(names):
@@ -528,6 +591,34 @@ def build_pipeline(specs: str | dict | Shaping | Iterable[str | dict | Shaping] 
     if isinstance(specs, (str, dict, Shaping)):
         specs = [specs]
     return ShapingPipeline([build_shaping(s) for s in specs])
+
+
+def conflicts_with_estimator(
+    specs: str | dict | Shaping | Iterable[str | dict | Shaping] | None, adv_estimator: str
+) -> str | None:
+    """Why a sample shaping pipeline and an advantage estimator should not be combined, or ``None``.
+
+    Protects against normalising twice: the GRPO-family estimators (:data:`GROUP_BASELINE_ESTIMATORS`)
+    already subtract a group baseline (and GRPO divides by the group std), so a ``group_norm`` shaping
+    before them normalises the rewards a second time: under GRPO the second pass is nearly a no-op (a
+    wasted step whose eps and lone-sample rule differ from the estimator's), under RLOO, Dr. GRPO and
+    REINFORCE++-baseline it silently brings back the per-group std scaling (the question-difficulty bias)
+    those estimators leave out. Returns a one-line reason for config validation. Unknown or former names
+    (``clip``) raise, as building would.
+    """
+    if adv_estimator not in GROUP_BASELINE_ESTIMATORS or specs is None:
+        return None
+    if isinstance(specs, (str, dict, Shaping)):
+        specs = [specs]
+    for spec in specs:
+        cls = type(spec) if isinstance(spec, Shaping) else transform_class(_read_spec(spec)[0])
+        if cls.normalizes_groups:
+            return (
+                f"{cls.name!r} normalises rewards per group and the {adv_estimator!r} advantage estimator "
+                "normalises them again: drop the shaping step or use an estimator without a group baseline "
+                "(reinforce_pp, gae)"
+            )
+    return None
 
 
 def step_shaping(mode: str, eta: float = 0.0) -> ShapingPipeline:

@@ -1,4 +1,4 @@
-"""Shaping applied to scored rows: ``rewardkit score --shape ...`` and weighted sums of reward sources.
+"""Shaping applied to scored rows (``rewardkit score --shape ...``), and weighted sums of reward sources.
 
 :func:`shape_results` turns ``(records, results)`` into a :class:`ShapingBatch`, runs a pipeline and writes
 the shaped reward back, keeping the raw one in ``details["shaping"]``. Context comes from the rows:
@@ -10,7 +10,7 @@ the shaped reward back, keeping the raw one in ``details["shaping"]``. Context c
 * correct: ``details["correct"]`` of the result if present (else the transforms threshold the reward);
 * per-step rewards: ``details["step_rewards"]`` (or ``step_scores``) of the result;
 * components: ``details["components"]`` (``{name: {"reward": x, ...}}`` or ``{name: x}``), as written by
-  :class:`WeightedSumSource`.
+  :class:`WeightedSumSource` (:class:`rewardkit.verifiers.combine.CombinedSource`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from rewardkit.types import Record, Result
+from rewardkit.types import Record, Result, as_reward
+from rewardkit.verifiers.combine import CombinedSource
 
 from .functional import pad_steps, unpad_steps
 from .pipeline import ShapingBatch, ShapingPipeline, build_pipeline
@@ -73,9 +74,14 @@ def _components(results: Sequence[Result]) -> dict[str, torch.Tensor]:
         values = []
         for res in results:
             part = ((res.details or {}).get("components") or {}).get(name, 0.0)
-            values.append(float(part["reward"] if isinstance(part, Mapping) else part))
+            values.append(_reward_or_zero(part["reward"] if isinstance(part, Mapping) else part))
         comps[name] = torch.tensor(values, dtype=torch.float32)
     return comps
+
+
+def _reward_or_zero(value: Any) -> float:
+    """A reward for the shaping batch: a missing one (``None``, NaN) enters as 0, as an error does."""
+    return as_reward(value) or 0.0
 
 
 def results_to_batch(
@@ -99,7 +105,7 @@ def results_to_batch(
             rows.append([float(x) for x in (res.details.get(key) or [])] if key else [])
         step_rewards, step_mask = pad_steps(rows)
     return ShapingBatch(
-        rewards=torch.tensor([float(r.reward) for r in results], dtype=torch.float32),
+        rewards=torch.tensor([_reward_or_zero(r.reward) for r in results], dtype=torch.float32),
         group=_group_ids(records),
         lengths=_lengths(records, tokenizer),
         correct=correct,
@@ -121,7 +127,8 @@ def shape_results(
 
     Each result gets the shaped ``reward`` and ``details["shaping"] = {"raw_reward", "pipeline",
     ["step_rewards"], ["loss_mask"]}``. Errors are kept: a failed row enters the pipeline with its
-    reward of 0 (so group statistics see it, as an RL loop would) and keeps its ``error``.
+    reward of 0 (so group statistics see it, as an RL loop would) and keeps its ``error``; so does a row
+    whose reward is missing (``None``), which stays ``None``.
     """
     if not isinstance(pipeline, ShapingPipeline):
         pipeline = build_pipeline(pipeline)
@@ -139,73 +146,15 @@ def shape_results(
         if out.loss_mask is not None:
             info["loss_mask"] = float(out.loss_mask[i])
         details = {**(res.details or {}), "shaping": info}
-        shaped.append(Result(reward=float(out.rewards[i]), details=details, error=res.error))
+        reward = None if as_reward(res.reward) is None else float(out.rewards[i])
+        shaped.append(Result(reward=reward, details=details, error=res.error))
     return shaped
 
 
-class WeightedSumSource:
-    """A reward source that is a weighted sum of named sources: ``r = sum_k w_k * r_k``.
-
-    ``sources`` maps a component name to a reward source (anything with ``score_batch`` and ``name``) or a
-    verifier name (resolved with ``rewardkit.verifiers.get_verifier``); ``weights`` maps the same names to
-    floats. Each result's ``details["components"][name]`` holds that part's reward, weight, error and
-    details, so one can tell which part earned what. The sum's ``error`` is the first part's error
-    (prefixed by the part's name); the reward still counts the parts that worked.
-    """
-
-    def __init__(self, sources: Mapping[str, Any], weights: Mapping[str, float] | None = None) -> None:
-        if not sources:
-            raise ValueError("WeightedSumSource needs at least one source")
-        self.sources = {name: self._resolve(src) for name, src in sources.items()}
-        weights = dict(weights or {})
-        unknown = set(weights) - set(self.sources)
-        if unknown:
-            raise ValueError(f"weights for unknown sources {sorted(unknown)}")
-        self.weights = {name: float(weights.get(name, 1.0)) for name in self.sources}
-        self.name = "+".join(f"{w:g}*{n}" for n, w in self.weights.items())
-
-    @property
-    def runs_in_process(self) -> bool:
-        """In the scoring engine's process when any part must be (a reward model); else in its worker pool
-        (rule verifiers, with per-item timeouts)."""
-        from rewardkit.verifiers.base import Verifier
-
-        return any(
-            getattr(src, "runs_in_process", not isinstance(src, Verifier)) for src in self.sources.values()
-        )
-
-    @staticmethod
-    def _resolve(source: Any) -> Any:
-        if isinstance(source, str):
-            from rewardkit.verifiers import get_verifier
-
-            return get_verifier(source)
-        return source
-
-    def score_batch(self, records: Sequence[Record]) -> list[Result]:
-        parts = {name: src.score_batch(records) for name, src in self.sources.items()}
-        out = []
-        for i in range(len(records)):
-            total = 0.0
-            components: dict[str, Any] = {}
-            error = None
-            for name, results in parts.items():
-                res = results[i]
-                weight = self.weights[name]
-                total += weight * float(res.reward)
-                components[name] = {
-                    "reward": res.reward,
-                    "weight": weight,
-                    "error": res.error,
-                    "details": res.details,
-                }
-                if res.error is not None and error is None:
-                    error = f"{name}: {res.error}"
-            out.append(Result(reward=total, details={"components": components}, error=error))
-        return out
-
-    def score(self, record: Record) -> Result:
-        return self.score_batch([record])[0]
+WeightedSumSource = CombinedSource
+"""A weighted sum of named reward sources, ``CombinedSource({name: source}, {name: weight})``: the one
+combined-source type (:class:`rewardkit.verifiers.combine.CombinedSource`) under its shaping name. Each
+result's ``details["components"]`` is what :func:`results_to_batch` reads back."""
 
 
 def shape_jsonl(

@@ -1,0 +1,448 @@
+"""The RL loop's reward pipeline: score -> combine -> sample shaping -> step shaping -> token rewards.
+
+One :class:`RewardPipeline` per run, built from the config, called twice per batch:
+
+1. :meth:`RewardPipeline.score` (at rollout time): the reward sources score the completions and are
+   combined by their weights (:class:`RewardSources`, one :class:`rewardkit.verifiers.combine.CombinedSource`;
+   a ``None`` reward makes the sample invalid, an error is reward 0 and counted), then the sample shaping
+   pipeline runs on one :class:`rewardkit.rewardmodels.shaping.ShapingBatch`: ``reward.shaping``, then
+   ``reward.truncation`` (mask / penalize / none), then DAPO's soft overlong penalty
+   (``reward.overlong_buffer``); invalid samples' rewards are 0. The result is a :class:`RewardBatch`.
+2. :meth:`RewardPipeline.token_rewards` (at update time, when the padded response mask exists): the
+   outcome reward on the last response token, plus, with a process scorer (``reward.process``), its step
+   scores shaped (``reward.step_shaping``, ``reward.step_eta``) and placed on their step-end tokens
+   (``success_weight``, ``step_weight``).
+
+Every transform is a function of :mod:`rewardkit.rewardmodels.shaping` (or :mod:`rewardkit.rl.step_rewards`
+for the token placement); this module only orders them. KL in the reward is not a reward transform: the
+trainer adds it afterwards.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rewardkit.rewardmodels.shaping import (
+    ShapingBatch,
+    ShapingPipeline,
+    build_pipeline,
+    build_shaping,
+)
+from rewardkit.rewardmodels.shaping.functional import success_plus_steps
+from rewardkit.rl import core_algos as ca
+from rewardkit.rl.config import RLConfig
+from rewardkit.types import Record, Result, as_reward, error_kind
+from rewardkit.verifiers.combine import CombinedSource, PartScores
+
+__all__ = [
+    "CallableSource",
+    "RewardBatch",
+    "RewardPipeline",
+    "RewardSources",
+    "ScoredBatch",
+    "ScorerSource",
+    "build_sample_shaping",
+    "load_process_scorer",
+]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sources
+# ----------------------------------------------------------------------------------------------------------
+@dataclass
+class ScoredBatch:
+    """Rewards of a batch of completions."""
+
+    rewards: list[float | None]
+    """Weighted sum over sources (``None``: some source returned no reward; the sample is excluded)."""
+    per_source: dict[str, list[float | None]]
+    """Each source's rewards (for ``rewards/NAME/mean``)."""
+    correct: list[bool]
+    """Per sample: the first source judged it right (``details["correct"]`` / ``match``, else reward > 0)."""
+    errors: Counter = field(default_factory=Counter)
+    """Error kinds counted over all sources (timeouts, crashes, unparseable answers)."""
+    num_errors: int = 0
+    """Samples with at least one scoring error."""
+
+    def select(self, idx: Sequence[int]) -> ScoredBatch:
+        """The samples ``idx``; the error counts stay the whole batch's (they are logged before selection)."""
+        return ScoredBatch(
+            [self.rewards[i] for i in idx],
+            {k: [v[i] for i in idx] for k, v in self.per_source.items()},
+            [self.correct[i] for i in idx],
+            self.errors,
+            self.num_errors,
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[ScoredBatch]) -> ScoredBatch:
+        """The samples of ``parts`` in order, their error counts added."""
+        names = parts[0].per_source
+        return ScoredBatch(
+            sum((p.rewards for p in parts), []),
+            {k: sum((p.per_source.get(k, []) for p in parts), []) for k in names},
+            sum((p.correct for p in parts), []),
+            sum((p.errors for p in parts), Counter()),
+            sum(p.num_errors for p in parts),
+        )
+
+
+def _to_result(value: Any) -> Result:
+    """A reward function's value as a result: ``None`` / NaN is a missing reward."""
+    if isinstance(value, Result):
+        return value
+    return Result(reward=as_reward(value))
+
+
+class CallableSource:
+    """A Python reward function as a reward source: ``fn(prompts, completions, references) -> rewards``.
+
+    The signature is TRL's reward-function shape. A crash of the batch call falls back to one call per
+    sample; a sample whose call crashes gets reward 0 and an error (the run goes on). ``None`` is a missing
+    reward.
+    """
+
+    def __init__(self, fn: Callable[..., Sequence[float | None]], name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "reward_fn")
+
+    def score_batch(self, records: Sequence[Record]) -> list[Result]:
+        prompts = [r.prompt_text for r in records]
+        completions = [r.completion_text for r in records]
+        refs = [r.reference for r in records]
+        try:
+            values = list(self.fn(prompts, completions, refs))
+            if len(values) != len(records):
+                raise ValueError(f"returned {len(values)} rewards for {len(records)} samples")
+            return [_to_result(v) for v in values]
+        except Exception:
+            out = []
+            for p, c, ref in zip(prompts, completions, refs, strict=True):
+                try:
+                    out.append(_to_result(list(self.fn([p], [c], [ref]))[0]))
+                except Exception as exc:
+                    out.append(Result.failure(f"reward function crashed: {type(exc).__name__}: {exc}"))
+            return out
+
+    def close(self) -> None:
+        pass
+
+
+class ScorerSource:
+    """A verifier (by name) behind a warm :class:`rewardkit.scoring.Scorer` pool, or ``rm:PATH`` (an outcome
+    reward model scored in this process); never raises."""
+
+    def __init__(self, name: str, kwargs: dict[str, Any], workers: int, timeout: float) -> None:
+        from rewardkit.scoring import Scorer
+
+        self.name = name
+        if name.startswith("rm:"):
+            # An outcome reward model (rewardkit.rewardmodels.orm): scored in this process, batched.
+            from rewardkit.rewardmodels.orm import RewardModelSource
+
+            self.scorer = Scorer(RewardModelSource(name[3:], **kwargs), workers=workers, timeout=timeout)
+            return
+        # Large chunks: an RL batch arrives all at once, and fewer messages to the workers is what matters;
+        # the engine still reports (and times out) each item separately.
+        self.scorer = Scorer(name, workers=workers, timeout=timeout, config=kwargs or None, chunk_size=64)
+
+    def score_batch(self, records: Sequence[Record]) -> list[Result]:
+        try:
+            return self.scorer.score(records)
+        except Exception as exc:  # the engine itself failed: every sample is a scored error
+            return [Result.failure(f"scoring failed: {type(exc).__name__}: {exc}") for _ in records]
+
+    def close(self) -> None:
+        self.scorer.close()
+
+
+def _as_source(fn: Any) -> Any:
+    """A reward source (``score_batch``) as is, a reward function wrapped in :class:`CallableSource`."""
+    if callable(getattr(fn, "score_batch", None)):
+        return fn
+    if callable(fn):
+        return CallableSource(fn)
+    raise TypeError(f"a reward function or an object with score_batch(records) is needed, got {fn!r}")
+
+
+def _first_correct(result: Result, reward: float | None) -> bool:
+    """The first source's verdict: ``details["correct"]`` / ``match`` when a bool, else reward > 0."""
+    details = result.details or {}
+    verdict = details.get("correct", details.get("match"))
+    return bool(verdict) if isinstance(verdict, bool) else (reward or 0.0) > 0
+
+
+class RewardSources:
+    """The run's reward sources, summed with their weights (one :class:`CombinedSource`), read the RL way:
+    per-source values, error counts, and the first source's verdict as ``correct``."""
+
+    def __init__(self, sources: Sequence[tuple[Any, float]]) -> None:
+        self.sources = list(sources)
+        self.combined = CombinedSource([s for s, _ in self.sources], [w for _, w in self.sources])
+
+    @classmethod
+    def from_config(cls, cfg: RLConfig, extra: Sequence[Any] = ()) -> RewardSources:
+        built: list[tuple[Any, float]] = []
+        for src in cfg.reward.sources:
+            if src.name.startswith("py:"):
+                from rewardkit.registry import lazy
+
+                built.append(
+                    (CallableSource(lazy(src.name[3:]), name=src.name[3:].split(":")[-1]), src.weight)
+                )
+            else:
+                built.append(
+                    (ScorerSource(src.name, src.kwargs, cfg.reward.workers, cfg.reward.timeout), src.weight)
+                )
+        built.extend((_as_source(fn), 1.0) for fn in extra)
+        if not built:
+            raise ValueError("no reward source configured (reward.sources is empty)")
+        return cls(built)
+
+    def score(self, records: Sequence[Record]) -> ScoredBatch:
+        """Scores and combines; the sum is ``None`` where a source has no reward (see :class:`CombinedSource`)."""
+        parts: PartScores = self.combined.score_parts(records)
+        errors: Counter = Counter()
+        errored = [False] * len(records)
+        for results in parts.results.values():
+            for i, res in enumerate(results):
+                if res.error is not None:
+                    errors[error_kind(res.error) or "error"] += 1
+                    errored[i] = True
+        first = self.combined.names[0]
+        correct = [
+            _first_correct(res, value)
+            for res, value in zip(parts.results[first], parts.values[first], strict=True)
+        ]
+        return ScoredBatch(parts.rewards, parts.values, correct, errors, sum(errored))
+
+    def close(self) -> None:
+        self.combined.close()
+
+
+def load_process_scorer(cfg: RLConfig) -> Any | None:
+    """The per-step scorer named by ``reward.process`` (``None`` when process rewards are off)."""
+    spec, kwargs = cfg.reward.process, cfg.reward.process_kwargs or {}
+    if not spec:
+        return None
+    if spec.startswith("prm:"):
+        from rewardkit.rewardmodels.prm import ProcessRewardModel
+
+        return ProcessRewardModel.from_pretrained(spec[4:], **kwargs)
+    if spec == "correct_looking":
+        from rewardkit.rl.step_rewards import CorrectLookingStepScorer
+
+        return CorrectLookingStepScorer(**kwargs)
+    if spec.startswith("py:"):
+        from rewardkit.registry import lazy
+
+        return lazy(spec[3:])(**kwargs)
+    raise ValueError(f"unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The batch the stages work on
+# ----------------------------------------------------------------------------------------------------------
+@dataclass
+class RewardBatch:
+    """One rollout's rewards after the sample stages, one entry per sample (groups contiguous).
+
+    Everything is per sample, so that selecting groups (dynamic sampling) and concatenating rounds are
+    indexing; :meth:`stats` summarises whatever batch it is called on.
+    """
+
+    records: list[Record]
+    """The scored completions (prompt, completion, reference, ``metadata["group"]``)."""
+    scored: ScoredBatch
+    """What the sources said: combined reward (``None``: missing), per-source values, correctness, errors."""
+    rewards: torch.Tensor
+    """``[B]`` float32: the shaped outcome reward; 0 for invalid samples."""
+    valid: torch.Tensor
+    """``[B]`` bool: the reward exists (no source returned ``None``)."""
+    keep: torch.Tensor
+    """``[B]`` bool: the sample stays in the loss (truncation mask, a shaping transform's loss mask)."""
+    truncated: torch.Tensor
+    """``[B]`` bool: the completion hit the length limit."""
+    lengths: torch.Tensor
+    """``[B]`` float32: completion lengths in tokens."""
+    overlong_penalty: torch.Tensor | None = None
+    """``[B]`` float32: DAPO's soft overlong penalty added to the reward (``None``: off)."""
+
+    def select(self, idx: Sequence[int]) -> RewardBatch:
+        t = torch.tensor(list(idx), dtype=torch.long)
+        return RewardBatch(
+            [self.records[i] for i in idx],
+            self.scored.select(idx),
+            self.rewards[t],
+            self.valid[t],
+            self.keep[t],
+            self.truncated[t],
+            self.lengths[t],
+            None if self.overlong_penalty is None else self.overlong_penalty[t],
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[RewardBatch]) -> RewardBatch:
+        penalties = [p.overlong_penalty for p in parts]
+        return RewardBatch(
+            sum((p.records for p in parts), []),
+            ScoredBatch.concat([p.scored for p in parts]),
+            torch.cat([p.rewards for p in parts]),
+            torch.cat([p.valid for p in parts]),
+            torch.cat([p.keep for p in parts]),
+            torch.cat([p.truncated for p in parts]),
+            torch.cat([p.lengths for p in parts]),
+            None if any(x is None for x in penalties) else torch.cat(penalties),
+        )
+
+    def stats(self) -> dict[str, float]:
+        """Truncation and overlong statistics (TRL's ``completions/*`` names where TRL has one)."""
+        out: dict[str, float] = {
+            "completions/clipped_ratio": float(self.truncated.float().mean()),
+            "completions/num_truncated": int(self.truncated.sum()),
+            "completions/masked_truncated": int((self.truncated & ~self.keep).sum()),
+        }
+        if self.overlong_penalty is not None:
+            out["overlong_penalty/mean"] = float(self.overlong_penalty.mean())
+            out["overlong_penalty/frac"] = float((self.overlong_penalty < 0).float().mean())
+        return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The pipeline
+# ----------------------------------------------------------------------------------------------------------
+class RewardPipeline:
+    """The RL loop's rewards, stage by stage (see the module docstring).
+
+    Args:
+        sources: The reward sources and weights.
+        sample_shaping: Sample-level transforms in order: ``reward.shaping``, truncation, overlong penalty.
+        process: A per-step scorer (``score_steps_detailed``) or ``None``.
+        tokenizer: Maps step ends to tokens (needed with ``process``).
+        step_shaping, step_eta: Gao et al.'s shaping of the step scores (:data:`STEP_SHAPINGS` modes).
+        success_weight, step_weight: Weights of the outcome and of the shaped steps with process rewards.
+    """
+
+    def __init__(
+        self,
+        sources: RewardSources,
+        sample_shaping: ShapingPipeline,
+        *,
+        process: Any | None = None,
+        tokenizer: Any | None = None,
+        step_shaping: str = "clip+delta",
+        step_eta: float = 0.0,
+        success_weight: float = 1.0,
+        step_weight: float = 1.0,
+    ) -> None:
+        self.sources = sources
+        self.sample_shaping = sample_shaping
+        self.process = process
+        self.tokenizer = tokenizer
+        self.step_shaping = step_shaping
+        self.step_eta = step_eta
+        self.success_weight = success_weight
+        self.step_weight = step_weight
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: RLConfig,
+        extra_reward_fns: Sequence[Any] = (),
+        process_scorer: Any | None = None,
+        *,
+        tokenizer: Any | None = None,
+    ) -> RewardPipeline:
+        """The pipeline of ``cfg.reward`` (plus ``extra_reward_fns``, weight 1 each); ``process_scorer``
+        overrides ``reward.process``."""
+        rw = cfg.reward
+        if not (rw.sources or extra_reward_fns):
+            raise ValueError("no reward source configured")
+        return cls(
+            RewardSources.from_config(cfg, extra_reward_fns),
+            build_sample_shaping(cfg),
+            process=process_scorer if process_scorer is not None else load_process_scorer(cfg),
+            tokenizer=tokenizer,
+            step_shaping=rw.step_shaping,
+            step_eta=rw.step_eta,
+            success_weight=rw.success_weight,
+            step_weight=rw.step_weight,
+        )
+
+    def score(self, records: Sequence[Record], gens: Sequence[Any]) -> RewardBatch:
+        """Score -> combine -> sample shaping, for completions ``records`` generated as ``gens``
+        (``finish_reason``, ``token_ids``); groups are ``record.metadata["group"]``."""
+        records = list(records)
+        scored = self.sources.score(records)
+        rewards, valid, _ = ca.optional_rewards(scored.rewards)
+        batch = ShapingBatch(
+            rewards=rewards,
+            group=torch.tensor([r.metadata["group"] for r in records], dtype=torch.long),
+            lengths=torch.tensor([len(g.token_ids) for g in gens], dtype=torch.float32),
+            correct=torch.tensor(scored.correct, dtype=torch.bool),
+            truncated=torch.tensor([g.finish_reason == "length" for g in gens], dtype=torch.bool),
+        )
+        out = self.sample_shaping(batch)
+        keep = torch.ones(len(records), dtype=torch.bool)
+        if out.loss_mask is not None:
+            keep &= out.loss_mask.bool()
+        shaped = torch.where(valid, out.rewards.to(torch.float32), torch.zeros_like(rewards))
+        penalty = out.log.get("overlong_penalty")
+        return RewardBatch(records, scored, shaped, valid, keep, batch.truncated, batch.lengths, penalty)
+
+    def token_rewards(
+        self,
+        batch: RewardBatch,
+        response_mask: torch.Tensor,
+        loss_mask: torch.Tensor,
+        token_ids: Sequence[Sequence[int]],
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Step shaping -> token rewards ``[B, T]``: the outcome on the last response token (of
+        ``response_mask``); with a process scorer, ``success_weight * outcome`` there plus
+        ``step_weight *`` the shaped step scores on their step-end tokens, over ``loss_mask`` (the response
+        mask without the samples removed from the loss). Returns the rewards and the step statistics."""
+        if self.process is None:
+            steps = torch.zeros(response_mask.shape, dtype=torch.float32)
+            return success_plus_steps(batch.rewards, steps, response_mask), {}
+        from rewardkit.rl.step_rewards import shaped_step_token_rewards
+
+        steps, stats = shaped_step_token_rewards(
+            self.process,
+            batch.records,
+            token_ids,
+            self.tokenizer,
+            loss_mask,
+            shaping=self.step_shaping,
+            eta=self.step_eta,
+        )
+        rewards = success_plus_steps(
+            batch.rewards, steps, loss_mask, success_weight=self.success_weight, step_weight=self.step_weight
+        )
+        return rewards, stats
+
+    def close(self) -> None:
+        """Stops the sources' scoring pools."""
+        self.sources.close()
+
+
+def build_sample_shaping(cfg: RLConfig) -> ShapingPipeline:
+    """``reward.shaping``, then ``reward.truncation``, then (``reward.overlong_buffer > 0``) DAPO's soft
+    overlong penalty over ``rollout.max_new_tokens``: the sample stage in the order the loop applies it."""
+    rw = cfg.reward
+    pipe = build_pipeline(rw.shaping)
+    truncation = {"name": "truncation", "mode": rw.truncation, "penalty": rw.truncation_penalty}
+    pipe.transforms.append(build_shaping(truncation))
+    if rw.overlong_buffer > 0:
+        spec = {
+            "name": "overlong_penalty",
+            "max_len": cfg.rollout.max_new_tokens,
+            "cache_len": rw.overlong_buffer,
+            "weight": rw.overlong_penalty_factor,
+        }
+        pipe.transforms.append(build_shaping(spec))
+    return pipe
