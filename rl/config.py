@@ -449,7 +449,9 @@ def preset_yaml(name: str) -> str:
 def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, Any]]:
     """``(dotted name, docstring, default)`` of every field of the run config; a field with a fixed set of
     values lists them, read from the registries (so the documentation cannot fall behind the code)."""
-    return [(name, doc + allowed_values_doc(name), default) for name, doc, default in _field_docs(cls, prefix)]
+    return [
+        (name, doc + allowed_values_doc(name), default) for name, doc, default in _field_docs(cls, prefix)
+    ]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -557,7 +559,9 @@ def _check_sources(cfg: RLConfig) -> None:
                 raise ConfigError(f"{where}: rm: needs a reward model path (rm:PATH)")
         elif src.name not in VERIFIERS:
             known = ", ".join(VERIFIERS.names())
-            raise ConfigError(f"{where}: unknown reward source {src.name!r} (verifiers: {known}; or rm:PATH, py:module:fn)")
+            raise ConfigError(
+                f"{where}: unknown reward source {src.name!r} (verifiers: {known}; or rm:PATH, py:module:fn)"
+            )
         if src.weight != src.weight or abs(src.weight) == float("inf"):
             raise ConfigError(f"reward.sources[{i}].weight must be a finite number, got {src.weight}")
 
@@ -569,7 +573,9 @@ def _check_process(cfg: RLConfig) -> None:
     if spec.startswith("py:"):
         _check_python_path(spec[3:], "reward.process")
         return
-    raise ConfigError(f"reward.process: unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)")
+    raise ConfigError(
+        f"reward.process: unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)"
+    )
 
 
 def _check_shaping(cfg: RLConfig) -> None:
@@ -600,7 +606,9 @@ def validate(cfg: RLConfig) -> RLConfig:
 
         torch.device(cfg.run.device if cfg.run.device != "auto" else "cpu")
     except RuntimeError:
-        raise ConfigError(f"run.device: {cfg.run.device!r} is not a device (auto, cpu, cuda, cuda:N)") from None
+        raise ConfigError(
+            f"run.device: {cfg.run.device!r} is not a device (auto, cpu, cuda, cuda:N)"
+        ) from None
     _check_sources(cfg)
     _check_process(cfg)
     _check_shaping(cfg)

@@ -341,7 +341,13 @@ def train_prm(
             log.log(step, {"loss": running, "learning_rate": entry["lr"]})
             if callback:
                 callback(entry)
-            if config.eval_every and step % config.eval_every == 0 or not config.eval_every and ends_epoch and step < total_steps:
+            if (
+                config.eval_every
+                and step % config.eval_every == 0
+                or not config.eval_every
+                and ends_epoch
+                and step < total_steps
+            ):
                 run_eval(step)
             if checkpoints is not None and config.save_steps and step % config.save_steps == 0:
                 save()
