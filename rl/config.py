@@ -464,7 +464,6 @@ def choices() -> dict[str, list[str]]:
     from rewardkit.rewardmodels.shaping.functional import TRUNCATION_MODES
     from rewardkit.rl import core_algos as ca
     from rewardkit.rl.rollout import BACKENDS
-    from rewardkit.rl.step_rewards import STEP_BASELINES
     from rewardkit.training.device import BF16_SETTINGS, DTYPES
     from rewardkit.training.optim import SCHEDULES
 
@@ -475,7 +474,7 @@ def choices() -> dict[str, list[str]]:
         "reward.step_shaping": list(STEP_SHAPINGS),
         "algorithm.adv_estimator": ca.ADVANTAGE_ESTIMATORS.names(),
         "algorithm.adv_scale": list(ca.ADV_SCALES),
-        "algorithm.step_baseline": list(STEP_BASELINES),
+        "algorithm.step_baseline": list(ca.STEP_BASELINES),
         "algorithm.policy_loss": ca.POLICY_LOSSES.names(),
         "algorithm.loss_agg_mode": ca.LOSS_AGG_MODES.names(),
         "algorithm.kl_ctrl": list(ca.KL_CONTROLLERS),
@@ -609,13 +608,42 @@ def validate(cfg: RLConfig) -> RLConfig:
         raise ConfigError(
             f"run.device: {cfg.run.device!r} is not a device (auto, cpu, cuda, cuda:N)"
         ) from None
+    _check_combinations(cfg)
     _check_sources(cfg)
     _check_process(cfg)
     _check_shaping(cfg)
     return cfg
 
 
+def _check_combinations(cfg: RLConfig) -> None:
+    ac, rw = cfg.algorithm, cfg.reward
+    if ac.adv_estimator == "step_return" and ac.adv_scale == "batch":
+        raise ConfigError(
+            "algorithm.adv_scale: step_return scales by the group's std or not at all (group, none)"
+        )
+    if ac.kl_ctrl == "adaptive" and ac.kl_coef <= 0:
+        raise ConfigError("algorithm.kl_ctrl: adaptive needs an initial algorithm.kl_coef > 0")
+    if rw.overlong_buffer > cfg.rollout.max_new_tokens:
+        raise ConfigError(
+            f"reward.overlong_buffer ({rw.overlong_buffer}) must not exceed rollout.max_new_tokens "
+            f"({cfg.rollout.max_new_tokens})"
+        )
+
+
 def allowed_values_doc(dotted: str) -> str:
     """`` One of: ``a``, ``b``.`` for a field with a fixed set of values (empty otherwise)."""
     allowed = choices().get(dotted)
     return f" One of: {', '.join(f'``{v}``' for v in allowed)}." if allowed else ""
+
+
+def reference_table() -> str:
+    """The Markdown table of every field, its default and meaning (docs/rl.md's configuration reference)."""
+    import json
+
+    rows = ["| field | default | meaning |", "|---|---|---|"]
+    for name, doc, default in field_docs():
+        plain = [dataclasses.asdict(x) for x in default] if isinstance(default, list) else default
+        value = json.dumps(plain)
+        text = doc.replace("``", "`").replace("|", "\\|")
+        rows.append(f"| `{name}` | `{value}` | {text} |")
+    return "\n".join(rows) + "\n"

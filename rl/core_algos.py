@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -59,8 +59,11 @@ KL_ESTIMATORS: Registry[Callable[[Tensor, Tensor], Tensor]] = Registry("KL estim
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "ADV_SCALES",
+    "STEP_BASELINES",
+    "AdvantageInputs",
     "IS_LEVELS",
     "KL_CONTROLLERS",
+    "kl_controller",
     "KL_ESTIMATORS",
     "LOSS_AGG_MODES",
     "POLICY_LOSSES",
@@ -416,11 +419,98 @@ def gae_advantages(
     return advantages, returns
 
 
+STEP_BASELINES = ("rloo", "mean", "none")
+"""Baselines of :func:`step_return_advantages` (the config's ``algorithm.step_baseline``)."""
+
+
+@ADVANTAGE_ESTIMATORS.register("step_return")
+def step_return_advantages(
+    token_level_rewards: Tensor,
+    response_mask: Tensor,
+    *,
+    group_size: int,
+    baseline: str = "rloo",
+    scale: str = "none",
+    gamma: float = 1.0,
+    eps: float = 1e-6,
+    valid: Tensor | None = None,
+    **_: Any,
+) -> tuple[Tensor, Tensor]:
+    """Step-level advantages from token rewards: ``A_{i,t} = (G_{i,t} - b_i) / s``, ``(B, T)``.
+
+    ``G_{i,t} = sum_{u >= t} gamma^(u-t) r_{i,u}`` is the return from token ``t`` (the sum of the future
+    shaped step rewards and the success reward). The baseline uses the trajectories' total returns
+    ``G_{j,0}`` in the group: ``rloo`` -- the mean over the other valid members (Kool et al., 2019);
+    ``mean`` -- the group mean; ``none`` -- 0. ``scale="group"`` divides by the group's std of total returns
+    plus ``eps`` (GRPO-style). Tokens of one step share the return of the step's end, so each step is
+    credited with what follows it (DeepSeekMath's process-supervision GRPO, Shao et al., 2024, sec. 4.1.3,
+    with a group baseline instead of per-step normalisation, which would break Clip's bound).
+    Returns ``(advantages, returns)``. Samples with ``valid`` False get 0.
+    """
+    returns = discounted_returns(token_level_rewards, response_mask, gamma)
+    totals = returns[:, 0] if returns.shape[1] else torch.zeros(returns.shape[0])
+    # the return at the first *response* token (responses are right-padded: column 0)
+    grouped = totals.view(-1, group_size)
+    v = torch.ones_like(grouped, dtype=torch.bool) if valid is None else valid.bool().view(-1, group_size)
+    n = v.sum(dim=1, keepdim=True)
+    gsum = torch.where(v, grouped, torch.zeros_like(grouped)).sum(dim=1, keepdim=True)
+    if baseline == "rloo":
+        b = torch.where(n > 1, (gsum - grouped) / (n - 1).clamp(min=1), grouped)
+    elif baseline == "mean":
+        b = (gsum / n.clamp(min=1)).expand_as(grouped)
+    elif baseline == "none":
+        b = torch.zeros_like(grouped)
+    else:
+        raise ValueError(f"unknown baseline {baseline!r} (known: {', '.join(STEP_BASELINES)})")
+    adv = returns - b.reshape(-1, 1)
+    if scale == "group":
+        std = group_reward_std(totals, group_size, valid)
+        adv = adv / (std.repeat_interleave(group_size)[:, None] + eps)
+    elif scale != "none":
+        raise ValueError(f"unknown scale {scale!r} (known: none, group)")
+    adv = adv * response_mask
+    if valid is not None:
+        adv = adv * valid.to(adv.dtype)[:, None]
+    return adv, returns
+
+
 def compute_advantages(
     name: str, token_level_rewards: Tensor, response_mask: Tensor, **kwargs: Any
 ) -> tuple[Tensor, Tensor]:
     """Dispatches to ``ADVANTAGE_ESTIMATORS[name]``; returns ``(advantages, returns)``, both ``(B, T)``."""
     return ADVANTAGE_ESTIMATORS.get(name)(token_level_rewards, response_mask, **kwargs)
+
+
+@dataclass
+class AdvantageInputs:
+    """Everything an advantage estimator may read. Each estimator takes the fields it needs (and ignores the
+    rest), so a new estimator is one registered function: the loop builds this once, the same way, for all."""
+
+    token_level_rewards: Tensor
+    """``(B, T)`` rewards on response tokens (the outcome on the last token, step rewards, KL in reward)."""
+    response_mask: Tensor
+    """``(B, T)`` 1 on the tokens that enter the loss."""
+    group_size: int = 1
+    """Samples per prompt (groups are contiguous)."""
+    valid: Tensor | None = None
+    """``(B,)`` samples that count in group statistics (a missing reward or a masked sample does not)."""
+    values: Tensor | None = None
+    """``(B, T)`` the critic's values (GAE)."""
+    gamma: float = 1.0
+    """Discount."""
+    lam: float = 1.0
+    """GAE lambda."""
+    eps: float = 1e-6
+    """Added to a std before dividing by it."""
+    scale: str = "group"
+    """Which std scales a group-centred advantage (:data:`ADV_SCALES`)."""
+    baseline: str = "rloo"
+    """``step_return``'s baseline (:data:`STEP_BASELINES`)."""
+
+    def estimate(self, name: str) -> tuple[Tensor, Tensor]:
+        """``(advantages, returns)`` of the estimator ``name``."""
+        options = {f.name: getattr(self, f.name) for f in fields(self)[2:]}
+        return compute_advantages(name, self.token_level_rewards, self.response_mask, **options)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -611,6 +701,17 @@ class AdaptiveKLController:
 
 
 KL_CONTROLLERS: dict[str, type] = {"fixed": FixedKLController, "adaptive": AdaptiveKLController}
+
+
+def kl_controller(kind: str, coef: float, *, target: float, horizon: int) -> Any:
+    """The KL controller ``kind`` (:data:`KL_CONTROLLERS`) starting at ``coef``."""
+    if kind == "fixed":
+        return FixedKLController(value=coef)
+    if kind == "adaptive":
+        return AdaptiveKLController(value=coef, target=target, horizon=horizon)
+    raise ValueError(f"unknown KL controller {kind!r} (known: {', '.join(KL_CONTROLLERS)})")
+
+
 """KL coefficient controllers by name (the config's ``algorithm.kl_ctrl``)."""
 
 
@@ -955,7 +1056,3 @@ def ppo_value_loss(
         dp_size=dp_size,
     )
     return loss, {"vf_clipfrac": clipfrac}
-
-
-# Estimators defined elsewhere, resolved on first use.
-ADVANTAGE_ESTIMATORS.register("step_return", "rewardkit.rl.step_rewards:step_return_advantages")

@@ -25,7 +25,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from rewardkit.rl import core_algos as ca
-from rewardkit.rl.config import RLConfig, dump_config
+from rewardkit.rl.config import RLConfig, dump_config, validate
 from rewardkit.rl.rewards import (  # noqa: F401  (the reward classes lived here; re-exported)
     CallableSource,
     RewardBatch,
@@ -49,6 +49,7 @@ from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer
 from rewardkit.training import device as dev
 from rewardkit.training.checkpoint import load_module_weights, load_pretrained_weights, load_state
 from rewardkit.training.device import resolve_dtype
+from rewardkit.training.optim import optimizer_step
 from rewardkit.types import Record
 
 
@@ -204,6 +205,58 @@ def build_tensors(gens: Sequence[Generation], pad_id: int) -> dict[str, torch.Te
 # ----------------------------------------------------------------------------------------------------------
 # The trainer
 # ----------------------------------------------------------------------------------------------------------
+@dataclass
+class UpdateBatch:
+    """What one update reads and its stages fill in (all on the CPU, ``B`` samples, ``T`` response tokens)."""
+
+    tensors: dict[str, torch.Tensor]
+    """:func:`build_tensors`'s padded batch."""
+    mask: torch.Tensor
+    """``(B, T)`` the loss mask: response tokens of samples that stay in the loss."""
+    old_logp: torch.Tensor | None = None
+    """``(B, T)`` pi_old (``None``: the update's first forward pass is pi_old)."""
+    ref_logp: torch.Tensor | None = None
+    """``(B, T)`` the reference policy's log-probs (KL)."""
+    old_values: torch.Tensor | None = None
+    """``(B, T)`` the critic's values before the update (PPO)."""
+    token_rewards: torch.Tensor | None = None
+    """``(B, T)`` rewards per token."""
+    advantages: torch.Tensor | None = None
+    """``(B, T)``."""
+    returns: torch.Tensor | None = None
+    """``(B, T)`` the critic's targets."""
+    is_weights: torch.Tensor | None = None
+    """Truncated importance weights for the rollout/trainer mismatch."""
+
+    @property
+    def size(self) -> int:
+        return self.mask.shape[0]
+
+
+@dataclass
+class _UpdateStats:
+    """Running sums of one update's statistics (sample-weighted means) and loss terms (per optimiser step)."""
+
+    sums: Counter = field(default_factory=Counter)
+    counts: Counter = field(default_factory=Counter)
+    losses: Counter = field(default_factory=Counter)
+    grad_norms: list[float] = field(default_factory=list)
+
+    def add(self, stats: dict[str, float], losses: dict[str, float], n: int) -> None:
+        self.losses.update(losses)
+        for key, value in stats.items():
+            self.sums[key] += value * n
+            self.counts[key] += n
+
+    def means(self, optimizer_steps: int) -> dict[str, float]:
+        """With the global normalisation the micro-batch losses of one optimiser step sum to that step's loss;
+        a loss term is that sum averaged over the optimiser steps. Other statistics are sample-weighted."""
+        out = {key: total / max(self.counts[key], 1) for key, total in self.sums.items()}
+        out.update({key: total / optimizer_steps for key, total in self.losses.items()})
+        out["grad_norm"] = sum(self.grad_norms) / len(self.grad_norms)
+        return out
+
+
 class RLTrainer:
     """Runs an RL config. ``model``/``tokenizer``/``train_records``/``reward_fns`` override the config's.
 
@@ -226,9 +279,8 @@ class RLTrainer:
     ) -> None:
         import sys
 
-        self.cfg = config
+        self.cfg = cfg = validate(config)  # a config built in code gets the checks a loaded one got
         self.console = sys.stdout if console == "stdout" else console
-        cfg = config
         dev.set_threads(cfg.run.num_threads)
         self.dist = dev.init_distributed()
         self.device = dev.resolve_device(cfg.run.device)
@@ -236,6 +288,30 @@ class RLTrainer:
         self.world = torch.distributed.get_world_size() if self.dist else 1
         torch.manual_seed(cfg.train.seed)
         random.seed(cfg.train.seed)
+        self._setup_models(model, tokenizer)
+        self._setup_optimizers()
+        self.records = list(train_records) if train_records is not None else load_prompt_records(cfg)
+        if not self.records:
+            raise ValueError("no training prompts")
+        self.eval_records = (
+            list(eval_records) if eval_records is not None else load_prompt_records(cfg, eval_set=True)
+        )
+        self.reward_pipeline = RewardPipeline.from_config(
+            cfg, reward_fns, process_scorer, tokenizer=self.tokenizer
+        )
+        self.reward = self.reward_pipeline.sources
+        self.backend = backend if backend is not None else self._build_backend()
+        self.step = 0
+        self.data_epoch = 0
+        self.data_index = 0
+        self.num_tokens = 0
+        self._order = self._epoch_order(0)
+        self.initial_eval: dict[str, Any] = {}
+
+    def _setup_models(self, model: Any | None, tokenizer: Any | None) -> None:
+        """The policy (loaded unless given), the reference (only with a KL term) and PPO's critic, wrapped
+        in DDP under torchrun."""
+        cfg = self.cfg
         if model is None:
             model, tok = load_policy(
                 cfg.model.path, tokenizer_path=cfg.model.tokenizer, dtype=cfg.model.dtype, seed=cfg.model.seed
@@ -261,14 +337,14 @@ class RLTrainer:
         if self.dist:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
-            self.train_model = DDP(
-                self.policy, device_ids=[self.device.index] if self.device.type == "cuda" else None
-            )
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = DDP(self.policy, device_ids=ids)
             if self.value is not None:
-                self.value = DDP(
-                    self.value, device_ids=[self.device.index] if self.device.type == "cuda" else None
-                )
-        tc = cfg.train
+                self.value = DDP(self.value, device_ids=ids)
+
+    def _setup_optimizers(self) -> None:
+        tc, ac = self.cfg.train, self.cfg.algorithm
+        self.kl_ctrl = ca.kl_controller(ac.kl_ctrl, ac.kl_coef, target=ac.kl_target, horizon=ac.kl_horizon)
         self.opt = build_optimizer(
             self.policy.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
         )
@@ -280,32 +356,15 @@ class RLTrainer:
                 self.value.parameters(), lr=tc.value_lr, betas=tc.betas, weight_decay=0.01
             )
             self.value_sched = self._scheduler(self.value_opt)
-        self.records = list(train_records) if train_records is not None else load_prompt_records(cfg)
-        if not self.records:
-            raise ValueError("no training prompts")
-        self.eval_records = (
-            list(eval_records) if eval_records is not None else load_prompt_records(cfg, eval_set=True)
-        )
-        self.reward_pipeline = RewardPipeline.from_config(
-            cfg, reward_fns, process_scorer, tokenizer=tokenizer
-        )
-        self.reward = self.reward_pipeline.sources
-        if backend is None:
-            kw: dict[str, Any] = {}
-            if cfg.rollout.backend == "hf":
-                kw["batch_size"] = cfg.rollout.batch_size
-            elif cfg.rollout.backend == "vllm":
-                kw.update(
-                    gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization, **cfg.rollout.vllm_kwargs
-                )
-            backend = get_backend(cfg.rollout.backend, self.policy, tokenizer, **kw)
-        self.backend = backend
-        self.step = 0
-        self.data_epoch = 0
-        self.data_index = 0
-        self.num_tokens = 0
-        self._order = self._epoch_order(0)
-        self.initial_eval: dict[str, Any] = {}
+
+    def _build_backend(self) -> Any:
+        rc = self.cfg.rollout
+        kw: dict[str, Any] = {}
+        if rc.backend == "hf":
+            kw["batch_size"] = rc.batch_size
+        elif rc.backend == "vllm":
+            kw.update(gpu_memory_utilization=rc.vllm_gpu_memory_utilization, **rc.vllm_kwargs)
+        return get_backend(rc.backend, self.policy, self.tokenizer, **kw)
 
     # -- schedule, data -------------------------------------------------------------------------------------
     def _scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
@@ -441,35 +500,11 @@ class RLTrainer:
 
         # 1-3. Rollout, scoring, dynamic sampling.
         rollout = self._rollout(self._next_prompts(tc.prompts_per_step), 0, timings)
-        all_parts = [rollout]
         zero_std = ca.frac_zero_std_groups(rollout.rewards, n, rollout.valid)
         if ac.dynamic_sampling:
-            kept_parts = []
-            kept = 0
-            for round_ in range(ac.max_refill_rounds + 1):
-                if round_ > 0:
-                    part = self._rollout(self._next_prompts(tc.prompts_per_step), round_, timings)
-                    all_parts.append(part)
-                else:
-                    part = rollout
-                groups = ca.dynamic_sampling_keep(part.rewards, n, part.valid).nonzero().flatten()
-                if len(groups):
-                    kept_parts.append(part.select_groups(groups, n))
-                    kept += len(groups)
-                if kept >= tc.prompts_per_step:
-                    break
-            generated = sum(len(p.gens) for p in all_parts) // n
-            metrics["dynamic_sampling/rounds"] = len(all_parts)
-            metrics["dynamic_sampling/kept_groups"] = min(kept, tc.prompts_per_step)
-            metrics["dynamic_sampling/kept_frac"] = kept / max(generated, 1)
-            if kept_parts:
-                train_rollout = Rollout.concat(kept_parts)
-                if kept > tc.prompts_per_step:
-                    train_rollout = train_rollout.select_groups(torch.arange(tc.prompts_per_step), n)
-            else:
-                train_rollout = None
+            train_rollout, all_parts = self._dynamic_sampling(rollout, timings, metrics)
         else:
-            train_rollout = rollout
+            train_rollout, all_parts = rollout, [rollout]
         everything = Rollout.concat(all_parts) if len(all_parts) > 1 else rollout
         metrics.update(self._rollout_metrics(everything, n))
         metrics["frac_reward_zero_std"] = (
@@ -500,16 +535,52 @@ class RLTrainer:
             metrics.update(self._update(train_rollout))
             timings["train"] += time.perf_counter() - t0
         self.step += 1
-        gen_tokens = sum(len(g.token_ids) for p in all_parts for g in p.gens)
-        self.num_tokens += gen_tokens + sum(len(g.prompt_token_ids) for p in all_parts for g in p.gens)
-        metrics["num_tokens"] = self.num_tokens
-        metrics["timing/generate_s"] = timings["generate"]
-        metrics["timing/score_s"] = timings["score"]
-        metrics["timing/train_s"] = timings["train"]
-        metrics["timing/step_s"] = time.perf_counter() - t_step
-        metrics["tokens_per_s"] = gen_tokens / max(timings["generate"], 1e-9)
-        metrics["epoch"] = self.data_epoch + self.data_index / max(len(self._order), 1)
+        metrics.update(self._throughput_metrics(all_parts, timings, time.perf_counter() - t_step))
         return metrics
+
+    def _dynamic_sampling(
+        self, rollout: Rollout, timings: dict[str, float], metrics: dict[str, Any]
+    ) -> tuple[Rollout | None, list[Rollout]]:
+        """DAPO's dynamic sampling: keep the groups whose rewards differ, refill from new prompts (at most
+        ``max_refill_rounds`` more rollouts); returns the training rollout (``None``: nothing kept) and every
+        rollout generated."""
+        ac, n, wanted = self.cfg.algorithm, self.cfg.rollout.n, self.cfg.train.prompts_per_step
+        all_parts, kept_parts, kept = [rollout], [], 0
+        for round_ in range(ac.max_refill_rounds + 1):
+            part = rollout if round_ == 0 else self._rollout(self._next_prompts(wanted), round_, timings)
+            if round_ > 0:
+                all_parts.append(part)
+            groups = ca.dynamic_sampling_keep(part.rewards, n, part.valid).nonzero().flatten()
+            if len(groups):
+                kept_parts.append(part.select_groups(groups, n))
+                kept += len(groups)
+            if kept >= wanted:
+                break
+        generated = sum(len(p.gens) for p in all_parts) // n
+        metrics["dynamic_sampling/rounds"] = len(all_parts)
+        metrics["dynamic_sampling/kept_groups"] = min(kept, wanted)
+        metrics["dynamic_sampling/kept_frac"] = kept / max(generated, 1)
+        if not kept_parts:
+            return None, all_parts
+        train_rollout = Rollout.concat(kept_parts)
+        if kept > wanted:
+            train_rollout = train_rollout.select_groups(torch.arange(wanted), n)
+        return train_rollout, all_parts
+
+    def _throughput_metrics(
+        self, parts: list[Rollout], timings: dict[str, float], step_s: float
+    ) -> dict[str, Any]:
+        gen_tokens = sum(len(g.token_ids) for p in parts for g in p.gens)
+        self.num_tokens += gen_tokens + sum(len(g.prompt_token_ids) for p in parts for g in p.gens)
+        return {
+            "num_tokens": self.num_tokens,
+            "timing/generate_s": timings["generate"],
+            "timing/score_s": timings["score"],
+            "timing/train_s": timings["train"],
+            "timing/step_s": step_s,
+            "tokens_per_s": gen_tokens / max(timings["generate"], 1e-9),
+            "epoch": self.data_epoch + self.data_index / max(len(self._order), 1),
+        }
 
     def _rollout_metrics(self, r: Rollout, n: int) -> dict[str, Any]:
         m: dict[str, Any] = {}
@@ -537,219 +608,223 @@ class RLTrainer:
         m["samples/masked_from_loss"] = int((~(r.keep & r.valid)).sum())
         return m
 
+    # -- the update, stage by stage ----------------------------------------------------------------------
     def _update(self, r: Rollout) -> dict[str, Any]:
-        _cfg, ac, tc, rc = self.cfg, self.cfg.algorithm, self.cfg.train, self.cfg.rollout
-        n = rc.n
-        batch = build_tensors(r.gens, self.pad_id)
-        mask = ca.apply_sample_mask(batch["response_mask"], (r.keep & r.valid).float())
-        B, T = mask.shape
+        """One policy update on a rollout: forward passes without gradient, token rewards, advantages,
+        importance weights, then ``epochs x minibatches`` optimiser steps."""
         m: dict[str, Any] = {}
-        single_pass = tc.epochs * tc.minibatches == 1
+        u = self._prepare_update(r)
+        self._reference_passes(u)
+        self._token_rewards(u, r, m)
+        self._advantages(u, r)
+        self._importance_weights(u, m)
+        m.update(self._optimise(u))
+        self.backend.update_weights(self.policy)
+        if "kl" in m:
+            self.kl_ctrl.update(m["kl"], u.size)
+        m["kl_coef"] = self.kl_ctrl.value
+        return m
 
-        # 4. Old / reference log-probs, values.
-        old_logp = None
+    def _prepare_update(self, r: Rollout) -> UpdateBatch:
+        tensors = build_tensors(r.gens, self.pad_id)
+        mask = ca.apply_sample_mask(tensors["response_mask"], (r.keep & r.valid).float())
+        return UpdateBatch(tensors, mask)
+
+    def _reference_passes(self, u: UpdateBatch) -> None:
+        """pi_old (when the update makes more than one pass, or the rollout's own is trusted), the reference
+        policy's log-probs (KL) and the critic's values (PPO), all without gradient."""
+        ac, tc = self.cfg.algorithm, self.cfg.train
         if not ac.recompute_old_logprobs:
-            old_logp = batch["rollout_logprobs"]
-        elif not single_pass:
-            old_logp = self._no_grad_logprobs(self.policy, batch)
-        ref_logp = self._no_grad_logprobs(self.ref, batch) if self.ref is not None else None
-        old_values = None
+            u.old_logp = u.tensors["rollout_logprobs"]
+        elif tc.epochs * tc.minibatches > 1:
+            u.old_logp = self._no_grad_logprobs(self.policy, u.tensors)
+        if self.ref is not None:
+            u.ref_logp = self._no_grad_logprobs(self.ref, u.tensors)
         if self.value is not None:
+            step = tc.micro_batch_size
             with torch.no_grad():
-                old_values = torch.cat(
-                    [
-                        self._values(batch, torch.arange(s, min(B, s + tc.micro_batch_size))).cpu()
-                        for s in range(0, B, tc.micro_batch_size)
-                    ]
-                )
+                parts = [
+                    self._values(u.tensors, torch.arange(s, min(u.size, s + step))).cpu()
+                    for s in range(0, u.size, step)
+                ]
+            u.old_values = torch.cat(parts)
 
-        # 5. Token rewards (the reward pipeline's last stages: outcome, shaped process rewards), KL in the
-        # reward, advantages.
-        token_rewards, sstats = self.reward_pipeline.token_rewards(
-            r.reward, batch["response_mask"], mask, [g.token_ids for g in r.gens]
+    def _token_rewards(self, u: UpdateBatch, r: Rollout, m: dict[str, Any]) -> None:
+        """The reward pipeline's token rewards, then the KL penalty in the reward (REINFORCE++, RLOO, PPO)."""
+        ac = self.cfg.algorithm
+        u.token_rewards, stats = self.reward_pipeline.token_rewards(
+            r.reward, u.tensors["response_mask"], u.mask, [g.token_ids for g in r.gens]
         )
-        m.update(sstats)
-        if ac.use_kl_in_reward and ref_logp is not None:
-            base = old_logp if old_logp is not None else self._no_grad_logprobs(self.policy, batch)
-            old_logp = base if old_logp is None and not single_pass else old_logp
-            token_rewards, kstats = ca.apply_kl_penalty(
-                token_rewards, base, ref_logp, mask, ac.kl_coef, ac.kl_estimator
+        m.update(stats)
+        if ac.use_kl_in_reward and u.ref_logp is not None:
+            base = u.old_logp if u.old_logp is not None else self._no_grad_logprobs(self.policy, u.tensors)
+            if u.old_logp is None and self.cfg.train.epochs * self.cfg.train.minibatches > 1:
+                u.old_logp = base
+            u.token_rewards, kstats = ca.apply_kl_penalty(
+                u.token_rewards, base, u.ref_logp, u.mask, self.kl_ctrl.value, ac.kl_estimator
             )
             m["kl"] = kstats["kl"]
-        adv_kwargs: dict[str, Any] = {"group_size": n, "valid": r.valid & r.keep, "gamma": ac.gamma}
-        if ac.adv_estimator == "grpo":
-            adv_kwargs.update(eps=ac.adv_eps, scale=ac.adv_scale)
-        if ac.adv_estimator == "step_return":
-            import rewardkit.rl.step_rewards  # noqa: F401  (registers the estimator)
 
-            adv_kwargs.update(
-                baseline=ac.step_baseline, scale=ac.adv_scale if ac.adv_scale == "group" else "none"
-            )
-        if ac.adv_estimator == "gae":
-            adv_kwargs.update(values=old_values * mask, lam=ac.lam)
-        advantages, returns = ca.compute_advantages(ac.adv_estimator, token_rewards, mask, **adv_kwargs)
+    def _advantages(self, u: UpdateBatch, r: Rollout) -> None:
+        ac = self.cfg.algorithm
+        inputs = ca.AdvantageInputs(
+            u.token_rewards,
+            u.mask,
+            group_size=self.cfg.rollout.n,
+            valid=r.valid & r.keep,
+            values=u.old_values * u.mask if u.old_values is not None else None,
+            gamma=ac.gamma,
+            lam=ac.lam,
+            eps=ac.adv_eps,
+            scale=ac.adv_scale,
+            baseline=ac.step_baseline,
+        )
+        u.advantages, u.returns = inputs.estimate(ac.adv_estimator)
 
-        is_weights = None
-        if ac.rollout_is != "none":
-            if old_logp is None:
-                old_logp = self._no_grad_logprobs(self.policy, batch)
-            is_weights, is_keep, is_stats = ca.rollout_importance_weights(
-                old_logp,
-                batch["rollout_logprobs"],
-                mask,
-                cap=ac.rollout_is_cap,
-                level=ac.rollout_is,
-                mask_outside=ac.rollout_is_mask,
-            )
-            mask = ca.apply_sample_mask(mask, is_keep.float())
-            m.update(is_stats)
+    def _importance_weights(self, u: UpdateBatch, m: dict[str, Any]) -> None:
+        """Truncated IS weights for the rollout engine / trainer mismatch (``algorithm.rollout_is``)."""
+        ac = self.cfg.algorithm
+        if ac.rollout_is == "none":
+            return
+        if u.old_logp is None:
+            u.old_logp = self._no_grad_logprobs(self.policy, u.tensors)
+        u.is_weights, keep, stats = ca.rollout_importance_weights(
+            u.old_logp,
+            u.tensors["rollout_logprobs"],
+            u.mask,
+            cap=ac.rollout_is_cap,
+            level=ac.rollout_is,
+            mask_outside=ac.rollout_is_mask,
+        )
+        u.mask = ca.apply_sample_mask(u.mask, keep.float())
+        m.update(stats)
 
-        # 6. Optimisation: epochs x minibatches, accumulation over micro-batches.
-        self.train_model.train()
-        sums: Counter = Counter()
-        counts: Counter = Counter()
-        loss_sums: Counter = Counter()
-        grad_norms = []
-        gen = torch.Generator().manual_seed(tc.seed * 31 + self.step)
-        mb_count = max(1, min(tc.minibatches, B))
-        # A sample whose loss tokens all have advantage 0 adds exactly nothing to the gradient when the loss
-        # has no KL or entropy term and there is no value model (GRPO's all-equal groups, DAPO-style). Its
-        # forward/backward is skipped; the normalisers below still count its tokens, so the gradient is the
-        # same as with it. (Not under data parallelism: every rank must run the same backward passes.)
+    def _active_samples(self, u: UpdateBatch, m: dict[str, Any]) -> torch.Tensor:
+        """Samples whose forward/backward can change the gradient.
+
+        A sample whose loss tokens all have advantage 0 adds exactly nothing to the gradient when the loss has
+        no KL or entropy term and there is no value model (GRPO's all-equal groups). Its forward/backward is
+        skipped; the normalisers still count its tokens, so the gradient is the same as with it. (Not under
+        data parallelism: every rank must run the same backward passes.)"""
+        ac = self.cfg.algorithm
         prunable = (
-            tc.skip_zero_advantage
+            self.cfg.train.skip_zero_advantage
             and (self.ref is None or ac.use_kl_in_reward)
             and ac.entropy_coef == 0
             and self.value is None
             and not self.dist
         )
-        active = (advantages * mask).abs().sum(-1) > 0 if prunable else torch.ones(B, dtype=torch.bool)
-        m["samples/skipped_zero_advantage"] = int((~active & (mask.sum(-1) > 0)).sum())
+        active = (
+            (u.advantages * u.mask).abs().sum(-1) > 0 if prunable else torch.ones(u.size, dtype=torch.bool)
+        )
+        m["samples/skipped_zero_advantage"] = int((~active & (u.mask.sum(-1) > 0)).sum())
+        return active
+
+    def _optimise(self, u: UpdateBatch) -> dict[str, Any]:
+        """``epochs x minibatches`` optimiser steps; returns the update's metrics."""
+        tc = self.cfg.train
+        self.train_model.train()
+        m: dict[str, Any] = {}
+        acc = _UpdateStats()
+        active = self._active_samples(u, m)
+        gen = torch.Generator().manual_seed(tc.seed * 31 + self.step)
+        mb_count = max(1, min(tc.minibatches, u.size))
         for _epoch in range(tc.epochs):
-            perm = torch.randperm(B, generator=gen) if mb_count > 1 else torch.arange(B)
+            perm = torch.randperm(u.size, generator=gen) if mb_count > 1 else torch.arange(u.size)
             for mb in torch.tensor_split(perm, mb_count):
-                mb_mask = mask[mb]
-                num_tokens, num_seqs = ca.batch_counts(mb_mask)
-                if ac.loss_agg_mode == "seq-mean-token-sum-norm":
-                    num_seqs = len(mb)
-                if self.dist:
-                    stats = torch.tensor([num_tokens, num_seqs], dtype=torch.float64, device=self.device)
-                    torch.distributed.all_reduce(stats)
-                    num_tokens, num_seqs = int(stats[0]), int(stats[1])
-                agg = {
-                    "global_num_tokens": num_tokens,
-                    "global_num_seqs": num_seqs,
-                    "max_len": rc.max_new_tokens,
-                    "dp_size": self.world,
-                }
-                self.opt.zero_grad(set_to_none=True)
-                if self.value_opt is not None:
-                    self.value_opt.zero_grad(set_to_none=True)
-                live = mb[active[mb]]
-                micro = list(torch.split(live, max(1, tc.micro_batch_size))) if len(live) else []
-                for k, idx in enumerate(micro):
-                    sync = (
-                        self.train_model.no_sync()
-                        if self.dist and k < len(micro) - 1
-                        else contextlib.nullcontext()
-                    )
-                    with sync:
-                        sm, losses = self._micro_loss(
-                            batch, idx, mask, advantages, old_logp, ref_logp, is_weights, agg
-                        )
-                    loss_sums.update(losses)
-                    for key, value in sm.items():
-                        sums[key] += value * len(idx)
-                        counts[key] += len(idx)
-                    if self.value is not None:
-                        vsync = (
-                            self.value.no_sync()
-                            if self.dist and k < len(micro) - 1
-                            else contextlib.nullcontext()
-                        )
-                        with vsync:
-                            values = self._values(batch, idx)
-                            vloss, vstats = ca.ppo_value_loss(
-                                values,
-                                old_values[idx].to(self.device),
-                                returns[idx].to(self.device),
-                                mask[idx].to(self.device),
-                                cliprange_value=ac.cliprange_value,
-                                loss_agg_mode=ac.loss_agg_mode,
-                                **agg,
-                            )
-                            (ac.vf_coef * vloss).backward()
-                        loss_sums["value_loss"] += vloss.item()
-                        sums["vf_clipfrac"] += vstats["vf_clipfrac"] * len(idx)
-                        counts["vf_clipfrac"] += len(idx)
-                for p in self.policy.parameters():
-                    if p.grad is None and p.requires_grad:
-                        # A minibatch with nothing to learn still takes its optimiser step (zero gradient:
-                        # Adam's moments decay as they would have), so skipping changes no later update.
-                        p.grad = torch.zeros_like(p)
-                norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), tc.max_grad_norm)
-                grad_norms.append(float(norm))
-                self.opt.step()
-                self.sched.step()
-                if self.value_opt is not None:
-                    torch.nn.utils.clip_grad_norm_(self.value.parameters(), tc.max_grad_norm)
-                    self.value_opt.step()
-                    self.value_sched.step()
-        self.backend.update_weights(self.policy)
-        # With the global normalisation the micro-batch losses of one optimiser step sum to that step's loss;
-        # "loss" is that sum averaged over the optimiser steps. Other statistics are sample-weighted means.
-        n_opt = tc.epochs * mb_count
-        for key, total in sums.items():
-            m[key] = total / max(counts[key], 1)
-        for key, total in loss_sums.items():
-            m[key] = total / n_opt
-        m["grad_norm"] = sum(grad_norms) / len(grad_norms)
+                self._minibatch_step(u, mb, active, acc)
+        m.update(acc.means(tc.epochs * mb_count))
         m["learning_rate"] = self.sched.get_last_lr()[0]
-        m["advantages/mean"] = float(ca.masked_mean(advantages, mask)) if mask.any() else 0.0
-        m["advantages/abs_mean"] = float(ca.masked_mean(advantages.abs(), mask)) if mask.any() else 0.0
-        m["num_loss_tokens"] = int(mask.sum())
+        m["advantages/mean"] = float(ca.masked_mean(u.advantages, u.mask)) if u.mask.any() else 0.0
+        m["advantages/abs_mean"] = float(ca.masked_mean(u.advantages.abs(), u.mask)) if u.mask.any() else 0.0
+        m["num_loss_tokens"] = int(u.mask.sum())
         return m
 
+    def _aggregation(self, mb_mask: torch.Tensor) -> dict[str, Any]:
+        """The loss normalisers of one optimiser step (token and sequence counts, summed over ranks), so
+        that micro-batch losses add up to the step's loss whatever the accumulation."""
+        num_tokens, num_seqs = ca.batch_counts(mb_mask)
+        if self.cfg.algorithm.loss_agg_mode == "seq-mean-token-sum-norm":
+            num_seqs = mb_mask.shape[0]
+        if self.dist:
+            stats = torch.tensor([num_tokens, num_seqs], dtype=torch.float64, device=self.device)
+            torch.distributed.all_reduce(stats)
+            num_tokens, num_seqs = int(stats[0]), int(stats[1])
+        return {
+            "global_num_tokens": num_tokens,
+            "global_num_seqs": num_seqs,
+            "max_len": self.cfg.rollout.max_new_tokens,
+            "dp_size": self.world,
+        }
+
+    def _minibatch_step(
+        self, u: UpdateBatch, mb: torch.Tensor, active: torch.Tensor, acc: _UpdateStats
+    ) -> None:
+        """Gradient accumulation over the minibatch's micro-batches, then one optimiser step (policy and
+        critic)."""
+        tc = self.cfg.train
+        agg = self._aggregation(u.mask[mb])
+        self.opt.zero_grad(set_to_none=True)
+        if self.value_opt is not None:
+            self.value_opt.zero_grad(set_to_none=True)
+        live = mb[active[mb]]
+        micro = list(torch.split(live, max(1, tc.micro_batch_size))) if len(live) else []
+        for k, idx in enumerate(micro):
+            last = k == len(micro) - 1
+            with self._no_sync(self.train_model, last):
+                stats, losses = self._micro_loss(u, idx, agg)
+            acc.add(stats, losses, len(idx))
+            if self.value is not None:
+                with self._no_sync(self.value, last):
+                    stats, losses = self._value_micro_loss(u, idx, agg)
+                acc.add(stats, losses, len(idx))
+        for p in self.policy.parameters():
+            if p.grad is None and p.requires_grad:
+                # A minibatch with nothing to learn still takes its optimiser step (zero gradient: Adam's
+                # moments decay as they would have), so skipping changes no later update.
+                p.grad = torch.zeros_like(p)
+        acc.grad_norms.append(
+            optimizer_step(self.policy.parameters(), self.opt, self.sched, tc.max_grad_norm)
+        )
+        if self.value_opt is not None:
+            optimizer_step(self.value.parameters(), self.value_opt, self.value_sched, tc.max_grad_norm)
+
+    def _no_sync(self, model: Any, last: bool) -> Any:
+        """DDP's ``no_sync`` on every micro-batch but the last (one all-reduce per optimiser step)."""
+        return model.no_sync() if self.dist and not last else contextlib.nullcontext()
+
     def _micro_loss(
-        self,
-        batch: dict[str, torch.Tensor],
-        idx: torch.Tensor,
-        mask: torch.Tensor,
-        advantages: torch.Tensor,
-        old_logp: torch.Tensor | None,
-        ref_logp: torch.Tensor | None,
-        is_weights: torch.Tensor | None,
-        agg: dict[str, Any],
+        self, u: UpdateBatch, idx: torch.Tensor, agg: dict[str, Any]
     ) -> tuple[dict[str, float], dict[str, float]]:
-        """Forward + backward of one micro-batch; returns (statistics, loss terms)."""
+        """Forward + backward of the policy loss (plus KL / entropy terms) on one micro-batch; returns
+        (statistics, loss terms)."""
         ac = self.cfg.algorithm
         losses: dict[str, float] = {}
-        need_entropy = True  # logged every step (cheap next to the forward pass for small vocabularies)
-        logp, ent = self._logprobs(self.train_model, batch, idx, entropy=need_entropy)
-        mmask = mask[idx].to(self.device)
-        old = old_logp[idx].to(self.device) if old_logp is not None else logp.detach()
+        logp, ent = self._logprobs(self.train_model, u.tensors, idx, entropy=True)
+        mmask = u.mask[idx].to(self.device)
+        old = u.old_logp[idx].to(self.device) if u.old_logp is not None else logp.detach()
         out = ca.compute_policy_loss(
             ac.policy_loss,
             logp,
             old,
-            advantages[idx].to(self.device),
+            u.advantages[idx].to(self.device),
             mmask,
             clip_ratio_low=ac.clip_ratio_low,
             clip_ratio_high=ac.clip_ratio_high,
             loss_agg_mode=ac.loss_agg_mode,
-            is_weights=is_weights[idx].to(self.device) if is_weights is not None else None,
+            is_weights=u.is_weights[idx].to(self.device) if u.is_weights is not None else None,
             **({"clip_ratio_c": ac.clip_ratio_c} if ac.policy_loss == "ppo" else {}),
             **agg,
         )
         loss = out.loss
         stats = dict(out.stats)
-        if ref_logp is not None:
-            kl_tok = ca.kl_penalty(logp, ref_logp[idx].to(self.device), ac.kl_estimator)
+        if u.ref_logp is not None:
+            kl_tok = ca.kl_penalty(logp, u.ref_logp[idx].to(self.device), ac.kl_estimator)
             if mmask.any():
                 stats["kl"] = float(ca.masked_mean(kl_tok.detach(), mmask))
             if not ac.use_kl_in_reward:
                 kl_loss = ca.agg_loss(kl_tok * mmask, mmask, ac.loss_agg_mode, **agg)
-                loss = loss + ac.kl_coef * kl_loss
+                loss = loss + self.kl_ctrl.value * kl_loss
                 losses["kl_loss"] = kl_loss.item()
         if ent is not None:
             if mmask.any():
@@ -763,6 +838,24 @@ class RLTrainer:
         losses["policy_loss"] = out.loss.item()
         losses["loss"] = loss.item()
         return stats, losses
+
+    def _value_micro_loss(
+        self, u: UpdateBatch, idx: torch.Tensor, agg: dict[str, Any]
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """Forward + backward of PPO's clipped value loss on one micro-batch."""
+        ac = self.cfg.algorithm
+        values = self._values(u.tensors, idx)
+        vloss, vstats = ca.ppo_value_loss(
+            values,
+            u.old_values[idx].to(self.device),
+            u.returns[idx].to(self.device),
+            u.mask[idx].to(self.device),
+            cliprange_value=ac.cliprange_value,
+            loss_agg_mode=ac.loss_agg_mode,
+            **agg,
+        )
+        (ac.vf_coef * vloss).backward()
+        return {"vf_clipfrac": vstats["vf_clipfrac"]}, {"value_loss": vloss.item()}
 
     # -- evaluation -------------------------------------------------------------------------------------------
     def evaluate(self, records: Sequence[Record] | None = None) -> dict[str, Any]:
@@ -791,6 +884,7 @@ class RLTrainer:
             "data_epoch": self.data_epoch,
             "data_index": self.data_index,
             "num_tokens": self.num_tokens,
+            "kl_coef": self.kl_ctrl.value,
         }
         if self.value_opt is not None:
             state["value_optimizer"] = self.value_opt.state_dict()
@@ -832,6 +926,7 @@ class RLTrainer:
         self.data_epoch = state["data_epoch"]
         self.data_index = state["data_index"]
         self.num_tokens = state.get("num_tokens", 0)
+        self.kl_ctrl.value = state.get("kl_coef", self.kl_ctrl.value)
         self._order = self._epoch_order(self.data_epoch)
         self.backend.update_weights(self.policy)
 

@@ -9,11 +9,11 @@ import torch
 
 from rewardkit.rewardmodels.shaping.functional import success_plus_steps
 from rewardkit.rl import core_algos as ca
+from rewardkit.rl.core_algos import step_return_advantages
 from rewardkit.rl.step_rewards import (
     pad_step_lists,
     place_step_rewards,
     step_end_token_positions,
-    step_return_advantages,
     step_token_rewards_from_scores,
 )
 

@@ -104,3 +104,78 @@ def test_dump_roundtrip(tmp_path):
     path = tmp_path / "dump.yaml"
     dump_config(cfg, path)
     assert load_config(path) == cfg
+
+
+# ---- validation at load: one line, before any model loads ------------------------------------------------
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("algorithm.adv_estimator=grpoo", "algorithm.adv_estimator: unknown value 'grpoo'"),
+        ("algorithm.policy_loss=ppoo", "algorithm.policy_loss: unknown value 'ppoo'"),
+        ("algorithm.loss_agg_mode=mean", "algorithm.loss_agg_mode: unknown value"),
+        ("algorithm.kl_estimator=k4", "algorithm.kl_estimator: unknown value"),
+        ("algorithm.kl_ctrl=pid", "algorithm.kl_ctrl: unknown value"),
+        ("reward.truncation=maskk", "reward.truncation: unknown value 'maskk'"),
+        ("reward.step_shaping=clamp", "reward.step_shaping: unknown value"),
+        ("rollout.backend=sglang", "rollout.backend: unknown value"),
+        ("train.lr_schedule=step", "train.lr_schedule: unknown value"),
+        ("train.lr=-1e-6", "train.lr must be > 0"),
+        ("rollout.n=0", "rollout.n must be at least 1"),
+        ("rollout.top_p=0", r"rollout.top_p must be in \(0, 1\]"),
+        ("reward.timeout=.inf", "reward.timeout must be a positive number"),
+        ("algorithm.clip_ratio_c=1.0", "algorithm.clip_ratio_c must be > 1"),
+        ("run.device=gpu0", "run.device: 'gpu0' is not a device"),
+        ("reward.sources=[{name: mathh}]", "unknown reward source 'mathh'"),
+        ("reward.sources=[{name: 'py:no_such_module_xyz:fn'}]", "cannot import 'no_such_module_xyz:fn'"),
+        ("reward.process=prm", "unknown process scorer 'prm'"),
+        ("reward.process='py:no_such_module_xyz:Scorer'", "cannot import"),
+        ("reward.shaping=[{name: clip, lo: 0, hi: 1}]", "clamp"),
+        ("reward.shaping=[{name: group_norm}]", "group"),
+        ("reward.overlong_buffer=999", "must not exceed rollout.max_new_tokens"),
+    ],
+)
+def test_bad_values_fail_when_the_config_loads(override, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(preset="grpo", overrides=[override])
+    assert "\n" not in str(info.value)
+
+
+def test_step_return_refuses_batch_scale():
+    with pytest.raises(ConfigError, match="step_return scales by the group"):
+        load_config(preset="grpo_prm", overrides=["algorithm.adv_scale=batch"])
+
+
+def test_allowed_values_in_the_docs_come_from_the_registries():
+    from rewardkit.rl import core_algos as ca
+
+    docs = {name: doc for name, doc, _ in field_docs()}
+    for name in ca.ADVANTAGE_ESTIMATORS.names():
+        assert f"``{name}``" in docs["algorithm.adv_estimator"]
+    for name in ca.POLICY_LOSSES.names():
+        assert f"``{name}``" in docs["algorithm.policy_loss"]
+    assert "One of: ``mask``" in docs["reward.truncation"] or "``mask``" in docs["reward.truncation"]
+
+
+def test_rl_train_refuses_a_bad_name_before_loading_a_model(tmp_path, capsys):
+    import time
+
+    from rewardkit.cli import main
+
+    start = time.perf_counter()
+    rc = main(
+        ["rl", "train", "--preset", "grpo", "-o", str(tmp_path), "--set", "algorithm.adv_estimator=grpoo"]
+    )
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "grpoo" in err
+    assert time.perf_counter() - start < 5  # no model was loaded
+    assert not any(tmp_path.iterdir())
+
+
+def test_docs_reference_table_is_generated_from_the_config():
+    from rewardkit.rl.config import reference_table
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "rl.md").read_text()
+    assert reference_table() in docs, (
+        "regenerate docs/rl.md's table with rewardkit.rl.config.reference_table()"
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass
@@ -45,3 +46,35 @@ def optimizer_groups(
             yield group, position.micro >= len(micro)
         position.epoch += 1
         position.micro = 0
+
+
+class SupervisedState:
+    """What a supervised trainer's checkpoint restores besides the weights: optimiser, schedule, data position
+    and step, plus anything the trainer adds to ``extra`` (a PRM's history)."""
+
+    def __init__(self, optimizer: Any, scheduler: Any) -> None:
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.position = DataPosition()
+        self.step = 0
+        self.extra: dict[str, Any] = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "data": self.position.state_dict(),
+            **self.extra,
+        }
+
+    def restore(self, checkpoint: Any) -> None:
+        """Loads a checkpoint's trainer state (and its RNG states) into this run."""
+        from .checkpoint import load_state
+
+        state = load_state(checkpoint)
+        self.optimizer.load_state_dict(state.pop("optimizer"))
+        self.scheduler.load_state_dict(state.pop("scheduler"))
+        self.position.load_state_dict(state.pop("data"))
+        self.step = state.pop("step")
+        state.pop("rng", None)
+        self.extra = state

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler, load_state
+from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
 from rewardkit.training import config as config_io
 from rewardkit.training.device import autocast, resolve_device, set_threads
-from rewardkit.training.loop import DataPosition, optimizer_groups
+from rewardkit.training.loop import SupervisedState, optimizer_groups
 from rewardkit.training.optim import optimizer_step
 
 from .config import ORMTrainConfig
@@ -187,6 +187,123 @@ def _save_final(model, tokenizer, config: ORMTrainConfig, kind: str, steps: int)
     return final
 
 
+class _ORMRun:
+    """One ORM training run: the model, its optimiser state, the logger and checkpoints, as methods."""
+
+    def __init__(
+        self, config: ORMTrainConfig, tokenizer: Any, data: _Data, callback: Callable | None
+    ) -> None:
+        self.config, self.tokenizer, self.data, self.callback = config, tokenizer, data, callback
+        self.out_dir = Path(config.output_dir)
+        self.checkpoints = CheckpointManager(self.out_dir, keep=config.save_total_limit)
+        checkpoint = self.checkpoints.resolve(config.resume_from_checkpoint)
+        self.device = resolve_device(config.device)
+        self.model = _build_model(config, tokenizer, checkpoint).to(self.device)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.micro_per_epoch = math.ceil(len(data.train) / config.per_device_train_batch_size)
+        self.total_steps = self._total_steps()
+        self.state = SupervisedState(*self._optimizer_and_schedule())
+        if checkpoint is not None:
+            self.state.restore(checkpoint)
+        self.log = MetricsLogger(
+            self.out_dir,
+            console=sys.stdout if config.log_to_stdout else None,
+            tensorboard=config.tensorboard,
+            resume_step=self.state.step if checkpoint is not None else None,
+        )
+        self.log.event(
+            "start",
+            kind=data.kind,
+            train_examples=len(data.train),
+            dropped_too_long=data.dropped,
+            eval_examples=len(data.evals),
+            total_steps=self.total_steps,
+            resumed_from=str(checkpoint) if checkpoint else None,
+            trainable_params=sum(p.numel() for p in self.params),
+        )
+
+    def _total_steps(self) -> int:
+        config = self.config
+        if config.max_steps > 0:
+            return config.max_steps
+        steps_per_epoch = math.ceil(self.micro_per_epoch / config.gradient_accumulation_steps)
+        return math.ceil(config.num_train_epochs * steps_per_epoch)
+
+    def _optimizer_and_schedule(self) -> tuple[Any, Any]:
+        config = self.config
+        optimizer = build_optimizer(
+            self.params,
+            lr=config.learning_rate,
+            betas=(config.adam_beta1, config.adam_beta2),
+            eps=config.adam_epsilon,
+            weight_decay=config.weight_decay,
+        )
+        scheduler = build_scheduler(
+            optimizer,
+            config.lr_scheduler_type,
+            warmup_steps=math.ceil(config.warmup_ratio * self.total_steps),
+            total_steps=self.total_steps,
+            library="transformers",
+        )
+        return optimizer, scheduler
+
+    def groups(self) -> Any:
+        config = self.config
+        order = lambda epoch: _epoch_order(len(self.data.train), config.seed, epoch)  # noqa: E731
+        return optimizer_groups(
+            order, config.per_device_train_batch_size, config.gradient_accumulation_steps, self.state.position
+        )
+
+    def train_step(self, group: list[list[int]], window: _Window) -> None:
+        """One optimiser step over a group of micro-batches (size-weighted accumulation: the gradient is that
+        of the mean over the optimizer batch)."""
+        collate = collate_pairwise if self.data.kind == "pairwise" else collate_pointwise
+        n_group = sum(len(m) for m in group)
+        self.state.optimizer.zero_grad(set_to_none=True)
+        for idx in group:
+            batch = collate([self.data.train[i] for i in idx], self.tokenizer.pad_token_id)
+            loss, acc = _micro_loss(self.model, batch, self.data.kind, self.config, self.device)
+            (loss * (len(idx) / n_group)).backward()
+            window.add(loss.item(), acc, len(idx))
+        optimizer_step(self.params, self.state.optimizer, self.state.scheduler, self.config.max_grad_norm)
+        self.state.step += 1
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.log.log(event["step"], {k: v for k, v in event.items() if k != "step"})
+        if self.callback:
+            self.callback(event)
+
+    def evaluate(self) -> dict[str, Any]:
+        metrics = _evaluate(self.model, self.tokenizer, self.data, self.config)
+        self.emit({"event": "eval", "step": self.state.step, **metrics})
+        return metrics
+
+    def save(self) -> Path:
+        return self.checkpoints.save(
+            self.state.step,
+            models={MODEL_DIR: self.model},
+            state={**self.state.state_dict(), "total_steps": self.total_steps},
+            tokenizer=self.tokenizer,
+            config_yaml=config_io.dump(self.config),
+        )
+
+    def after_step(self, window: _Window, elapsed: float) -> dict[str, Any] | None:
+        """Logging, evaluation and checkpoints due at this step; returns the evaluation, if one ran."""
+        config, step = self.config, self.state.step
+        if config.logging_steps and step % config.logging_steps == 0 and window.n:
+            position = self.state.position
+            epoch = position.epoch + position.micro / self.micro_per_epoch
+            lr = self.state.scheduler.get_last_lr()[0]
+            event = {"event": "train", "step": step, "epoch": epoch, **window.pop(), "learning_rate": lr}
+            self.emit({**event, "elapsed_s": round(elapsed, 2)})
+        metrics = None
+        if self.data.evals and config.eval_steps and step % config.eval_steps == 0:
+            metrics = self.evaluate()
+        if config.save_steps and step % config.save_steps == 0:
+            self.save()
+        return metrics
+
+
 def train_orm(
     config: ORMTrainConfig,
     *,
@@ -204,144 +321,41 @@ def train_orm(
     from .model import load_tokenizer
 
     set_threads(config.num_threads)
-    out_dir = Path(config.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    Path(config.output_dir).mkdir(parents=True, exist_ok=True)
     tokenizer = tokenizer or load_tokenizer(config.model)
-    data = _load_data(config, tokenizer, train_rows, eval_rows)
-    checkpoints = CheckpointManager(out_dir, keep=config.save_total_limit)
-    checkpoint = checkpoints.resolve(config.resume_from_checkpoint)
-
-    device = resolve_device(config.device)
-    model = _build_model(config, tokenizer, checkpoint).to(device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = build_optimizer(
-        params,
-        lr=config.learning_rate,
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_epsilon,
-        weight_decay=config.weight_decay,
-    )
-    bs, ga = config.per_device_train_batch_size, config.gradient_accumulation_steps
-    micro_per_epoch = math.ceil(len(data.train) / bs)
-    steps_per_epoch = math.ceil(micro_per_epoch / ga)
-    total_steps = (
-        config.max_steps if config.max_steps > 0 else math.ceil(config.num_train_epochs * steps_per_epoch)
-    )
-    scheduler = build_scheduler(
-        optimizer,
-        config.lr_scheduler_type,
-        warmup_steps=math.ceil(config.warmup_ratio * total_steps),
-        total_steps=total_steps,
-        library="transformers",
-    )
-    position, step = DataPosition(), 0
-    if checkpoint is not None:
-        state = load_state(checkpoint)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        position.load_state_dict(state["data"])
-        step = state["step"]
-
-    log = MetricsLogger(
-        out_dir,
-        console=sys.stdout if config.log_to_stdout else None,
-        tensorboard=config.tensorboard,
-        resume_step=step if checkpoint is not None else None,
-    )
-
-    def emit(event: dict[str, Any]) -> None:
-        log.log(event["step"], {k: v for k, v in event.items() if k != "step"})
-        if callback:
-            callback(event)
-
-    def save() -> Path:
-        state = {
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "data": position.state_dict(),
-            "total_steps": total_steps,
-        }
-        return checkpoints.save(
-            step,
-            models={MODEL_DIR: model},
-            state=state,
-            tokenizer=tokenizer,
-            config_yaml=config_io.dump(config),
-        )
-
-    log.event(
-        "start",
-        kind=data.kind,
-        train_examples=len(data.train),
-        dropped_too_long=data.dropped,
-        eval_examples=len(data.evals),
-        total_steps=total_steps,
-        resumed_from=str(checkpoint) if checkpoint else None,
-        trainable_params=sum(p.numel() for p in params),
-    )
-    model.train()
-    window = _Window()
-    last_eval: dict[str, Any] | None = None
-    t0 = time.perf_counter()
-    stopped_early = False
-    collate = collate_pairwise if data.kind == "pairwise" else collate_pointwise
-    order = lambda epoch: _epoch_order(len(data.train), config.seed, epoch)  # noqa: E731
-    groups = optimizer_groups(order, bs, ga, position)
+    run = _ORMRun(config, tokenizer, _load_data(config, tokenizer, train_rows, eval_rows), callback)
+    window, last_eval, t0 = _Window(), None, time.perf_counter()
+    groups = run.groups()
     try:
-        while step < total_steps:
-            group, _ = next(groups)
-            n_group = sum(len(m) for m in group)
-            optimizer.zero_grad(set_to_none=True)
-            for idx in group:
-                batch = collate([data.train[i] for i in idx], tokenizer.pad_token_id)
-                loss, acc = _micro_loss(model, batch, data.kind, config, device)
-                # size-weighted so the accumulated gradient is that of the mean over the optimizer batch
-                (loss * (len(idx) / n_group)).backward()
-                window.add(loss.item(), acc, len(idx))
-            optimizer_step(params, optimizer, scheduler, config.max_grad_norm)
-            step += 1
-            if config.logging_steps and step % config.logging_steps == 0 and window.n:
-                emit(
-                    {
-                        "event": "train",
-                        "step": step,
-                        "epoch": position.epoch + position.micro / micro_per_epoch,
-                        **window.pop(),
-                        "learning_rate": scheduler.get_last_lr()[0],
-                        "elapsed_s": round(time.perf_counter() - t0, 2),
-                    }
-                )
-            if data.evals and config.eval_steps and step % config.eval_steps == 0:
-                last_eval = _evaluate(model, tokenizer, data, config)
-                emit({"event": "eval", "step": step, **last_eval})
-            saved = bool(config.save_steps and step % config.save_steps == 0)
-            if saved:
-                save()
-            if stop_after_steps is not None and step >= stop_after_steps:
-                if not saved:
-                    save()
-                stopped_early = True
-                break
-
-        summary: dict[str, Any] = {
-            "output_dir": str(out_dir),
-            "kind": data.kind,
-            "steps": step,
-            "train_examples": len(data.train),
-            "dropped_too_long": data.dropped,
-            "train_seconds": round(time.perf_counter() - t0, 2),
-            "stopped_early": stopped_early,
-        }
-        if stopped_early:
-            summary["checkpoint"] = str(checkpoints.path(step))
-            return summary
-        if data.evals and (last_eval is None or not config.eval_steps or step % config.eval_steps):
-            last_eval = _evaluate(model, tokenizer, data, config)
-            emit({"event": "eval", "step": step, **last_eval})
-        summary["eval"] = last_eval
-        final = _save_final(model, tokenizer, config, data.kind, step)
-        log.event("end", **{k: v for k, v in summary.items() if k != "eval"})
-        summary["model"] = final
-        return summary
+        run.model.train()
+        while run.state.step < run.total_steps:
+            run.train_step(next(groups)[0], window)
+            last_eval = run.after_step(window, time.perf_counter() - t0) or last_eval
+            if stop_after_steps is not None and run.state.step >= stop_after_steps:
+                if not (config.save_steps and run.state.step % config.save_steps == 0):
+                    run.save()
+                return {
+                    **_summary(run, t0, stopped_early=True),
+                    "checkpoint": str(run.checkpoints.path(run.state.step)),
+                }
+        due = last_eval is None or not config.eval_steps or run.state.step % config.eval_steps
+        if run.data.evals and due:
+            last_eval = run.evaluate()
+        summary = _summary(run, t0, stopped_early=False)
+        final = _save_final(run.model, tokenizer, config, run.data.kind, run.state.step)
+        run.log.event("end", **summary)
+        return {**summary, "eval": last_eval, "model": final}
     finally:
-        log.close()
+        run.log.close()
+
+
+def _summary(run: _ORMRun, t0: float, *, stopped_early: bool) -> dict[str, Any]:
+    return {
+        "output_dir": str(run.out_dir),
+        "kind": run.data.kind,
+        "steps": run.state.step,
+        "train_examples": len(run.data.train),
+        "dropped_too_long": run.data.dropped,
+        "train_seconds": round(time.perf_counter() - t0, 2),
+        "stopped_early": stopped_early,
+    }

@@ -27,9 +27,9 @@ from typing import Any
 
 from rewardkit.rewardmodels.prm.data import StepExample, load_step_examples
 from rewardkit.rewardmodels.prm.model import PRMConfig, ProcessRewardModel, load_backbone
-from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler, load_state
+from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
 from rewardkit.training import config as config_io
-from rewardkit.training.loop import DataPosition, optimizer_groups
+from rewardkit.training.loop import SupervisedState, optimizer_groups
 from rewardkit.training.optim import optimizer_step
 
 
@@ -238,6 +238,109 @@ def _load_examples(config: PRMTrainConfig, train_examples, eval_examples) -> tup
     return train_examples, eval_examples
 
 
+class _PRMRun:
+    """One PRM training run: the model, its optimiser state, logger, evaluation and checkpoints."""
+
+    def __init__(
+        self, config: PRMTrainConfig, prm: ProcessRewardModel | None, train_examples, eval_examples, callback
+    ) -> None:
+        self.config, self.eval_examples, self.callback = config, eval_examples, callback
+        self.checkpoints = (
+            CheckpointManager(config.output_dir, keep=config.save_total_limit) if config.output_dir else None
+        )
+        if config.resume_from_checkpoint and self.checkpoints is None:
+            raise ValueError("resume_from_checkpoint needs output_dir")
+        checkpoint = self.checkpoints.resolve(config.resume_from_checkpoint) if self.checkpoints else None
+        self.prm = prm if prm is not None and checkpoint is None else _load_model(config, checkpoint)
+        self.data = _encode(self.prm, train_examples, config)
+        micro_per_epoch = math.ceil(len(self.data) / config.batch_size)
+        total = max(1, math.ceil(micro_per_epoch * config.epochs / config.grad_accum))
+        self.total_steps = min(total, config.max_steps) if config.max_steps else total
+        self.params = [p for p in self.prm.model.parameters() if p.requires_grad]
+        optimizer = build_optimizer(self.params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        warmup = int(self.total_steps * config.warmup_ratio)
+        scheduler = build_scheduler(optimizer, "linear", warmup_steps=warmup, total_steps=self.total_steps)
+        self.state = SupervisedState(optimizer, scheduler)
+        self.result = PRMTrainResult(prm=self.prm)
+        self.state.extra = {"history": self.result.history, "evals": self.result.evals}
+        if checkpoint is not None:
+            self.state.restore(checkpoint)
+            self.result.history, self.result.evals = self.state.extra["history"], self.state.extra["evals"]
+            self.state.extra = {"history": self.result.history, "evals": self.result.evals}
+        self.log = MetricsLogger(
+            config.output_dir,
+            console=sys.stdout if config.log_every else None,
+            tensorboard=config.tensorboard,
+            resume_step=self.state.step if checkpoint is not None else None,
+            log_every=config.log_every or 1,
+        )
+
+    def groups(self) -> Any:
+        order = lambda epoch: _epoch_order(len(self.data), self.config.seed, epoch)  # noqa: E731
+        return optimizer_groups(order, self.config.batch_size, self.config.grad_accum, self.state.position)
+
+    def train_step(self, group: list[list[int]]) -> None:
+        """One optimiser step (each micro-batch's mean loss divided by ``grad_accum``); logs the step."""
+        running = 0.0
+        for idx in group:
+            loss = prm_loss(self.prm, [self.data[i] for i in idx]) / self.config.grad_accum
+            loss.backward()
+            running += float(loss.detach())
+        optimizer_step(self.params, self.state.optimizer, self.state.scheduler, self.config.max_grad_norm)
+        self.state.optimizer.zero_grad(set_to_none=True)
+        self.state.step += 1
+        entry = {"step": self.state.step, "loss": running, "lr": self.state.scheduler.get_last_lr()[0]}
+        self.result.history.append(entry)
+        self.log.log(entry["step"], {"loss": running, "learning_rate": entry["lr"]})
+        if self.callback:
+            self.callback(entry)
+
+    def evaluate(self) -> None:
+        if not self.eval_examples:
+            return
+        step = self.state.step
+        metrics = {
+            "step": step,
+            **evaluate_prm(self.prm, self.eval_examples, threshold=self.config.threshold),
+        }
+        self.result.evals.append(metrics)
+        self.log.log(step, {"event": "eval", **{k: v for k, v in metrics.items() if k != "step"}})
+        if self.callback:
+            self.callback({"eval": metrics})
+        self.prm.model.train()
+
+    def save(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.save(
+                self.state.step,
+                models={MODEL_DIR: self.prm},
+                state=self.state.state_dict(),
+                config_yaml=config_io.dump(self.config),
+            )
+
+    def after_step(self, ends_epoch: bool) -> None:
+        """Evaluation (every ``eval_every`` steps, else after each epoch) and checkpoints due now."""
+        config, step = self.config, self.state.step
+        due = step % config.eval_every == 0 if config.eval_every else ends_epoch and step < self.total_steps
+        if due:
+            self.evaluate()
+        if config.save_steps and step % config.save_steps == 0:
+            self.save()
+
+    def finish(self) -> None:
+        """The final evaluation (unless this step has one) and the trained PRM in ``output_dir``."""
+        evals = self.result.evals
+        if not evals or evals[-1]["step"] != self.state.step:
+            self.evaluate()
+        self.prm.model.eval()
+        if self.config.output_dir:
+            self.result.output_dir = self.prm.save_pretrained(self.config.output_dir)
+            summary = {"config": asdict(self.config), "history": self.result.history[-1:], "evals": evals}
+            (Path(self.config.output_dir) / "train_summary.json").write_text(
+                json.dumps(summary, indent=2, default=str)
+            )
+
+
 def train_prm(
     config: PRMTrainConfig,
     *,
@@ -265,110 +368,24 @@ def train_prm(
     if config.labels not in ("soft", "hard"):
         raise ValueError("labels must be 'soft' or 'hard'")
     train_examples, eval_examples = _load_examples(config, train_examples, eval_examples)
-    checkpoints = (
-        CheckpointManager(config.output_dir, keep=config.save_total_limit) if config.output_dir else None
-    )
-    checkpoint = checkpoints.resolve(config.resume_from_checkpoint) if checkpoints else None
-    if config.resume_from_checkpoint and checkpoints is None:
-        raise ValueError("resume_from_checkpoint needs output_dir")
-    prm = prm if prm is not None and checkpoint is None else _load_model(config, checkpoint)
-    model = prm.model
-    data = _encode(prm, train_examples, config)
-
-    micro_per_epoch = math.ceil(len(data) / config.batch_size)
-    total_steps = max(1, math.ceil(micro_per_epoch * config.epochs / config.grad_accum))
-    if config.max_steps:
-        total_steps = min(total_steps, config.max_steps)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = build_optimizer(params, lr=config.learning_rate, weight_decay=config.weight_decay)
-    scheduler = build_scheduler(
-        optimizer, "linear", warmup_steps=int(total_steps * config.warmup_ratio), total_steps=total_steps
-    )
-    position, step = DataPosition(), 0
-    result = PRMTrainResult(prm=prm)
-    if checkpoint is not None:
-        state = load_state(checkpoint)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        position.load_state_dict(state["data"])
-        step = state["step"]
-        result.history, result.evals = state["history"], state["evals"]
-    log = MetricsLogger(
-        config.output_dir,
-        console=sys.stdout if config.log_every else None,
-        tensorboard=config.tensorboard,
-        resume_step=step if checkpoint is not None else None,
-        log_every=config.log_every or 1,
-    )
-
-    def run_eval(step: int) -> None:
-        if not eval_examples:
-            return
-        metrics = {"step": step, **evaluate_prm(prm, eval_examples, threshold=config.threshold)}
-        result.evals.append(metrics)
-        log.log(step, {"event": "eval", **{k: v for k, v in metrics.items() if k != "step"}})
-        if callback:
-            callback({"eval": metrics})
-        model.train()
-
-    def save() -> None:
-        state = {
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "data": position.state_dict(),
-            "history": result.history,
-            "evals": result.evals,
-        }
-        checkpoints.save(step, models={MODEL_DIR: prm}, state=state, config_yaml=config_io.dump(config))
-
-    model.train()
-    order = lambda epoch: _epoch_order(len(data), config.seed, epoch)  # noqa: E731
-    groups = optimizer_groups(order, config.batch_size, config.grad_accum, position)
-    stopped = False
+    run = _PRMRun(config, prm, train_examples, eval_examples, callback)
+    groups = run.groups()
     try:
-        while step < total_steps:
+        run.prm.model.train()
+        while run.state.step < run.total_steps:
             group, ends_epoch = next(groups)
-            running = 0.0
-            for idx in group:
-                loss = prm_loss(prm, [data[i] for i in idx]) / config.grad_accum
-                loss.backward()
-                running += float(loss.detach())
-            optimizer_step(params, optimizer, scheduler, config.max_grad_norm)
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            entry = {"step": step, "loss": running, "lr": scheduler.get_last_lr()[0]}
-            result.history.append(entry)
-            log.log(step, {"loss": running, "learning_rate": entry["lr"]})
-            if callback:
-                callback(entry)
-            if (
-                config.eval_every
-                and step % config.eval_every == 0
-                or not config.eval_every
-                and ends_epoch
-                and step < total_steps
-            ):
-                run_eval(step)
-            if checkpoints is not None and config.save_steps and step % config.save_steps == 0:
-                save()
-            if stop_after_steps is not None and step >= stop_after_steps:
-                if checkpoints is not None and not (config.save_steps and step % config.save_steps == 0):
-                    save()
-                stopped = True
+            run.train_step(group)
+            run.after_step(ends_epoch)
+            if stop_after_steps is not None and run.state.step >= stop_after_steps:
+                if not (config.save_steps and run.state.step % config.save_steps == 0):
+                    run.save()
                 break
-        if not stopped and (not result.evals or result.evals[-1]["step"] != step):
-            run_eval(step)
+        else:
+            run.finish()
     finally:
-        log.close()
-    model.eval()
-    if config.output_dir and not stopped:
-        result.output_dir = prm.save_pretrained(config.output_dir)
-        summary = {"config": asdict(config), "history": result.history[-1:], "evals": result.evals}
-        (Path(config.output_dir) / "train_summary.json").write_text(
-            json.dumps(summary, indent=2, default=str)
-        )
-    result.seconds = time.perf_counter() - started
-    return result
+        run.log.close()
+    run.result.seconds = time.perf_counter() - started
+    return run.result
 
 
 __all__ = ["PRMTrainConfig", "PRMTrainResult", "evaluate_prm", "prm_loss", "train_prm"]
