@@ -33,31 +33,18 @@ from typing import Any
 
 import torch
 
+from rewardkit.rewardmodels.shaping.functional import pad_steps
+
 Tensor = torch.Tensor
 
 __all__ = [
     "CorrectLookingStepScorer",
     "count_repeated_steps",
-    "pad_step_lists",
     "place_step_rewards",
     "shaped_step_token_rewards",
     "step_end_token_positions",
     "step_token_rewards_from_scores",
 ]
-
-
-def pad_step_lists(
-    values: Sequence[Sequence[float]], dtype: torch.dtype = torch.float32, fill: float = 0.0
-) -> tuple[Tensor, Tensor]:
-    """Ragged per-step lists -> ``(padded [B, S], mask [B, S] bool)``, left-aligned (``S >= 1``)."""
-    width = max([len(v) for v in values] + [1])
-    out = torch.full((len(values), width), fill, dtype=dtype)
-    mask = torch.zeros((len(values), width), dtype=torch.bool)
-    for i, row in enumerate(values):
-        if len(row):
-            out[i, : len(row)] = torch.as_tensor([float(x) for x in row], dtype=dtype)
-            mask[i, : len(row)] = True
-    return out, mask
 
 
 def place_step_rewards(
@@ -128,8 +115,8 @@ def step_token_rewards_from_scores(
             row_e.append(int(e))
         kept_scores.append(row_s)
         kept_ends.append(row_e)
-    raw, mask = pad_step_lists(kept_scores)
-    ends_t, _ = pad_step_lists(kept_ends, dtype=torch.long, fill=-1)
+    raw, mask = pad_steps(kept_scores)
+    ends_t, _ = pad_steps(kept_ends, dtype=torch.long, fill=-1)
     shaped = shape_step_rewards(shaping, raw, mask, eta=eta)
     token_rewards = place_step_rewards(shaped, mask, ends_t, response_mask)
     n = max(len(kept_scores), 1)

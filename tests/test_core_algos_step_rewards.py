@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
+from rewardkit.rewardmodels.shaping.functional import pad_steps as pad_step_lists
 from rewardkit.rewardmodels.shaping.functional import success_plus_steps
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.core_algos import step_return_advantages
 from rewardkit.rl.step_rewards import (
-    pad_step_lists,
     place_step_rewards,
     step_end_token_positions,
     step_token_rewards_from_scores,

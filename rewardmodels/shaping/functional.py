@@ -73,14 +73,14 @@ __all__ = [
 
 
 def pad_steps(
-    steps: Sequence[Sequence[float]], *, dtype: torch.dtype = torch.float32
+    steps: Sequence[Sequence[float]], *, dtype: torch.dtype = torch.float32, fill: float = 0.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ragged per-step rewards -> ``(rewards [B, T], mask [B, T])``, left-aligned, padded with 0.
+    """Ragged per-step values -> ``(values [B, T], mask [B, T])``, left-aligned, padded with ``fill``.
 
     ``T`` is the longest row (at least 1, so an all-empty batch still has a column).
     """
     width = max([len(row) for row in steps] + [1])
-    rewards = torch.zeros(len(steps), width, dtype=dtype)
+    rewards = torch.full((len(steps), width), fill, dtype=dtype)
     mask = torch.zeros(len(steps), width, dtype=torch.bool)
     for i, row in enumerate(steps):
         if len(row):
