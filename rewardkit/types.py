@@ -139,6 +139,19 @@ def as_reward(value: Any) -> float | None:
     return None if math.isnan(reward) else reward
 
 
+def result_reward(result: Result) -> float | None:
+    """A result's reward as it counts: a failure's reward is what it reported, or 0 when that is missing
+    (never "missing"); ``None`` / NaN without an error is a missing reward.
+
+    Raises:
+        TypeError, ValueError: the reward is not a number.
+    """
+    reward = as_reward(result.reward)
+    if reward is None and result.error is not None:
+        return 0.0
+    return reward
+
+
 INVALID_LINE_KINDS = ("invalid JSON", "invalid UTF-8")
 """Error kinds of an input line that is not a row (the message is ``"<kind> at line N"``)."""
 

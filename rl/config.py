@@ -449,8 +449,10 @@ def preset_yaml(name: str) -> str:
 def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, Any]]:
     """``(dotted name, docstring, default)`` of every field of the run config; a field with a fixed set of
     values lists them, read from the registries (so the documentation cannot fall behind the code)."""
+    allowed = choices()
     return [
-        (name, doc + allowed_values_doc(name), default) for name, doc, default in _field_docs(cls, prefix)
+        (name, doc + _allowed_values_doc(allowed.get(name)), default)
+        for name, doc, default in _field_docs(cls, prefix)
     ]
 
 
@@ -630,9 +632,8 @@ def _check_combinations(cfg: RLConfig) -> None:
         )
 
 
-def allowed_values_doc(dotted: str) -> str:
+def _allowed_values_doc(allowed: list[str] | None) -> str:
     """`` One of: ``a``, ``b``.`` for a field with a fixed set of values (empty otherwise)."""
-    allowed = choices().get(dotted)
     return f" One of: {', '.join(f'``{v}``' for v in allowed)}." if allowed else ""
 
 
@@ -642,8 +643,7 @@ def reference_table() -> str:
 
     rows = ["| field | default | meaning |", "|---|---|---|"]
     for name, doc, default in field_docs():
-        plain = [dataclasses.asdict(x) for x in default] if isinstance(default, list) else default
-        value = json.dumps(plain)
+        value = json.dumps(default, default=dataclasses.asdict)
         text = doc.replace("``", "`").replace("|", "\\|")
         rows.append(f"| `{name}` | `{value}` | {text} |")
     return "\n".join(rows) + "\n"

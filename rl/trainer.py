@@ -34,16 +34,7 @@ from torch import nn
 
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.config import RLConfig, dump_config, validate
-from rewardkit.rl.rewards import (  # noqa: F401  (the reward classes lived here; re-exported)
-    CallableSource,
-    RewardBatch,
-    RewardPipeline,
-    RewardSources,
-    ScoredBatch,
-    ScorerSource,
-    _to_result,
-    load_process_scorer,
-)
+from rewardkit.rl.rewards import RewardBatch, RewardPipeline, RewardSources, ScoredBatch
 from rewardkit.rl.rollout import Generation, SamplingParams, get_backend
 from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
 from rewardkit.training import device as dev
@@ -299,7 +290,6 @@ class RLTrainer:
         self.reward_pipeline = RewardPipeline.from_config(
             cfg, reward_fns, process_scorer, tokenizer=self.tokenizer
         )
-        self.reward = self.reward_pipeline.sources
         self.backend = backend if backend is not None else self._build_backend()
         self.step = 0
         self.data_epoch = 0
@@ -625,6 +615,11 @@ class RLTrainer:
         m["kl_coef"] = self.kl_ctrl.value
         return m
 
+    @property
+    def _single_pass(self) -> bool:
+        """One optimiser step per rollout: the update's first forward pass is pi_old, nothing to store."""
+        return self.cfg.train.epochs * self.cfg.train.minibatches == 1
+
     def _prepare_update(self, r: Rollout) -> UpdateBatch:
         tensors = build_tensors(r.gens, self.pad_id)
         mask = ca.apply_sample_mask(tensors["response_mask"], (r.keep & r.valid).float())
@@ -636,7 +631,7 @@ class RLTrainer:
         ac, tc = self.cfg.algorithm, self.cfg.train
         if not ac.recompute_old_logprobs:
             u.old_logp = u.tensors["rollout_logprobs"]
-        elif tc.epochs * tc.minibatches > 1:
+        elif not self._single_pass:
             u.old_logp = self._no_grad_logprobs(self.policy, u.tensors)
         if self.ref is not None:
             u.ref_logp = self._no_grad_logprobs(self.ref, u.tensors)
@@ -658,7 +653,7 @@ class RLTrainer:
         m.update(stats)
         if ac.use_kl_in_reward and u.ref_logp is not None:
             base = u.old_logp if u.old_logp is not None else self._no_grad_logprobs(self.policy, u.tensors)
-            if u.old_logp is None and self.cfg.train.epochs * self.cfg.train.minibatches > 1:
+            if u.old_logp is None and not self._single_pass:
                 u.old_logp = base
             u.token_rewards, kstats = ca.apply_kl_penalty(
                 u.token_rewards, base, u.ref_logp, u.mask, self.kl_ctrl.value, ac.kl_estimator
@@ -872,7 +867,7 @@ class RLTrainer:
             Record(id=r.id, prompt=r.prompt, completion=g[0].text, reference=r.reference, verifier=r.verifier)
             for r, g in zip(records, groups, strict=True)
         ]
-        first = RewardSources([self.reward.sources[0]])
+        first = RewardSources([self.reward_pipeline.sources.sources[0]])
         scored = first.score(scored_records)
         return {"eval/pass@1": sum(scored.correct) / len(records), "eval/num": len(records)}
 
@@ -985,7 +980,7 @@ class RLTrainer:
 
     def close(self) -> None:
         """Stops scoring workers and rollout engines."""
-        self.reward.close()
+        self.reward_pipeline.close()
         with contextlib.suppress(Exception):
             if self.backend is not None and getattr(self.backend, "name", "") != "hf":
                 self.backend.close()

@@ -97,7 +97,7 @@ def test_a_file_gets_null_rewards_and_the_summary_leaves_them_out(tmp_path):
 
 
 def test_rl_reward_sources_mark_missing_rewards_invalid():
-    from rewardkit.rl.trainer import RewardSources, ScorerSource
+    from rewardkit.rl.rewards import RewardSources, ScorerSource
 
     records = [Record(prompt="q", completion=r["completion"]) for r in ROWS]
     for workers in (0, 2):

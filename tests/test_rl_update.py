@@ -49,22 +49,29 @@ def test_one_inputs_object_serves_every_estimator(name):
     assert torch.allclose(adv, ref_adv) and torch.allclose(ret, ref_ret)
 
 
-def test_adaptive_kl_controller_moves_the_coefficient_and_resumes(tmp_path, tiny_model, tiny_tokenizer):
-    cfg = load_config(
-        preset="grpo",
-        overrides=[
-            "train.steps=2", "train.prompts_per_step=3", "rollout.n=4", "rollout.max_new_tokens=8",
-            "train.lr=1e-2", "reward.sources=[]", "run.tensorboard=false", f"run.output_dir={tmp_path}",
-            "algorithm.kl_ctrl=adaptive", "algorithm.kl_coef=0.05", "algorithm.kl_target=1e-9",
-            "algorithm.kl_horizon=10",
-        ],
-    )  # fmt: skip
+def _train(tmp_path, model, tokenizer, *overrides):
+    """A short GRPO run on the tiny model; returns the config and the final KL coefficient."""
+    base = [
+        "train.steps=2", "train.prompts_per_step=3", "rollout.n=4", "rollout.max_new_tokens=8",
+        "train.lr=1e-2", "reward.sources=[]", "run.tensorboard=false", f"run.output_dir={tmp_path}",
+    ]  # fmt: skip
+    cfg = load_config(preset="grpo", overrides=base + list(overrides))
     with RLTrainer(
-        cfg, model=tiny_model, tokenizer=tiny_tokenizer, train_records=PROMPTS, eval_records=[],
+        cfg, model=model, tokenizer=tokenizer, train_records=PROMPTS, eval_records=[],
         reward_fns=[digits_reward], console=None,
     ) as trainer:  # fmt: skip
         trainer.train()
-        final = trainer.kl_ctrl.value
+        return cfg, trainer.kl_ctrl.value
+
+
+def test_adaptive_kl_controller_moves_the_coefficient_and_is_checkpointed(
+    tmp_path, tiny_model, tiny_tokenizer
+):
+    _, final = _train(
+        tmp_path, tiny_model, tiny_tokenizer,
+        "algorithm.kl_ctrl=adaptive", "algorithm.kl_coef=0.05", "algorithm.kl_target=1e-9",
+        "algorithm.kl_horizon=10",
+    )  # fmt: skip
     rows = read_metrics(tmp_path)
     # Step 1 measures KL 0 (the policy is the reference until its first update): beta falls by the capped
     # 20% * n / horizon. Step 2's KL is far above the tiny target: beta rises by the same factor.
@@ -77,16 +84,5 @@ def test_adaptive_kl_controller_moves_the_coefficient_and_resumes(tmp_path, tiny
 
 
 def test_fixed_kl_controller_keeps_the_coefficient(tmp_path, tiny_model, tiny_tokenizer):
-    cfg = load_config(
-        preset="grpo",
-        overrides=[
-            "train.steps=1", "train.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=6",
-            "reward.sources=[]", "run.tensorboard=false", f"run.output_dir={tmp_path}",
-        ],
-    )  # fmt: skip
-    with RLTrainer(
-        cfg, model=tiny_model, tokenizer=tiny_tokenizer, train_records=PROMPTS, eval_records=[],
-        reward_fns=[digits_reward], console=None,
-    ) as trainer:  # fmt: skip
-        trainer.train()
-    assert read_metrics(tmp_path)[0]["kl_coef"] == cfg.algorithm.kl_coef == 0.04
+    cfg, final = _train(tmp_path, tiny_model, tiny_tokenizer)
+    assert read_metrics(tmp_path)[0]["kl_coef"] == cfg.algorithm.kl_coef == 0.04 == final

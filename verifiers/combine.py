@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.types import Record, Result, as_reward
+from rewardkit.types import Record, Result, result_reward
 from rewardkit.verifiers.base import Verifier
 
 COMBINE_MODES = ("sum", "gate", "product", "min")
@@ -41,15 +41,6 @@ def resolve_part(source: Any, config: dict[str, Any] | None = None) -> Any:
     if not callable(getattr(source, "score_batch", None)):
         raise TypeError(f"not a reward source (needs score_batch and name): {source!r}")
     return source
-
-
-def part_reward(result: Result) -> float | None:
-    """A part's reward as it is combined: an error counts as its reward or 0 (never as missing); ``None``
-    or NaN without an error is a missing reward."""
-    reward = as_reward(result.reward)
-    if result.error is not None and reward is None:
-        return 0.0
-    return reward
 
 
 def combine_rewards(
@@ -98,7 +89,7 @@ class PartScores:
     results: dict[str, list[Result]]
     """Each part's results, by part name, as the part returned them."""
     values: dict[str, list[float | None]]
-    """Each part's rewards as combined (:func:`part_reward`)."""
+    """Each part's rewards as combined (:func:`rewardkit.types.result_reward`)."""
 
 
 class CombinedSource(Verifier):
@@ -182,7 +173,7 @@ class CombinedSource(Verifier):
         for k in range(len(self.sources)):
             if k != self.answer_from:
                 results[k] = self._score(k, answer_records)
-        values = [[part_reward(res) for res in part] for part in results]
+        values = [[result_reward(res) for res in part] for part in results]
         combined = combine_rewards(values, self.weights, self.mode)
         return PartScores(
             combined, dict(zip(self.names, results, strict=True)), dict(zip(self.names, values, strict=True))

@@ -45,7 +45,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from rewardkit.registry import UnknownNameError
-from rewardkit.types import Record, Result, as_reward, jsonable
+from rewardkit.types import Record, Result, jsonable, result_reward
 
 BUILD_GRACE_S = 120.0
 """Extra seconds a worker may take to build a source (imports) before its first record's clock starts."""
@@ -162,12 +162,10 @@ def _clean(result: Any, json_safe: bool = True) -> Result:
     if not isinstance(result, Result):
         return Result.failure(f"source error: returned {type(result).__name__}, not Result")
     try:
-        reward = as_reward(result.reward)
+        reward = result_reward(result)
     except (TypeError, ValueError):
         value = result.reward
         return Result.failure(f"source error: reward is {type(value).__name__} {value!r:.80}, not a number")
-    if reward is None and result.error is not None:
-        reward = 0.0
     details = result.details or {}
     return Result(reward=reward, details=jsonable(details) if json_safe else details, error=result.error)
 

@@ -143,11 +143,10 @@ class CheckpointManager:
         return path
 
 
-def load_state(checkpoint: str | Path, *, restore_rng: bool = True) -> dict[str, Any]:
-    """A checkpoint's ``trainer_state.pt``; restores the RNG states it holds unless ``restore_rng`` is False."""
+def load_state(checkpoint: str | Path) -> dict[str, Any]:
+    """A checkpoint's ``trainer_state.pt``, after restoring the RNG states it holds."""
     state = torch.load(Path(checkpoint) / STATE_FILE, map_location="cpu", weights_only=False)
-    if restore_rng:
-        set_rng_state(state["rng"])
+    set_rng_state(state["rng"])
     return state
 
 

@@ -200,7 +200,7 @@ def load(
     cls: type[C],
     *layers: Mapping[str, Any],
     overrides: list[str] | None = None,
-    where: str = "config",
+    where: str = "",
 ) -> C:
     """``cls`` from its defaults, then each mapping of ``layers`` in order, then ``--set`` ``overrides``.
 
@@ -209,10 +209,10 @@ def load(
     tree = dataclasses.asdict(cls())  # type: ignore[call-overload]
     for layer in layers:
         deep_update(tree, layer)
-        build(cls, tree, "" if where == "config" else where)
+        build(cls, tree, where)
     for assignment in overrides or []:
         apply_override(tree, assignment)
-    return build(cls, tree, "" if where == "config" else where)
+    return build(cls, tree, where)
 
 
 def dump(config: Any, path: str | Path | None = None) -> str:

@@ -78,3 +78,52 @@ class SupervisedState:
         self.step = state.pop("step")
         state.pop("rng", None)
         self.extra = state
+
+
+class SupervisedRun:
+    """The loop a supervised trainer (ORM, PRM) shares: optimiser steps over :func:`optimizer_groups` up to
+    ``total_steps``, the trainer's logging / evaluation / checkpoints after each, and a checkpoint when the
+    run is interrupted early.
+
+    A subclass sets ``state`` (:class:`SupervisedState`), ``total_steps``, ``batch_size``, ``grad_accum`` and
+    ``save_steps``, and implements :meth:`order_of_epoch`, :meth:`train_step`, :meth:`after_step` and
+    :meth:`save`.
+    """
+
+    state: SupervisedState
+    total_steps: int
+    batch_size: int
+    grad_accum: int
+    save_steps: int
+
+    def order_of_epoch(self, epoch: int) -> list[int]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def train_step(self, group: list[list[int]]) -> None:  # pragma: no cover - abstract
+        """One optimiser step over the micro-batches of ``group``; advances ``state.step``."""
+        raise NotImplementedError
+
+    def after_step(self, ends_epoch: bool) -> None:  # pragma: no cover - abstract
+        """Logging, evaluation and checkpoints due at ``state.step``."""
+        raise NotImplementedError
+
+    def save(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def saves_at(self, step: int) -> bool:
+        """Whether ``after_step`` writes a checkpoint at ``step`` (every ``save_steps``)."""
+        return bool(self.save_steps and step % self.save_steps == 0)
+
+    def run(self, stop_after_steps: int | None = None) -> bool:
+        """Trains up to ``total_steps``; returns True when it stopped at ``stop_after_steps`` instead (with a
+        checkpoint at that step, so a later run resumes there)."""
+        groups = optimizer_groups(self.order_of_epoch, self.batch_size, self.grad_accum, self.state.position)
+        while self.state.step < self.total_steps:
+            group, ends_epoch = next(groups)
+            self.train_step(group)
+            self.after_step(ends_epoch)
+            if stop_after_steps is not None and self.state.step >= stop_after_steps:
+                if not self.saves_at(self.state.step):
+                    self.save()
+                return True
+        return False

@@ -27,7 +27,7 @@ from typing import Any
 from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
 from rewardkit.training import config as config_io
 from rewardkit.training.device import autocast, resolve_device, set_threads
-from rewardkit.training.loop import SupervisedState, optimizer_groups
+from rewardkit.training.loop import SupervisedRun, SupervisedState
 from rewardkit.training.optim import optimizer_step
 
 from .config import ORMTrainConfig
@@ -187,7 +187,7 @@ def _save_final(model, tokenizer, config: ORMTrainConfig, kind: str, steps: int)
     return final
 
 
-class _ORMRun:
+class _ORMRun(SupervisedRun):
     """One ORM training run: the model, its optimiser state, the logger and checkpoints, as methods."""
 
     def __init__(
@@ -200,8 +200,14 @@ class _ORMRun:
         self.device = resolve_device(config.device)
         self.model = _build_model(config, tokenizer, checkpoint).to(self.device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.micro_per_epoch = math.ceil(len(data.train) / config.per_device_train_batch_size)
+        self.batch_size, self.grad_accum = (
+            config.per_device_train_batch_size,
+            config.gradient_accumulation_steps,
+        )
+        self.save_steps = config.save_steps
+        self.micro_per_epoch = math.ceil(len(data.train) / self.batch_size)
         self.total_steps = self._total_steps()
+        self.window, self.last_eval, self.started = _Window(), None, time.perf_counter()
         self.state = SupervisedState(*self._optimizer_and_schedule())
         if checkpoint is not None:
             self.state.restore(checkpoint)
@@ -226,7 +232,7 @@ class _ORMRun:
         config = self.config
         if config.max_steps > 0:
             return config.max_steps
-        steps_per_epoch = math.ceil(self.micro_per_epoch / config.gradient_accumulation_steps)
+        steps_per_epoch = math.ceil(self.micro_per_epoch / self.grad_accum)
         return math.ceil(config.num_train_epochs * steps_per_epoch)
 
     def _optimizer_and_schedule(self) -> tuple[Any, Any]:
@@ -247,14 +253,10 @@ class _ORMRun:
         )
         return optimizer, scheduler
 
-    def groups(self) -> Any:
-        config = self.config
-        order = lambda epoch: _epoch_order(len(self.data.train), config.seed, epoch)  # noqa: E731
-        return optimizer_groups(
-            order, config.per_device_train_batch_size, config.gradient_accumulation_steps, self.state.position
-        )
+    def order_of_epoch(self, epoch: int) -> list[int]:
+        return _epoch_order(len(self.data.train), self.config.seed, epoch)
 
-    def train_step(self, group: list[list[int]], window: _Window) -> None:
+    def train_step(self, group: list[list[int]]) -> None:
         """One optimiser step over a group of micro-batches (size-weighted accumulation: the gradient is that
         of the mean over the optimizer batch)."""
         collate = collate_pairwise if self.data.kind == "pairwise" else collate_pointwise
@@ -264,7 +266,7 @@ class _ORMRun:
             batch = collate([self.data.train[i] for i in idx], self.tokenizer.pad_token_id)
             loss, acc = _micro_loss(self.model, batch, self.data.kind, self.config, self.device)
             (loss * (len(idx) / n_group)).backward()
-            window.add(loss.item(), acc, len(idx))
+            self.window.add(loss.item(), acc, len(idx))
         optimizer_step(self.params, self.state.optimizer, self.state.scheduler, self.config.max_grad_norm)
         self.state.step += 1
 
@@ -273,10 +275,9 @@ class _ORMRun:
         if self.callback:
             self.callback(event)
 
-    def evaluate(self) -> dict[str, Any]:
-        metrics = _evaluate(self.model, self.tokenizer, self.data, self.config)
-        self.emit({"event": "eval", "step": self.state.step, **metrics})
-        return metrics
+    def evaluate(self) -> None:
+        self.last_eval = _evaluate(self.model, self.tokenizer, self.data, self.config)
+        self.emit({"event": "eval", "step": self.state.step, **self.last_eval})
 
     def save(self) -> Path:
         return self.checkpoints.save(
@@ -287,21 +288,30 @@ class _ORMRun:
             config_yaml=config_io.dump(self.config),
         )
 
-    def after_step(self, window: _Window, elapsed: float) -> dict[str, Any] | None:
-        """Logging, evaluation and checkpoints due at this step; returns the evaluation, if one ran."""
+    def after_step(self, ends_epoch: bool) -> None:
+        """Logging, evaluation and checkpoints due at this step."""
         config, step = self.config, self.state.step
-        if config.logging_steps and step % config.logging_steps == 0 and window.n:
+        if config.logging_steps and step % config.logging_steps == 0 and self.window.n:
             position = self.state.position
             epoch = position.epoch + position.micro / self.micro_per_epoch
             lr = self.state.scheduler.get_last_lr()[0]
-            event = {"event": "train", "step": step, "epoch": epoch, **window.pop(), "learning_rate": lr}
-            self.emit({**event, "elapsed_s": round(elapsed, 2)})
-        metrics = None
+            event = {"event": "train", "step": step, "epoch": epoch, **self.window.pop(), "learning_rate": lr}
+            self.emit({**event, "elapsed_s": round(time.perf_counter() - self.started, 2)})
         if self.data.evals and config.eval_steps and step % config.eval_steps == 0:
-            metrics = self.evaluate()
-        if config.save_steps and step % config.save_steps == 0:
+            self.evaluate()
+        if self.saves_at(step):
             self.save()
-        return metrics
+
+    def summary(self, *, stopped_early: bool) -> dict[str, Any]:
+        return {
+            "output_dir": str(self.out_dir),
+            "kind": self.data.kind,
+            "steps": self.state.step,
+            "train_examples": len(self.data.train),
+            "dropped_too_long": self.data.dropped,
+            "train_seconds": round(time.perf_counter() - self.started, 2),
+            "stopped_early": stopped_early,
+        }
 
 
 def train_orm(
@@ -324,38 +334,17 @@ def train_orm(
     Path(config.output_dir).mkdir(parents=True, exist_ok=True)
     tokenizer = tokenizer or load_tokenizer(config.model)
     run = _ORMRun(config, tokenizer, _load_data(config, tokenizer, train_rows, eval_rows), callback)
-    window, last_eval, t0 = _Window(), None, time.perf_counter()
-    groups = run.groups()
     try:
         run.model.train()
-        while run.state.step < run.total_steps:
-            run.train_step(next(groups)[0], window)
-            last_eval = run.after_step(window, time.perf_counter() - t0) or last_eval
-            if stop_after_steps is not None and run.state.step >= stop_after_steps:
-                if not (config.save_steps and run.state.step % config.save_steps == 0):
-                    run.save()
-                return {
-                    **_summary(run, t0, stopped_early=True),
-                    "checkpoint": str(run.checkpoints.path(run.state.step)),
-                }
-        due = last_eval is None or not config.eval_steps or run.state.step % config.eval_steps
-        if run.data.evals and due:
-            last_eval = run.evaluate()
-        summary = _summary(run, t0, stopped_early=False)
-        final = _save_final(run.model, tokenizer, config, run.data.kind, run.state.step)
+        if run.run(stop_after_steps):
+            checkpoint = str(run.checkpoints.path(run.state.step))
+            return {**run.summary(stopped_early=True), "checkpoint": checkpoint}
+        step = run.state.step
+        if run.data.evals and (run.last_eval is None or not config.eval_steps or step % config.eval_steps):
+            run.evaluate()
+        summary = run.summary(stopped_early=False)
+        final = _save_final(run.model, tokenizer, config, run.data.kind, step)
         run.log.event("end", **summary)
-        return {**summary, "eval": last_eval, "model": final}
+        return {**summary, "eval": run.last_eval, "model": final}
     finally:
         run.log.close()
-
-
-def _summary(run: _ORMRun, t0: float, *, stopped_early: bool) -> dict[str, Any]:
-    return {
-        "output_dir": str(run.out_dir),
-        "kind": run.data.kind,
-        "steps": run.state.step,
-        "train_examples": len(run.data.train),
-        "dropped_too_long": run.data.dropped,
-        "train_seconds": round(time.perf_counter() - t0, 2),
-        "stopped_early": stopped_early,
-    }

@@ -29,7 +29,7 @@ from rewardkit.rewardmodels.prm.data import StepExample, load_step_examples
 from rewardkit.rewardmodels.prm.model import PRMConfig, ProcessRewardModel, load_backbone
 from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
 from rewardkit.training import config as config_io
-from rewardkit.training.loop import SupervisedState, optimizer_groups
+from rewardkit.training.loop import SupervisedRun, SupervisedState
 from rewardkit.training.optim import optimizer_step
 
 
@@ -238,7 +238,7 @@ def _load_examples(config: PRMTrainConfig, train_examples, eval_examples) -> tup
     return train_examples, eval_examples
 
 
-class _PRMRun:
+class _PRMRun(SupervisedRun):
     """One PRM training run: the model, its optimiser state, logger, evaluation and checkpoints."""
 
     def __init__(
@@ -256,17 +256,21 @@ class _PRMRun:
         micro_per_epoch = math.ceil(len(self.data) / config.batch_size)
         total = max(1, math.ceil(micro_per_epoch * config.epochs / config.grad_accum))
         self.total_steps = min(total, config.max_steps) if config.max_steps else total
+        self.batch_size, self.grad_accum, self.save_steps = (
+            config.batch_size,
+            config.grad_accum,
+            config.save_steps,
+        )
         self.params = [p for p in self.prm.model.parameters() if p.requires_grad]
         optimizer = build_optimizer(self.params, lr=config.learning_rate, weight_decay=config.weight_decay)
         warmup = int(self.total_steps * config.warmup_ratio)
         scheduler = build_scheduler(optimizer, "linear", warmup_steps=warmup, total_steps=self.total_steps)
         self.state = SupervisedState(optimizer, scheduler)
         self.result = PRMTrainResult(prm=self.prm)
-        self.state.extra = {"history": self.result.history, "evals": self.result.evals}
         if checkpoint is not None:
             self.state.restore(checkpoint)
             self.result.history, self.result.evals = self.state.extra["history"], self.state.extra["evals"]
-            self.state.extra = {"history": self.result.history, "evals": self.result.evals}
+        self.state.extra = {"history": self.result.history, "evals": self.result.evals}
         self.log = MetricsLogger(
             config.output_dir,
             console=sys.stdout if config.log_every else None,
@@ -275,9 +279,8 @@ class _PRMRun:
             log_every=config.log_every or 1,
         )
 
-    def groups(self) -> Any:
-        order = lambda epoch: _epoch_order(len(self.data), self.config.seed, epoch)  # noqa: E731
-        return optimizer_groups(order, self.config.batch_size, self.config.grad_accum, self.state.position)
+    def order_of_epoch(self, epoch: int) -> list[int]:
+        return _epoch_order(len(self.data), self.config.seed, epoch)
 
     def train_step(self, group: list[list[int]]) -> None:
         """One optimiser step (each micro-batch's mean loss divided by ``grad_accum``); logs the step."""
@@ -324,7 +327,7 @@ class _PRMRun:
         due = step % config.eval_every == 0 if config.eval_every else ends_epoch and step < self.total_steps
         if due:
             self.evaluate()
-        if config.save_steps and step % config.save_steps == 0:
+        if self.saves_at(step):
             self.save()
 
     def finish(self) -> None:
@@ -369,18 +372,9 @@ def train_prm(
         raise ValueError("labels must be 'soft' or 'hard'")
     train_examples, eval_examples = _load_examples(config, train_examples, eval_examples)
     run = _PRMRun(config, prm, train_examples, eval_examples, callback)
-    groups = run.groups()
     try:
         run.prm.model.train()
-        while run.state.step < run.total_steps:
-            group, ends_epoch = next(groups)
-            run.train_step(group)
-            run.after_step(ends_epoch)
-            if stop_after_steps is not None and run.state.step >= stop_after_steps:
-                if not (config.save_steps and run.state.step % config.save_steps == 0):
-                    run.save()
-                break
-        else:
+        if not run.run(stop_after_steps):
             run.finish()
     finally:
         run.log.close()
