@@ -1,6 +1,9 @@
 """GRPO with the vllm rollout backend on a GPU: a few steps, self-checking. Needs CUDA and vLLM.
 
-    python bench/rl_gpu.py [--model tiny:qwen2-small | PATH] [--steps 5] [--prompts 32] [--n 8]
+    python bench/rl_gpu.py [--model tiny:qwen2-small | PATH] [--steps 5] [--prompts 32] [--n 8] [--lora 16]
+
+``--lora R`` trains LoRA adapters: the engine then receives merged weights, and checks 1 and 2 compare it
+with the peft policy.
 
 Checks (exit code 1 when one fails):
 
@@ -30,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--max-new", type=int, default=32)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3)
+    p.add_argument("--lora", type=int, default=0, help="LoRA rank (0: off); vLLM then gets merged weights")
     args = p.parse_args(argv)
 
     import torch
@@ -68,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             f"rollout.vllm_gpu_memory_utilization={args.gpu_memory_utilization}",
             "rollout.vllm_kwargs={dtype: float32, enforce_eager: true}",
             "train.lr=1e-5",
+            f"model.lora.r={args.lora}",
             "train.micro_batch_size=64",
             "reward.sources=[{name: math}]",
             "reward.workers=2",

@@ -65,6 +65,7 @@ def run_rewardkit(model, tokenizer, rows, args) -> dict:
             f"rollout.batch_size={args.prompts * args.n}",
             f"train.steps={args.steps + 1}",
             "reward.sources=[{name: math}]",
+            "reward.truncation=none",  # TRL keeps truncated completions' rewards: the same rewards on both sides
             "reward.workers=1",
             "run.tensorboard=false",
             "data.shuffle=false",
@@ -187,10 +188,64 @@ def _summary(rows: list[dict]) -> dict:
     return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
 
 
+def run_operating_point(args: argparse.Namespace, warm_start: int) -> dict:
+    """Both trainers from the same ``warm_start``-step model; prints the table and returns the results."""
+    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
+
+    tokenizer = load_tiny_tokenizer()
+    base = build_tiny_model(args.model, seed=0)
+    if warm_start:
+        from rewardkit.data import arithmetic
+        from rewardkit.rl.sft import SFTConfig, sft
+
+        rows = arithmetic.generate(20000, seed=0, min_value=10, ops="+", carry=False)
+        sft(
+            base,
+            tokenizer,
+            [(args.template.format(prompt=r["prompt"]), r["completion"]) for r in rows],
+            SFTConfig(steps=warm_start, schedule_steps=600, lr=3e-3, batch_size=64, log_every=0),
+            log=None,
+        )
+    rows = make_prompts(args.prompts * (args.steps + 2), args.template)
+    print(
+        f"GRPO step: {args.model}, {args.prompts} prompts ({len(tokenizer(rows[0]['prompt'])['input_ids'])} "
+        f"tokens) x {args.n} samples, <= {args.max_new} new tokens, "
+        f"math verifier{' + brevity' if args.brevity else ''} reward, {warm_start}-step warm start, CPU, "
+        f"{args.threads} thread(s); median of {args.steps} steps after 1 warm-up"
+    )
+    results = {}
+    if args.only in (None, "rewardkit"):
+        results["rewardkit"] = run_rewardkit(copy.deepcopy(base), tokenizer, rows, args)
+    if args.only in (None, "trl"):
+        import trl
+
+        results[f"trl {trl.__version__}"] = run_trl(copy.deepcopy(base), copy.deepcopy(tokenizer), rows, args)
+    print(f"{'':16} {'step s':>8} {'generate':>9} {'score':>7} {'update':>7}")
+    for name, r in results.items():
+        print(f"{name:16} {r['step']:8.3f} {r['generate']:9.3f} {r['score']:7.3f} {r['update']:7.3f}")
+    if "rewardkit" in results:
+        rk = results["rewardkit"]
+        print(f"(rewardkit: reward {rk['reward']:.3f}, frac_reward_zero_std {rk['zero_std']:.2f})")
+    if len(results) == 2:
+        rk, trl_r = list(results.values())
+        print(
+            f"ratio (TRL / rewardkit): step {trl_r['step'] / rk['step']:.2f}x, generate "
+            f"{trl_r['generate'] / rk['generate']:.2f}x, score {trl_r['score'] / max(rk['score'], 1e-9):.2f}x, "
+            f"update {trl_r['update'] / max(rk['update'], 1e-9):.2f}x"
+        )
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--warm-start", type=int, default=175, help="SFT steps before the benchmark (0: random).")
+    p.add_argument(
+        "--warm-start",
+        default="175,300",
+        help="Comma-separated SFT step counts before the benchmark, one operating point each (0: random). "
+        "175: ~80%% of groups have zero reward std (skipping their samples does much of the work); 300: a "
+        "better warm start with few such groups, so the ratio is not only the skip.",
+    )
     p.add_argument("--brevity", action="store_true", help="Add a length reward (no degenerate groups).")
     p.add_argument(
         "--template",
@@ -214,49 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
-
-    tokenizer = load_tiny_tokenizer()
-    base = build_tiny_model(args.model, seed=0)
-    if args.warm_start:
-        from rewardkit.data import arithmetic
-        from rewardkit.rl.sft import SFTConfig, sft
-
-        rows = arithmetic.generate(20000, seed=0, min_value=10, ops="+", carry=False)
-        sft(
-            base,
-            tokenizer,
-            [(args.template.format(prompt=r["prompt"]), r["completion"]) for r in rows],
-            SFTConfig(steps=args.warm_start, schedule_steps=600, lr=3e-3, batch_size=64, log_every=0),
-            log=None,
-        )
-    rows = make_prompts(args.prompts * (args.steps + 2), args.template)
-    print(
-        f"GRPO step: {args.model}, {args.prompts} prompts ({len(tokenizer(rows[0]['prompt'])['input_ids'])} "
-        f"tokens) x {args.n} samples, <= {args.max_new} new tokens, "
-        f"math verifier{' + brevity' if args.brevity else ''} reward, {args.warm_start}-step warm start, CPU, "
-        f"{args.threads} thread(s); median of {args.steps} steps after 1 warm-up"
-    )
-    results = {}
-    if args.only in (None, "rewardkit"):
-        results["rewardkit"] = run_rewardkit(copy.deepcopy(base), tokenizer, rows, args)
-    if args.only in (None, "trl"):
-        import trl
-
-        results[f"trl {trl.__version__}"] = run_trl(copy.deepcopy(base), copy.deepcopy(tokenizer), rows, args)
-    print(f"{'':16} {'step s':>8} {'generate':>9} {'score':>7} {'update':>7}")
-    for name, r in results.items():
-        print(f"{name:16} {r['step']:8.3f} {r['generate']:9.3f} {r['score']:7.3f} {r['update']:7.3f}")
-    if "rewardkit" in results:
-        rk = results["rewardkit"]
-        print(f"(rewardkit: reward {rk['reward']:.3f}, frac_reward_zero_std {rk['zero_std']:.2f})")
-    if len(results) == 2:
-        rk, trl_r = list(results.values())
-        print(
-            f"ratio (TRL / rewardkit): step {trl_r['step'] / rk['step']:.2f}x, generate "
-            f"{trl_r['generate'] / rk['generate']:.2f}x, score {trl_r['score'] / max(rk['score'], 1e-9):.2f}x, "
-            f"update {trl_r['update'] / max(rk['update'], 1e-9):.2f}x"
-        )
+    for warm_start in [int(w) for w in args.warm_start.split(",")]:
+        run_operating_point(args, warm_start)
     return 0
 
 

@@ -34,6 +34,30 @@ __all__ = [
 
 
 @dataclass
+class LoRAConfig:
+    """LoRA adapters on the policy (Hu et al., 2021), QLoRA (Dettmers et al., 2023); ``r: 0`` trains every
+    weight."""
+
+    r: int = 0
+    """Adapter rank; 0 (off) trains every weight. ``16`` is a common choice (``--set model.lora.r=16``)."""
+    alpha: int = 32
+    """The update is ``alpha / r * B @ A`` (TRL's default 32: twice the common rank 16)."""
+    dropout: float = 0.0
+    """Dropout on the adapters' input (peft's default 0: with dropout, the trainer's log-probs of one policy
+    are random, and so are its ratios and KL)."""
+    target_modules: str | list[str] = "all-linear"
+    """Layers that get an adapter: ``all-linear`` (every linear layer but the output head, as QLoRA) or a
+    list of module names (``[q_proj, v_proj]``, the LoRA paper's choice)."""
+    load_in_4bit: bool = False
+    """QLoRA: load the frozen base in 4-bit NF4 with double quantisation, bf16 compute (bitsandbytes, CUDA
+    only)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.r > 0
+
+
+@dataclass
 class ModelConfig:
     """The policy (and, derived from it, the reference and value models)."""
 
@@ -50,6 +74,8 @@ class ModelConfig:
     """Trade compute for memory in the backward pass."""
     seed: int = 0
     """Seed for ``tiny:`` weight initialisation."""
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
+    """Train LoRA adapters instead of every weight (off by default)."""
 
 
 @dataclass
@@ -133,11 +159,13 @@ class RewardConfig:
     """Per-sample scoring timeout in seconds; a timeout is reward 0 with a counted error."""
     shaping: list[dict[str, Any]] = field(default_factory=list)
     """Shaping transforms from ``rewardkit.rewardmodels.shaping``, applied in order: ``{"name": ..., **kwargs}``."""
-    truncation: str = "none"
-    """Completions cut at ``max_new_tokens``: ``mask`` removes them from the loss (DAPO overlong filtering),
-    ``penalize`` replaces their reward by ``truncation_penalty``, ``none`` keeps them."""
+    truncation: str = "penalize"
+    """Completions cut at ``max_new_tokens``: ``penalize`` replaces their reward by ``truncation_penalty``
+    (the default: a cut-off completion is never a clean solve, whatever its text scores), ``mask`` removes
+    them from the loss (DAPO overlong filtering), ``none`` keeps their reward (TRL's and verl's default)."""
     truncation_penalty: float = -1.0
-    """Reward of a truncated completion under ``truncation: penalize``."""
+    """Reward of a truncated completion under ``truncation: penalize`` (below a wrong answer's 0 for 0/1
+    rewards, so the policy learns to finish its answer)."""
     overlong_buffer: int = 0
     """DAPO soft overlong punishment: length of the buffer before ``max_new_tokens`` (0: off)."""
     overlong_penalty_factor: float = 1.0
@@ -252,8 +280,23 @@ class TrainConfig:
     skip_zero_advantage: bool = True
     """Skip the forward/backward of samples whose advantage is 0 on every token (all-equal groups) when the
     loss has no KL / entropy term: the gradient is unchanged (normalisers still count them), the time is not."""
+    padding_free: bool = False
+    """Pack each micro-batch's sequences into one row with no pad tokens (position ids restart per sequence;
+    block-diagonal causal attention, flash-attention's varlen kernel when used) for every policy, reference
+    and value forward pass; the same log-probs and gradients as padded rows."""
     bf16: str = "auto"
     """Autocast to bf16: ``auto`` (on CUDA with bf16 support), ``true``, ``false``."""
+    strategy: str = "ddp"
+    """Data parallelism under ``torchrun`` (a single process trains the plain model): ``ddp`` keeps a whole
+    copy of every model, its gradients and optimiser state on each device; ``fsdp`` shards them over the
+    devices (FSDP2 ``fully_shard`` per decoder layer: policy, reference and value model), gathering a layer's
+    weights only while it runs. Checkpoints are Hugging Face folders either way."""
+    fsdp_mixed_precision: str = "auto"
+    """``fsdp``: compute in bf16 (sharded fp32 master weights, bf16 all-gathers, fp32 gradient reduction):
+    ``auto`` (on CUDA with bf16 support; off on CPU, where bf16 runs but is slow), ``true``, ``false``."""
+    fsdp_cpu_offload: bool = False
+    """``fsdp``: keep the sharded parameters, gradients and optimiser state in CPU memory (the optimiser
+    step runs on the CPU); saves device memory at the cost of host-device copies every step."""
     seed: int = 0
     """Seeds sampling, data order and everything else."""
 
@@ -468,6 +511,7 @@ def choices() -> dict[str, list[str]]:
     from rewardkit.rl.rollout import BACKENDS
     from rewardkit.training.device import BF16_SETTINGS, DTYPES
     from rewardkit.training.optim import SCHEDULES
+    from rewardkit.training.parallel import STRATEGIES
 
     return {
         "model.dtype": ["auto", *DTYPES],
@@ -484,11 +528,16 @@ def choices() -> dict[str, list[str]]:
         "algorithm.rollout_is": ["none", *ca.IS_LEVELS],
         "train.lr_schedule": list(SCHEDULES),
         "train.bf16": list(BF16_SETTINGS),
+        "train.strategy": list(STRATEGIES),
+        "train.fsdp_mixed_precision": list(BF16_SETTINGS),
     }
 
 
 # (field, test, what it must be): numbers outside these ranges end a run later, or train on nothing.
 _RANGES: list[tuple[str, Any, str]] = [
+    ("model.lora.r", lambda v: v >= 0, ">= 0 (0: off)"),
+    ("model.lora.alpha", lambda v: v > 0, "> 0"),
+    ("model.lora.dropout", lambda v: 0 <= v < 1, "in [0, 1)"),
     ("rollout.n", lambda v: v >= 1, "at least 1"),
     ("rollout.temperature", lambda v: v >= 0, ">= 0 (0: greedy)"),
     ("rollout.top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
@@ -614,11 +663,56 @@ def validate(cfg: RLConfig) -> RLConfig:
     _check_sources(cfg)
     _check_process(cfg)
     _check_shaping(cfg)
+    _check_lora(cfg)
     return cfg
+
+
+def _check_lora(cfg: RLConfig) -> None:
+    """LoRA needs peft; QLoRA needs an adapter, CUDA and bitsandbytes, and no PPO critic (a trainable copy
+    of a 4-bit body)."""
+    import importlib.util
+
+    from rewardkit.training.lora import qlora_unavailable
+
+    lc = cfg.model.lora
+    targets = [lc.target_modules] if isinstance(lc.target_modules, str) else lc.target_modules
+    if not targets or not all(isinstance(t, str) and t for t in targets):
+        raise ConfigError(
+            f"model.lora.target_modules must be all-linear or a list of module names, got {lc.target_modules!r}"
+        )
+    if lc.enabled and importlib.util.find_spec("peft") is None:
+        raise ConfigError("model.lora.r: LoRA needs peft (pip install 'rewardkit[lora]')")
+    if not lc.load_in_4bit:
+        return
+    if not lc.enabled:
+        raise ConfigError("model.lora.load_in_4bit (QLoRA) needs adapters: set model.lora.r > 0")
+    why = "needs a CUDA device, not run.device=cpu" if cfg.run.device == "cpu" else qlora_unavailable()
+    if why:
+        raise ConfigError(f"model.lora.load_in_4bit: QLoRA {why}")
+    if cfg.algorithm.adv_estimator == "gae":
+        raise ConfigError(
+            "model.lora.load_in_4bit: PPO's critic is a trainable copy of the policy's body, which a 4-bit "
+            "body cannot give (use LoRA without load_in_4bit)"
+        )
+
+
+def _check_strategy(cfg: RLConfig) -> None:
+    """The FSDP options need ``train.strategy: fsdp``; FSDP is not combined with LoRA (whose small adapters
+    DDP replicates cheaply)."""
+    tc = cfg.train
+    if tc.strategy == "fsdp" and cfg.model.lora.enabled:
+        raise ConfigError("train.strategy: fsdp is not supported with LoRA (model.lora.r > 0): use ddp")
+    if tc.strategy == "fsdp":
+        return
+    if tc.fsdp_cpu_offload:
+        raise ConfigError("train.fsdp_cpu_offload needs train.strategy: fsdp (ddp keeps whole copies)")
+    if tc.fsdp_mixed_precision == "true":
+        raise ConfigError("train.fsdp_mixed_precision needs train.strategy: fsdp (for ddp use train.bf16)")
 
 
 def _check_combinations(cfg: RLConfig) -> None:
     ac, rw = cfg.algorithm, cfg.reward
+    _check_strategy(cfg)
     if ac.adv_estimator == "step_return" and ac.adv_scale == "batch":
         raise ConfigError(
             "algorithm.adv_scale: step_return scales by the group's std or not at all (group, none)"

@@ -28,8 +28,10 @@ class SFTConfig:
     """Pairs per step."""
     lr: float = 3e-3
     """Peak learning rate of AdamW."""
+    schedule: str = "cosine"
+    """Learning-rate schedule after the warm-up (``rewardkit.training.SCHEDULES``: ``cosine``, ``constant``...)."""
     warmup_steps: int = 20
-    """Linear warm-up steps before the cosine decay."""
+    """Linear warm-up steps before the schedule."""
     min_lr_ratio: float = 0.1
     """The cosine decays to ``lr * min_lr_ratio``."""
     weight_decay: float = 0.0
@@ -95,7 +97,7 @@ def sft(
     opt = build_optimizer(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     sched = build_scheduler(
         opt,
-        "cosine",
+        config.schedule,
         warmup_steps=config.warmup_steps,
         total_steps=config.schedule_steps or config.steps,
         min_lr_ratio=config.min_lr_ratio,

@@ -33,12 +33,20 @@ import torch
 from torch import nn
 
 from rewardkit.rl import core_algos as ca
+from rewardkit.rl import packing
 from rewardkit.rl.config import RLConfig, dump_config, validate
 from rewardkit.rl.rewards import RewardBatch, RewardPipeline, RewardSources, ScoredBatch
 from rewardkit.rl.rollout import Generation, SamplingParams, get_backend
-from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
+from rewardkit.training import (
+    CheckpointManager,
+    MetricsLogger,
+    build_optimizer,
+    build_scheduler,
+    lora,
+    parallel,
+)
 from rewardkit.training import device as dev
-from rewardkit.training.checkpoint import load_module_weights, load_pretrained_weights, load_state
+from rewardkit.training.checkpoint import load_state
 from rewardkit.training.device import resolve_dtype
 from rewardkit.training.optim import optimizer_step
 from rewardkit.types import Record
@@ -47,11 +55,21 @@ from rewardkit.types import Record
 # ----------------------------------------------------------------------------------------------------------
 # Models and data
 # ----------------------------------------------------------------------------------------------------------
-def load_policy(path: str, *, tokenizer_path: str | None = None, dtype: str = "float32", seed: int = 0):
-    """``(model, tokenizer)`` for a hub name / local folder, or ``tiny:NAME`` (a shipped tiny config)."""
+def load_policy(
+    path: str,
+    *,
+    tokenizer_path: str | None = None,
+    dtype: str = "float32",
+    seed: int = 0,
+    load_in_4bit: bool = False,
+):
+    """``(model, tokenizer)`` for a hub name / local folder, or ``tiny:NAME`` (a shipped tiny config);
+    ``load_in_4bit``: QLoRA's 4-bit NF4 base on this process's CUDA device."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if path.startswith("tiny:"):
+    if load_in_4bit:
+        model, tokenizer = _load_4bit(path, tokenizer_path, dtype, seed)
+    elif path.startswith("tiny:"):
         from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
 
         model = build_tiny_model(path.split(":", 1)[1] or "qwen2-tiny", seed=seed)
@@ -62,9 +80,29 @@ def load_policy(path: str, *, tokenizer_path: str | None = None, dtype: str = "f
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    if dtype != "float32" and path.startswith("tiny:"):
+    if dtype != "float32" and path.startswith("tiny:") and not load_in_4bit:
         model = model.to(resolve_dtype(dtype))
     return model, tokenizer
+
+
+def _load_4bit(path: str, tokenizer_path: str | None, dtype: str, seed: int) -> tuple[Any, Any]:
+    """QLoRA's frozen base: bitsandbytes quantises while loading, so a ``tiny:`` model is saved first."""
+    import tempfile
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if path.startswith("tiny:"):
+        from rewardkit.tiny import save_tiny_model
+
+        name = path.split(":", 1)[1] or "qwen2-tiny"
+        path = save_tiny_model(tempfile.mkdtemp(prefix="rewardkit-tiny-"), name, seed=seed)
+    model = AutoModelForCausalLM.from_pretrained(
+        path,
+        dtype=resolve_dtype(dtype),
+        quantization_config=lora.qlora_quantization_config(),
+        device_map={"": torch.cuda.current_device()},
+    )
+    return model, AutoTokenizer.from_pretrained(tokenizer_path or path)
 
 
 def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record]:
@@ -102,16 +140,26 @@ class ValueModel(nn.Module):
     def __init__(self, policy: Any) -> None:
         super().__init__()
         body = policy.get_decoder() if hasattr(policy, "get_decoder") else policy.model
-        self.body = copy.deepcopy(body)
+        self.body = lora.plain_copy(body)  # a LoRA policy's base body: adapters left out, every weight trains
         hidden = policy.config.hidden_size
         self.head = nn.Linear(hidden, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
-    def forward(self, input_ids, attention_mask, position_ids, response_len: int) -> torch.Tensor:
-        out = self.body(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
-        hidden = out.last_hidden_state[:, -(response_len + 1) : -1]
-        return self.head(hidden.float()).squeeze(-1)
+    def forward(
+        self, input_ids, attention_mask, position_ids, response_len: int | torch.Tensor
+    ) -> torch.Tensor:
+        """Values of the states before each response token: an int ``T`` reads the padded rows' last ``T``;
+        a tensor reads a packed row at those positions (``PackedBatch.logit_index``)."""
+        # No KV cache: with one, transformers would not read a packed row's position ids as sequence bounds.
+        out = self.body(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        )
+        h = out.last_hidden_state
+        hidden = h[:, response_len] if torch.is_tensor(response_len) else h[:, -(response_len + 1) : -1]
+        # a copy, not a view: FSDP2 registers its pre-backward hook on the output, which an in-place op on a
+        # view would drop
+        return self.head(hidden.float()).squeeze(-1).clone()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -300,37 +348,67 @@ class RLTrainer:
 
     def _setup_models(self, model: Any | None, tokenizer: Any | None) -> None:
         """The policy (loaded unless given), the reference (only with a KL term) and PPO's critic, wrapped
-        in DDP under torchrun."""
+        for data parallelism under torchrun (``train.strategy``)."""
         cfg = self.cfg
         if model is None:
             model, tok = load_policy(
-                cfg.model.path, tokenizer_path=cfg.model.tokenizer, dtype=cfg.model.dtype, seed=cfg.model.seed
+                cfg.model.path,
+                tokenizer_path=cfg.model.tokenizer,
+                dtype=cfg.model.dtype,
+                seed=cfg.model.seed,
+                load_in_4bit=cfg.model.lora.load_in_4bit,
             )
             tokenizer = tokenizer or tok
         if tokenizer is None:
             raise ValueError("a tokenizer is needed when a model object is passed")
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        self.policy = model.to(self.device)
+        self.policy = model if getattr(model, "is_quantized", False) else self._to_device(model)
+        lc = cfg.model.lora
+        if lc.enabled and not lora.is_peft_model(self.policy):
+            self.policy = lora.add_lora(
+                self.policy,
+                r=lc.r,
+                alpha=lc.alpha,
+                dropout=lc.dropout,
+                target_modules=lc.target_modules,
+                kbit=lc.load_in_4bit,
+                gradient_checkpointing=cfg.model.gradient_checkpointing,
+            )
+        self.lora = lora.is_peft_model(self.policy)  # only the adapters train
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id
         if cfg.model.gradient_checkpointing:
             self.policy.gradient_checkpointing_enable()
         self.use_bf16 = dev.use_bf16(cfg.train.bf16)
         self.ref = None
-        if cfg.algorithm.kl_coef > 0:
+        if cfg.algorithm.kl_coef > 0 and self.lora:
+            self.ref = self.policy  # the reference is the base model: the same object, adapters off, no copy
+        elif cfg.algorithm.kl_coef > 0:
             self.ref = copy.deepcopy(self.policy).eval()
             for p in self.ref.parameters():
                 p.requires_grad_(False)
-        self.value = ValueModel(self.policy).to(self.device) if cfg.algorithm.adv_estimator == "gae" else None
+        self.value = (
+            self._to_device(ValueModel(self.policy)) if cfg.algorithm.adv_estimator == "gae" else None
+        )
         self.train_model: Any = self.policy
         if self.dist:
-            from torch.nn.parallel import DistributedDataParallel as DDP
+            self._wrap_models()
 
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.train_model = DDP(self.policy, device_ids=ids)
-            if self.value is not None:
-                self.value = DDP(self.value, device_ids=ids)
+    def _to_device(self, model: Any) -> Any:
+        """``model`` on the device; under FSDP left where it is (sharding moves each layer there as it shards
+        it, so the whole model never sits on the device unsharded)."""
+        return model if self.dist and self.cfg.train.strategy == "fsdp" else model.to(self.device)
+
+    def _wrap_models(self) -> None:
+        """DDP (policy and critic) or FSDP2 (policy, critic and a reference of its own), ``train.strategy``."""
+        tc = self.cfg.train
+        opts = {"mixed_precision": dev.use_bf16(tc.fsdp_mixed_precision), "cpu_offload": tc.fsdp_cpu_offload}
+        self.train_model = parallel.wrap_model(self.policy, tc.strategy, self.device, **opts)
+        if self.value is not None:
+            self.value = parallel.wrap_model(self.value, tc.strategy, self.device, **opts)
+        if self.ref is not None and self.ref is not self.policy:
+            self.ref = parallel.wrap_model(self.ref, tc.strategy, self.device, **opts)  # ddp: left as it is
 
     def _setup_optimizers(self) -> None:
         tc, ac = self.cfg.train, self.cfg.algorithm
@@ -405,9 +483,16 @@ class RLTrainer:
             logprobs=self.cfg.algorithm.rollout_is != "none" or not self.cfg.algorithm.recompute_old_logprobs,
         )
 
+    def _generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+        """The backend's samples. A backend that generates with the policy itself gets it whole under FSDP
+        (gathered once, no collective per forward pass: the ranks decode different lengths)."""
+        own = getattr(self.backend, "model", None) is self.policy
+        with parallel.gathered(self.policy) if own else contextlib.nullcontext():
+            return self.backend.generate(prompts, params)
+
     def _rollout(self, prompts: list[Record], round_: int, timings: dict[str, float]) -> Rollout:
         t0 = time.perf_counter()
-        groups = self.backend.generate([self._prompt_text(r) for r in prompts], self._sampling(round_))
+        groups = self._generate([self._prompt_text(r) for r in prompts], self._sampling(round_))
         timings["generate"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         gens = [g for group in groups for g in group]
@@ -435,18 +520,14 @@ class RLTrainer:
         self, model: Any, batch: dict[str, torch.Tensor], idx: torch.Tensor, *, entropy: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-token log-probs (and entropies) of the responses of rows ``idx`` under ``model``."""
-        T = batch["responses"].shape[1]
+        inputs, packed = self._forward_inputs(batch, idx)
         with self._autocast():
-            out = model(
-                input_ids=batch["input_ids"][idx].to(self.device),
-                attention_mask=batch["attention_mask"][idx].to(self.device),
-                position_ids=batch["position_ids"][idx].to(self.device),
-                logits_to_keep=T + 1,
-                use_cache=False,
-            )
-        logits = out.logits[:, :-1].float()
+            out = model(**inputs, use_cache=False)
+        if packed is None:
+            logits, labels = out.logits[:, :-1].float(), batch["responses"][idx].to(self.device)
+        else:  # (1, M) response tokens of the packed row
+            logits, labels = out.logits.float(), packed.labels[None]
         temp = self.cfg.rollout.temperature if self.cfg.rollout.temperature > 0 else 1.0
-        labels = batch["responses"][idx].to(self.device)
         logp = ca.logprobs_from_logits(logits, labels, temperature=temp)
         ent = None
         if entropy:
@@ -455,7 +536,21 @@ class RLTrainer:
             else:  # logged only: keep it out of the autograd graph
                 with torch.no_grad():
                     ent = ca.entropy_from_logits(logits.detach(), temperature=temp)
+        if packed is not None:  # back to (B, T)
+            logp, ent = packed.unpack(logp[0]), packed.unpack(ent[0]) if ent is not None else None
         return logp, ent
+
+    def _forward_inputs(
+        self, batch: dict[str, torch.Tensor], idx: torch.Tensor
+    ) -> tuple[dict[str, Any], packing.PackedBatch | None]:
+        """The model's inputs for rows ``idx``: the padded rows (logits of the last ``T + 1`` positions), or
+        with ``train.padding_free`` one packed row (logits of the positions that predict response tokens)."""
+        if self.cfg.train.padding_free:
+            rows = (batch[k][idx] for k in ("input_ids", "attention_mask", "response_mask"))
+            packed = packing.pack(*rows).to(self.device)
+            return packed.model_inputs(), packed
+        inputs = {k: batch[k][idx].to(self.device) for k in ("input_ids", "attention_mask", "position_ids")}
+        return {**inputs, "logits_to_keep": batch["responses"].shape[1] + 1}, None
 
     def _no_grad_logprobs(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         B = batch["input_ids"].shape[0]
@@ -469,15 +564,12 @@ class RLTrainer:
     def _values(
         self, batch: dict[str, torch.Tensor], idx: torch.Tensor, model: Any | None = None
     ) -> torch.Tensor:
-        T = batch["responses"].shape[1]
         model = model or self.value
+        inputs, packed = self._forward_inputs(batch, idx)
+        at = packed.logit_index if packed is not None else batch["responses"].shape[1]
         with self._autocast():
-            return model(
-                batch["input_ids"][idx].to(self.device),
-                batch["attention_mask"][idx].to(self.device),
-                batch["position_ids"][idx].to(self.device),
-                T,
-            ).float()
+            values = model(inputs["input_ids"], inputs["attention_mask"], inputs["position_ids"], at).float()
+        return values if packed is None else packed.unpack(values[0])
 
     # -- one step ---------------------------------------------------------------------------------------------
     def train_step(self) -> dict[str, Any]:
@@ -634,7 +726,8 @@ class RLTrainer:
         elif not self._single_pass:
             u.old_logp = self._no_grad_logprobs(self.policy, u.tensors)
         if self.ref is not None:
-            u.ref_logp = self._no_grad_logprobs(self.ref, u.tensors)
+            with lora.adapters_disabled(self.ref):  # LoRA: the policy without its adapters
+                u.ref_logp = self._no_grad_logprobs(self.ref, u.tensors)
         if self.value is not None:
             step = tc.micro_batch_size
             with torch.no_grad():
@@ -785,8 +878,9 @@ class RLTrainer:
             optimizer_step(self.value.parameters(), self.value_opt, self.value_sched, tc.max_grad_norm)
 
     def _no_sync(self, model: Any, last: bool) -> Any:
-        """DDP's ``no_sync`` on every micro-batch but the last (one all-reduce per optimiser step)."""
-        return model.no_sync() if self.dist and not last else contextlib.nullcontext()
+        """No gradient communication on every micro-batch but the last (DDP's ``no_sync``, FSDP's
+        ``set_requires_gradient_sync(False)``): one reduction per optimiser step."""
+        return parallel.no_sync(model) if self.dist and not last else contextlib.nullcontext()
 
     def _micro_loss(
         self, u: UpdateBatch, idx: torch.Tensor, agg: dict[str, Any]
@@ -854,12 +948,13 @@ class RLTrainer:
 
     # -- evaluation -------------------------------------------------------------------------------------------
     def evaluate(self, records: Sequence[Record] | None = None) -> dict[str, Any]:
-        """Greedy pass@1 on held-out prompts with the first reward source's verdict."""
+        """Greedy pass@1 on held-out prompts with the first reward source's verdict; a completion cut at
+        ``max_new_tokens`` never counts as solved (``eval/truncated`` is their share)."""
         records = list(records if records is not None else self.eval_records)
         if not records:
             return {}
         rc = self.cfg.rollout
-        groups = self.backend.generate(
+        groups = self._generate(
             [self._prompt_text(r) for r in records],
             SamplingParams(n=1, temperature=0.0, max_new_tokens=rc.max_new_tokens, stop=list(rc.stop)),
         )
@@ -869,12 +964,18 @@ class RLTrainer:
         ]
         first = RewardSources([self.reward_pipeline.sources.sources[0]])
         scored = first.score(scored_records)
-        return {"eval/pass@1": sum(scored.correct) / len(records), "eval/num": len(records)}
+        finished = [not g[0].truncated for g in groups]
+        solved = sum(c and f for c, f in zip(scored.correct, finished, strict=True))
+        return {
+            "eval/pass@1": solved / len(records),
+            "eval/truncated": 1 - sum(finished) / len(records),
+            "eval/num": len(records),
+        }
 
     # -- state ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         state = {
-            "optimizer": self.opt.state_dict(),
+            "optimizer": parallel.optimizer_state_dict(self.policy, self.opt),
             "scheduler": self.sched.state_dict(),
             "data_epoch": self.data_epoch,
             "data_index": self.data_index,
@@ -882,9 +983,14 @@ class RLTrainer:
             "kl_coef": self.kl_ctrl.value,
         }
         if self.value_opt is not None:
-            state["value_optimizer"] = self.value_opt.state_dict()
+            state["value_optimizer"] = parallel.optimizer_state_dict(self.value, self.value_opt)
             state["value_scheduler"] = self.value_sched.state_dict()
         return state
+
+    @property
+    def _sharded(self) -> bool:
+        """FSDP: saving, loading and generating are collectives every rank takes part in."""
+        return parallel.is_sharded(self.policy)
 
     def _unwrapped_value(self) -> Any:
         return self.value.module if hasattr(self.value, "module") else self.value
@@ -894,28 +1000,37 @@ class RLTrainer:
         return CheckpointManager(run_dir or self.cfg.run.output_dir, keep=self.cfg.run.keep_checkpoints)
 
     def save(self, run_dir: str | Path | None = None) -> Path:
-        """Writes ``checkpoints/step-N`` (``policy/``, ``value/`` for PPO, ``trainer_state.pt``, config)."""
-        models = {"policy": self.policy}
+        """Writes ``checkpoints/step-N`` (``policy/``, ``value/`` for PPO, ``trainer_state.pt``, config). With
+        LoRA ``policy/`` is the merged model (loads with ``from_pretrained``) and ``adapter/`` the adapter.
+        Under FSDP every rank calls it: weights and optimiser state are gathered to rank 0, which writes."""
+        models = lora.checkpoint_models("policy", self.policy)
         if self.value is not None:
             models["value"] = self._unwrapped_value()
-        return self.checkpoints(run_dir).save(
-            self.step,
-            models=models,
-            state=self.state_dict(),
-            tokenizer=self.tokenizer,
-            config_yaml=dump_config(self.cfg),
-        )
+        weights = {name: parallel.full_state_dict(m) for name, m in models.items()} if self._sharded else None
+        state, manager = self.state_dict(), self.checkpoints(run_dir)
+        if self.rank == 0:
+            manager.save(
+                self.step,
+                models=models,
+                state=state,
+                tokenizer=self.tokenizer,
+                config_yaml=dump_config(self.cfg),
+                state_dicts=weights,
+            )
+        if self._sharded:
+            parallel.barrier()  # every rank may read the checkpoint once save returns
+        return manager.path(self.step)
 
     def load(self, checkpoint: str | Path) -> None:
         """Restores a checkpoint in place: weights, optimisers, schedules, data position and RNG states."""
         checkpoint = Path(checkpoint)
-        load_pretrained_weights(self.policy, checkpoint / "policy")
+        parallel.load_weights(self.policy, checkpoint / (lora.ADAPTER_DIR if self.lora else "policy"))
         state = load_state(checkpoint)
-        self.opt.load_state_dict(state["optimizer"])
+        parallel.load_optimizer_state_dict(self.policy, self.opt, state["optimizer"])
         self.sched.load_state_dict(state["scheduler"])
         if self.value is not None:
-            load_module_weights(self._unwrapped_value(), checkpoint / "value")
-            self.value_opt.load_state_dict(state["value_optimizer"])
+            parallel.load_weights(self._unwrapped_value(), checkpoint / "value")
+            parallel.load_optimizer_state_dict(self.value, self.value_opt, state["value_optimizer"])
             self.value_sched.load_state_dict(state["value_scheduler"])
         self.step = state["step"]
         self.data_epoch = state["data_epoch"]
@@ -955,7 +1070,7 @@ class RLTrainer:
         last: dict[str, Any] = {}
         end = cfg.train.steps if steps is None else self.step + steps
         try:
-            if self.step == 0 and self.eval_records and main:
+            if self.step == 0 and self.eval_records and (main or self._sharded):
                 first = self.evaluate()
                 self.initial_eval = first
                 if logger:
@@ -969,9 +1084,9 @@ class RLTrainer:
                 if logger:
                     logger.log(self.step, metrics)
                 last = metrics
-                if main and cfg.run.save_every and self.step % cfg.run.save_every == 0:
+                if (main or self._sharded) and cfg.run.save_every and self.step % cfg.run.save_every == 0:
                     self.save()
-            if main and (not cfg.run.save_every or self.step % cfg.run.save_every):
+            if (main or self._sharded) and (not cfg.run.save_every or self.step % cfg.run.save_every):
                 self.save()
         finally:
             if logger:

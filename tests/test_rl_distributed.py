@@ -44,6 +44,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
                 "train.prompts_per_step=2",
                 "rollout.n=4",
                 "rollout.max_new_tokens=6",
+                "reward.truncation=none",  # a random model's 6-token completions are all cut off
                 "train.lr=1e-3",
                 "train.micro_batch_size=3",
                 "reward.sources=[]",

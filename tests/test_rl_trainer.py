@@ -96,7 +96,8 @@ def test_crashing_reward_is_a_scored_error_and_none_excludes(tmp_path):
 
 
 def test_all_degenerate_batch_is_reported(tmp_path):
-    cfg = _cfg(tmp_path, "train.steps=1", "algorithm.kl_coef=0")
+    # truncation kept as it is: a random model's cut-off completions would otherwise be penalised (not all equal)
+    cfg = _cfg(tmp_path, "train.steps=1", "algorithm.kl_coef=0", "reward.truncation=none")
     _, last = _train(cfg, reward_fns=(lambda p, c, r: [1.0] * len(c),))
     assert last["frac_reward_zero_std"] == 1.0
     assert "zero reward std" in last["warning"]

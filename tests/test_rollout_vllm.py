@@ -125,3 +125,27 @@ def test_update_weights_pushes_the_policy(engine):
     assert [[g.logprobs for g in grp] for grp in before] != [
         [g.logprobs for g in grp] for grp in backend.generate(PROMPTS, sampled)
     ]
+
+
+def test_update_weights_pushes_a_lora_policy_merged(engine):
+    """A peft LoRA policy reaches the engine merged (W + scaling * B @ A under the base names)."""
+    pytest.importorskip("peft")
+    import torch
+
+    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardkit.training.lora import add_lora, merged_weights
+
+    backend, _ = engine
+    policy = add_lora(build_tiny_model(seed=7), r=4, dropout=0.0)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.5)
+    merged = build_tiny_model(seed=7)
+    merged.load_state_dict(dict(merged_weights(policy)))
+    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
+    backend.update_weights(policy)
+    after = backend.generate(PROMPTS, greedy)
+    expected = get_backend("hf", merged, load_tiny_tokenizer()).generate(PROMPTS, greedy)
+    assert [g[0].token_ids for g in after] == [g[0].token_ids for g in expected]

@@ -3,8 +3,11 @@
 * :mod:`.config` -- one config convention: dataclasses with attribute docstrings, YAML + ``--set``;
 * :mod:`.optim` -- AdamW, the learning-rate schedules, one optimiser step;
 * :mod:`.device` -- device, dtype, bf16 autocast, the torchrun process group;
+* :mod:`.parallel` -- data parallelism: DDP or FSDP2 wrapping, no-sync accumulation, gathered weights and
+  optimiser state for checkpoints;
 * :mod:`.checkpoint` -- one checkpoint layout with exact resume and keep-last-N;
-* :mod:`.metrics` -- one metrics logger (JSONL, console, TensorBoard).
+* :mod:`.metrics` -- one metrics logger (JSONL, console, TensorBoard);
+* :mod:`.lora` -- LoRA / QLoRA adapters (peft), their merged weights and checkpoint folders.
 
 The trainers keep only what is theirs: the RL loop (:mod:`rewardkit.rl.trainer`), the reward-model losses
 (:mod:`rewardkit.rewardmodels.orm.train`, :mod:`rewardkit.rewardmodels.prm.train`), the SFT warm start

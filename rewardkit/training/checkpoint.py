@@ -4,7 +4,9 @@ Layout of ``OUTPUT_DIR/checkpoints/step-N/``:
 
 * one folder per model, named by the trainer (``policy/`` and ``value/`` for RL, ``model/`` for reward
   models), written by the model's own ``save_pretrained`` (so it loads with ``from_pretrained``, and in
-  vLLM, directly; a LoRA model writes its adapter) or, for a plain ``nn.Module``, as ``NAME_model.pt``;
+  vLLM, directly; a peft model writes its adapter) or, for a plain ``nn.Module``, as ``NAME_model.pt``.
+  The RL policy with LoRA is two folders (:func:`rewardkit.training.lora.checkpoint_models`): ``policy/``
+  holds the merged model (a plain transformers folder) and ``adapter/`` peft's adapter, which resume loads;
 * ``trainer_state.pt`` -- optimiser(s), scheduler(s), every RNG state (python, numpy, torch, CUDA), the step,
   the data position and whatever else the trainer needs to continue exactly;
 * ``config.yaml`` -- the run's config.
@@ -47,20 +49,22 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _save_model(model: Any, path: Path, tokenizer: Any | None) -> None:
+def _save_model(
+    model: Any, path: Path, tokenizer: Any | None, state_dict: dict[str, torch.Tensor] | None = None
+) -> None:
     if hasattr(model, "save_pretrained"):
         from transformers.utils import logging as hf_logging
 
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # one "Writing model shards" bar per checkpoint is noise in a log
         try:
-            model.save_pretrained(path)
+            model.save_pretrained(path, **({"state_dict": state_dict} if state_dict is not None else {}))
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
     else:
         path.mkdir(parents=True, exist_ok=True)
-        torch.save(model.state_dict(), _module_file(path))
+        torch.save(state_dict if state_dict is not None else model.state_dict(), _module_file(path))
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
 
@@ -97,15 +101,18 @@ class CheckpointManager:
         state: dict[str, Any],
         tokenizer: Any | None = None,
         config_yaml: str | None = None,
+        state_dicts: Mapping[str, dict[str, torch.Tensor]] | None = None,
     ) -> Path:
         """Writes ``step-{step}`` (the tokenizer goes into the first model's folder) and points ``latest``
-        at it; older checkpoints beyond ``keep`` are deleted."""
+        at it; older checkpoints beyond ``keep`` are deleted. ``state_dicts`` (by model name) are written
+        instead of the models' own (a sharded model's weights gathered by
+        :func:`rewardkit.training.parallel.full_state_dict`)."""
         final, tmp = self.path(step), self.root / f".step-{step}.tmp"
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
         for i, (name, model) in enumerate(models.items()):
-            _save_model(model, tmp / name, tokenizer if i == 0 else None)
+            _save_model(model, tmp / name, tokenizer if i == 0 else None, (state_dicts or {}).get(name))
         torch.save({**state, "rng": rng_state(), "step": step}, tmp / STATE_FILE)
         if config_yaml is not None:
             (tmp / CONFIG_FILE).write_text(config_yaml)
@@ -157,6 +164,28 @@ def load_module_weights(module: torch.nn.Module, folder: str | Path) -> None:
 
 def load_pretrained_weights(model: Any, folder: str | Path) -> None:
     """Loads a ``save_pretrained`` folder's weights into an existing model object, in place (so optimiser
-    references to its parameters stay valid)."""
+    references to its parameters stay valid); a peft model loads its adapter from an adapter folder."""
+    from .lora import is_peft_model, load_adapter_weights
+
+    if is_peft_model(model):
+        load_adapter_weights(model, folder)
+        return
     saved = type(model).from_pretrained(folder, dtype=model.dtype)
     model.load_state_dict(saved.state_dict())
+
+
+def read_weights(model: Any, folder: str | Path) -> dict[str, torch.Tensor]:
+    """The whole-model state dict a checkpoint folder holds for ``model``: its ``save_pretrained`` folder
+    (loaded with the model's class and dtype, the class before any ``fully_shard``) or ``NAME_model.pt``."""
+    if not hasattr(model, "save_pretrained"):
+        return torch.load(_module_file(Path(folder)), weights_only=True)
+    return _unsharded_class(model).from_pretrained(folder, dtype=model.dtype).state_dict()
+
+
+def _unsharded_class(model: Any) -> type:
+    """``type(model)``, or for a model ``fully_shard`` wrapped (class ``FSDP<Name>``) the class it wrapped."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch build without torch.distributed
+        return type(model)
+    return next(c for c in type(model).__mro__ if not issubclass(c, FSDPModule))

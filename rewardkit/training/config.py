@@ -112,6 +112,8 @@ def _to_float(value: Any, where: str) -> float:
 
 
 def _to_str(value: Any, where: str) -> str:
+    if isinstance(value, bool):  # YAML's spelling: ``bf16: true`` in a str field is "true", not "True"
+        return "true" if value else "false"
     if not isinstance(value, (str, int, float)):
         raise ConfigError(f"{where}: expected a string, got {value!r}")
     return str(value)

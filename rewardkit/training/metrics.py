@@ -31,6 +31,7 @@ CONSOLE_KEYS = (
     ("grad_norm", "gnorm"),
     ("learning_rate", "lr"),
     ("eval/pass@1", "eval"),
+    ("eval/truncated", "eval_trunc"),
     ("roc_auc", "auc"),
     ("ece", "ece"),
     ("step_f1", "step_f1"),

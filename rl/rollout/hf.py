@@ -50,7 +50,8 @@ class _SampledLogprobs(LogitsProcessor):
 
 
 class HFBackend(RolloutBackend):
-    """Generates with ``model.generate`` of a transformers causal LM (the policy itself, no copy).
+    """Generates with ``model.generate`` of a transformers causal LM (the policy itself, no copy; a peft
+    LoRA model generates with its adapters).
 
     Args:
         model: The policy (a ``PreTrainedModel``). Generation runs in eval mode under ``inference_mode``
@@ -85,12 +86,14 @@ class HFBackend(RolloutBackend):
         self.batch_size = max(1, int(batch_size))
         self.add_special_tokens = add_special_tokens
         self.share_prefix = share_prefix
-        # transformers renamed ``past_key_values`` to ``cache`` (5.2x); use whichever this version takes.
+        # transformers renamed ``past_key_values`` to ``cache`` (5.2x); use whichever this version takes (a
+        # peft model's forward passes keywords through: its base model's signature decides).
         import inspect
 
-        self._cache_kw = (
-            "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        )
+        from rewardkit.training.lora import base_model
+
+        forward = base_model(model).forward
+        self._cache_kw = "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = getattr(model.generation_config, "eos_token_id", None)
         if eos is None:

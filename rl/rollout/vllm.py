@@ -5,7 +5,9 @@
   through the worker's ``reload_weights`` without a copy through a pipe; the prefix cache is reset afterwards,
   since KV blocks computed with the old weights are stale.
 * A model object is saved once (``save_pretrained``, with its tokenizer) to a temporary folder for the
-  engine to load; a path or hub name is passed straight through.
+  engine to load; a path or hub name is passed straight through. A peft LoRA policy is saved and pushed
+  merged (``W + scaling * B @ A`` per adapted layer, computed on the fly under the base model's names);
+  vLLM's own LoRA adapter path (``enable_lora``) is the untried alternative.
 * Log-probabilities are vLLM's ``processed_logprobs``: the distribution the token was actually sampled
   from (after temperature, top-k, top-p), which is the behaviour policy that importance-sampling
   correction (``algorithm.rollout_is``) needs. With ``top_p=1, top_k=0`` it is ``log_softmax(logits / T)``,
@@ -22,6 +24,8 @@ import tempfile
 from typing import Any
 
 from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
+from rewardkit.training.lora import merged_weights, plain_model
+from rewardkit.training.parallel import full_tensor, is_sharded, whole_weights
 
 
 def vllm_available() -> tuple[bool, str]:
@@ -76,7 +80,8 @@ class VLLMBackend(RolloutBackend):
             path = model
         else:
             self._tmp = tempfile.mkdtemp(prefix="rewardkit-vllm-")
-            model.save_pretrained(self._tmp, safe_serialization=True)
+            whole = {"state_dict": whole_weights(model)} if is_sharded(model) else {}  # FSDP: every rank
+            plain_model(model).save_pretrained(self._tmp, safe_serialization=True, **whole)  # LoRA: merged
             if tokenizer is not None:
                 tokenizer.save_pretrained(self._tmp)
             path = self._tmp
@@ -158,23 +163,30 @@ class VLLMBackend(RolloutBackend):
         return text
 
     def update_weights(self, model: Any) -> None:
-        """Loads ``model``'s current weights into the engine (``load_weights`` of vLLM's model class)."""
-        source = model.module if hasattr(model, "module") else model
-        weights = [(name, tensor.detach()) for name, tensor in source.state_dict().items()]
+        """Loads ``model``'s current weights into the engine (``load_weights`` of vLLM's model class). A peft
+        LoRA model's weights arrive merged under the base names (:func:`rewardkit.training.lora.merged_weights`:
+        ``W + scaling * B @ A`` one layer at a time, as the engine consumes them)."""
         try:
             # vLLM >= 0.1x: in-place reload through the worker (re-runs the post-load weight processing,
             # which a bare model.load_weights on already-processed parameters cannot).
             self.llm.collective_rpc(
-                "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
+                "reload_weights",
+                kwargs={"weights_iterator": self._weights(model), "is_checkpoint_format": True},
             )
         except (AttributeError, NotImplementedError, TypeError):
 
             def _load(vllm_model: Any) -> int:  # older engines: the model class's own loader
-                vllm_model.load_weights(weights)
-                return len(weights)
+                return len(vllm_model.load_weights(self._weights(model)) or ())
 
             self.llm.apply_model(_load)
         self.llm.reset_prefix_cache()
+
+    @staticmethod
+    def _weights(model: Any) -> Any:
+        """``(name, tensor)`` pairs of the policy as a plain transformers model (lazily, in process; a list
+        when the engine runs in another process, which pickles its arguments)."""
+        weights = ((name, full_tensor(t)) for name, t in merged_weights(model))  # FSDP: gathered, in order
+        return weights if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" else list(weights)
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
