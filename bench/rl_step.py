@@ -241,10 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument(
         "--warm-start",
-        default="175,300",
+        default="175",
         help="Comma-separated SFT step counts before the benchmark, one operating point each (0: random). "
-        "175: ~80%% of groups have zero reward std (skipping their samples does much of the work); 300: a "
-        "better warm start with few such groups, so the ratio is not only the skip.",
+        "175: ~75-80%% of groups have zero reward std (skipping their samples does much of the work); with "
+        "the 68-token instruction prompt this tiny model is still right only ~6%% of the time after 600.",
     )
     p.add_argument("--brevity", action="store_true", help="Add a length reward (no degenerate groups).")
     p.add_argument(

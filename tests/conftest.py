@@ -31,3 +31,15 @@ def tiny_model_dir(tmp_path_factory):
     from rewardkit.tiny import save_tiny_model
 
     return save_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module: tiny models are 10-40x slower with 2 threads fighting over 2 loaded
+    cores than with one."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -23,13 +23,7 @@ MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-to
 PROMPT_LEN = 3
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # Tiny float64 models are 10x slower with 2 threads fighting over 2 loaded cores than with one.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

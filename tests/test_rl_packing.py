@@ -21,13 +21,7 @@ from rewardkit.types import Record
 LENGTHS = [(3, 9), (17, 1), (1, 20), (40, 6), (8, 14), (25, 2), (5, 11), (12, 20)]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # The tiny models are 10-40x slower with 2 threads fighting over 2 loaded cores than with one.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _gens(tokenizer, seed: int = 0) -> list[Generation]:

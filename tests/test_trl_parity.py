@@ -24,7 +24,10 @@ pytest.importorskip("datasets")
 
 from rewardkit.rl import core_algos as ca  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning"),
+    pytest.mark.usefixtures("one_torch_thread"),
+]
 
 G = 4
 MAX_COMPLETION = 7
@@ -70,15 +73,6 @@ def _make_trainer(model, tokenizer, tmp_path, **overrides):
     )
     trainer.current_gradient_accumulation_steps = 1
     return trainer
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # A tiny model is far slower with 2 threads fighting over 2 loaded cores than with one.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
