@@ -664,6 +664,7 @@ def validate(cfg: RLConfig) -> RLConfig:
     _check_process(cfg)
     _check_shaping(cfg)
     _check_lora(cfg)
+    _check_strategy(cfg)
     return cfg
 
 
@@ -712,7 +713,6 @@ def _check_strategy(cfg: RLConfig) -> None:
 
 def _check_combinations(cfg: RLConfig) -> None:
     ac, rw = cfg.algorithm, cfg.reward
-    _check_strategy(cfg)
     if ac.adv_estimator == "step_return" and ac.adv_scale == "batch":
         raise ConfigError(
             "algorithm.adv_scale: step_return scales by the group's std or not at all (group, none)"

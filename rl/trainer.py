@@ -992,9 +992,6 @@ class RLTrainer:
         """FSDP: saving, loading and generating are collectives every rank takes part in."""
         return parallel.is_sharded(self.policy)
 
-    def _unwrapped_value(self) -> Any:
-        return self.value.module if hasattr(self.value, "module") else self.value
-
     def checkpoints(self, run_dir: str | Path | None = None) -> CheckpointManager:
         """The run's checkpoint folder (``RUN_DIR/checkpoints``)."""
         return CheckpointManager(run_dir or self.cfg.run.output_dir, keep=self.cfg.run.keep_checkpoints)
@@ -1005,7 +1002,7 @@ class RLTrainer:
         Under FSDP every rank calls it: weights and optimiser state are gathered to rank 0, which writes."""
         models = lora.checkpoint_models("policy", self.policy)
         if self.value is not None:
-            models["value"] = self._unwrapped_value()
+            models["value"] = parallel.unwrap(self.value)
         weights = {name: parallel.full_state_dict(m) for name, m in models.items()} if self._sharded else None
         state, manager = self.state_dict(), self.checkpoints(run_dir)
         if self.rank == 0:
@@ -1029,7 +1026,7 @@ class RLTrainer:
         parallel.load_optimizer_state_dict(self.policy, self.opt, state["optimizer"])
         self.sched.load_state_dict(state["scheduler"])
         if self.value is not None:
-            parallel.load_weights(self._unwrapped_value(), checkpoint / "value")
+            parallel.load_weights(self.value, checkpoint / "value")  # unwraps DDP
             parallel.load_optimizer_state_dict(self.value, self.value_opt, state["value_optimizer"])
             self.value_sched.load_state_dict(state["value_scheduler"])
         self.step = state["step"]
@@ -1069,8 +1066,9 @@ class RLTrainer:
         )
         last: dict[str, Any] = {}
         end = cfg.train.steps if steps is None else self.step + steps
+        takes_part = main or self._sharded  # under FSDP evaluating and saving are collectives: every rank
         try:
-            if self.step == 0 and self.eval_records and (main or self._sharded):
+            if self.step == 0 and self.eval_records and takes_part:
                 first = self.evaluate()
                 self.initial_eval = first
                 if logger:
@@ -1084,9 +1082,9 @@ class RLTrainer:
                 if logger:
                     logger.log(self.step, metrics)
                 last = metrics
-                if (main or self._sharded) and cfg.run.save_every and self.step % cfg.run.save_every == 0:
+                if takes_part and cfg.run.save_every and self.step % cfg.run.save_every == 0:
                     self.save()
-            if (main or self._sharded) and (not cfg.run.save_every or self.step % cfg.run.save_every):
+            if takes_part and (not cfg.run.save_every or self.step % cfg.run.save_every):
                 self.save()
         finally:
             if logger:

@@ -8,7 +8,6 @@ ranks must end the step with identical parameters that differ from the initial o
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import torch
@@ -19,12 +18,6 @@ from rewardkit.types import Record
 
 def digits_reward(prompts, completions, references):
     return [sum(ch.isdigit() for ch in c) / max(len(c), 1) for c in completions]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
@@ -76,9 +69,9 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def test_two_gloo_ranks_hold_the_same_weights(tmp_path):
+def test_two_gloo_ranks_hold_the_same_weights(tmp_path, free_port):
     world = 2
-    mp.spawn(_worker, args=(world, _free_port(), str(tmp_path)), nprocs=world, join=True)
+    mp.spawn(_worker, args=(world, free_port, str(tmp_path)), nprocs=world, join=True)
     results = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
     for res in results:
         assert res["same"], "ranks diverged after one step"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 from typing import Any
 
 import pytest
@@ -66,12 +65,6 @@ class ScriptedBackend(RolloutBackend):
         pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _trainer(overrides: list[str], **kw: Any) -> Any:
     from rewardkit.rl.config import load_config
     from rewardkit.rl.trainer import RLTrainer
@@ -92,8 +85,8 @@ def _equivalence_overrides(world: int, out_dir: str) -> list[str]:
     ]
 
 
-def _spawn(worker: Any, *args: Any) -> None:
-    mp.spawn(worker, args=(_free_port(), *args), nprocs=WORLD, join=True)
+def _spawn(worker: Any, port: int, *args: Any) -> None:
+    mp.spawn(worker, args=(port, *args), nprocs=WORLD, join=True)
 
 
 def _init(rank: int, port: int) -> None:
@@ -125,10 +118,10 @@ def _equivalence_worker(rank: int, port: int, out_dir: str) -> None:
 
 
 @pytest.mark.slow
-def test_two_fsdp_ranks_train_like_one_process(tmp_path):
+def test_two_fsdp_ranks_train_like_one_process(tmp_path, free_port):
     from rewardkit.tiny import load_tiny_tokenizer
 
-    _spawn(_equivalence_worker, str(tmp_path))
+    _spawn(_equivalence_worker, free_port, str(tmp_path))
     sharded = torch.load(tmp_path / "fsdp.pt")
     torch.set_num_threads(1)
     overrides = _equivalence_overrides(1, str(tmp_path / "single"))
@@ -200,12 +193,12 @@ def _weights(tr: Any) -> dict[str, dict[str, torch.Tensor]]:
 
 
 @pytest.mark.slow
-def test_fsdp_save_then_resume_matches_an_uninterrupted_run(tmp_path):
+def test_fsdp_save_then_resume_matches_an_uninterrupted_run(tmp_path, free_port):
     from transformers import AutoModelForCausalLM
 
     from rewardkit.training.metrics import is_timing_key, read_metrics
 
-    _spawn(_resume_worker, str(tmp_path))
+    _spawn(_resume_worker, free_port, str(tmp_path))
     res = torch.load(tmp_path / "resume.pt")
     assert res["pushed_matches"], "the vllm weight push must see whole tensors"
     for model in ("policy", "value"):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,20 +15,14 @@ pytest.importorskip("ray", reason="Ray is optional: pip install 'rewardkit[ray]'
 RAY = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _ray(*args: str) -> None:
     subprocess.run([RAY, *args], check=True, capture_output=True, timeout=180)
 
 
 @pytest.fixture
-def two_node_cluster(tmp_path):
+def two_node_cluster(tmp_path, free_port):
     """`ray start --head` with one CPU, and a second node with one CPU joining it."""
-    port = _free_port()
+    port = free_port
     address = f"127.0.0.1:{port}"
     common = ["--num-cpus", "1", "--disable-usage-stats"]
     _ray(

@@ -186,12 +186,6 @@ def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
 
 
-def whole_weights(model: Any) -> dict[str, torch.Tensor]:
-    """The whole model's weights on every rank's CPU, one tensor gathered at a time (a collective; for a
-    per-rank inference engine such as vLLM, which needs its own full copy)."""
-    return {name: full_tensor(t.detach()).cpu() for name, t in unwrap(model).state_dict().items()}
-
-
 def optimizer_state_dict(model: Any, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """The optimiser's state for a checkpoint: ``optimizer.state_dict()``; under FSDP gathered whole to
     rank 0's CPU memory and keyed by parameter name (a collective: every rank calls it)."""

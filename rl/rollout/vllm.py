@@ -25,7 +25,7 @@ from typing import Any
 
 from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
 from rewardkit.training.lora import merged_weights, plain_model
-from rewardkit.training.parallel import full_tensor, is_sharded, whole_weights
+from rewardkit.training.parallel import full_tensor, is_sharded
 
 
 def vllm_available() -> tuple[bool, str]:
@@ -80,7 +80,8 @@ class VLLMBackend(RolloutBackend):
             path = model
         else:
             self._tmp = tempfile.mkdtemp(prefix="rewardkit-vllm-")
-            whole = {"state_dict": whole_weights(model)} if is_sharded(model) else {}  # FSDP: every rank
+            # FSDP: every rank saves the whole weights, gathered as update_weights gathers them
+            whole = {"state_dict": {n: t.cpu() for n, t in self._weights(model)}} if is_sharded(model) else {}
             plain_model(model).save_pretrained(self._tmp, safe_serialization=True, **whole)  # LoRA: merged
             if tokenizer is not None:
                 tokenizer.save_pretrained(self._tmp)
