@@ -1,15 +1,22 @@
 """One GRPO step (generate, score, update), rewardkit vs TRL's GRPOTrainer, same run, same everything.
 
-Same tiny Qwen2 (same weights: a short supervised warm start on the demo's addition problems, so that the
-model is right ~30% of the time and its groups look like real GRPO groups, some all-wrong), same prompts,
-group size, completion length, learning rate, loss (GRPO's per-sequence token mean, TRL
+Same tiny Qwen2 (same weights: a short supervised warm start on the demo's addition problems), same
+prompts, group size, completion length, learning rate, loss (GRPO's per-sequence token mean, TRL
 ``loss_type="grpo"``), no KL (no reference model), the same math verifier as the reward, CPU, same torch
 thread count. After one warm-up step each, ``--steps`` steps are timed; the script prints seconds per step
-(median), the generation / scoring / update split, and the ratio. ``--brevity`` adds a small length reward
-to both, so that no group is degenerate (the case where rewardkit's skipping of zero-advantage samples
-cannot help).
+(median), the generation / scoring / update split, the share of groups with zero reward std, and the ratio.
 
-    .venv/bin/python bench/rl_step.py [--steps 5] [--prompts 16] [--n 8] [--max-new 16] [--brevity]
+Two operating points (``--points``), because rewardkit's update skips samples whose advantage is 0:
+
+* ``skip``: a 68-token instruction prompt and a 175-step warm start: the model is rarely right, ~80% of
+  the groups are all-wrong, and skipping their samples does much of the update's work.
+* ``mixed``: a 31-token instruction prompt and a warm start stopped when greedy validation accuracy
+  reaches 50%: most groups hold both right and wrong samples (<= 20% zero-std), so the ratio is not the
+  skip.
+
+``--brevity`` adds a small length reward to both, so that no group is degenerate at all.
+
+    .venv/bin/python bench/rl_step.py [--points skip,mixed] [--steps 5] [--prompts 16] [--n 8] [--brevity]
 
 TRL's phases are measured by wrapping its ``_generate_single_turn`` (generation) and ``_calculate_rewards``
 (scoring) methods; its update is the rest of the step. rewardkit's come from its own step metrics.
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import os
 import statistics
 import sys
@@ -38,6 +46,29 @@ def brevity(prompts, completions, **_):
 
 
 TEMPLATE = "Add the two numbers. Give only the final answer, in \\boxed{{}}.\n{prompt}"
+SHORT_TEMPLATE = "Add. Answer in \\boxed{{}}.\n{prompt}"
+
+
+@dataclasses.dataclass
+class OperatingPoint:
+    """A prompt template and the supervised warm start that sets how often the model is right."""
+
+    template: str
+    sft_steps: int
+    """Most warm-start steps (all of them when ``target`` is None)."""
+    lr: float
+    schedule: str
+    target: float | None = None
+    """Stop the warm start once greedy accuracy on 200 validation problems reaches this (checked every 10
+    steps)."""
+
+
+POINTS = {
+    # The 2-layer model learns slowly behind the long instruction: ~6% right after 600 steps.
+    "skip": OperatingPoint(TEMPLATE, 175, 3e-3, "cosine"),
+    # Behind the short one it learns the task in ~250 steps (constant lr 1e-3, as the demo's warm start).
+    "mixed": OperatingPoint(SHORT_TEMPLATE, 600, 1e-3, "constant", target=0.5),
+}
 
 
 def make_prompts(count: int, template: str) -> list[dict]:
@@ -188,29 +219,53 @@ def _summary(rows: list[dict]) -> dict:
     return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
 
 
-def run_operating_point(args: argparse.Namespace, warm_start: int) -> dict:
-    """Both trainers from the same ``warm_start``-step model; prints the table and returns the results."""
+def warm_start(point: OperatingPoint, args: argparse.Namespace):
+    """The benchmark's starting model: ``point``'s supervised warm start of a fresh tiny model."""
+    from rewardkit.data import arithmetic
+    from rewardkit.rl.demo import greedy_accuracy
+    from rewardkit.rl.sft import SFTConfig, sft
     from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
 
-    tokenizer = load_tiny_tokenizer()
-    base = build_tiny_model(args.model, seed=0)
-    if warm_start:
-        from rewardkit.data import arithmetic
-        from rewardkit.rl.sft import SFTConfig, sft
+    model, tokenizer = build_tiny_model(args.model, seed=0), load_tiny_tokenizer()
+    dist = {"min_value": 10, "ops": "+", "carry": False}
+    rows = arithmetic.generate(20000, seed=0, **dist)
+    valid = [
+        dict(r, prompt=point.template.format(prompt=r["prompt"]))
+        for r in arithmetic.generate(200, seed=10_000, **dist)
+    ]
 
-        rows = arithmetic.generate(20000, seed=0, min_value=10, ops="+", carry=False)
-        sft(
-            base,
-            tokenizer,
-            [(args.template.format(prompt=r["prompt"]), r["completion"]) for r in rows],
-            SFTConfig(steps=warm_start, schedule_steps=600, lr=3e-3, batch_size=64, log_every=0),
-            log=None,
+    def reached_target(step: int) -> bool:
+        return (
+            point.target is not None
+            and step % 10 == 0
+            and greedy_accuracy(model, tokenizer, valid)[0] >= point.target
         )
-    rows = make_prompts(args.prompts * (args.steps + 2), args.template)
+
+    config = SFTConfig(
+        steps=point.sft_steps,
+        schedule_steps=600,
+        lr=point.lr,
+        schedule=point.schedule,
+        batch_size=64,
+        log_every=0,
+    )
+    pairs = [(point.template.format(prompt=r["prompt"]), r["completion"]) for r in rows]
+    losses = sft(model, tokenizer, pairs, config, callback=reached_target, log=None)
+    return model, tokenizer, len(losses), greedy_accuracy(model, tokenizer, valid)[0]
+
+
+def run_operating_point(args: argparse.Namespace, name: str) -> dict:
+    """Both trainers from the same warm-started model; prints the table and returns the results."""
+    point = POINTS[name]
+    if args.template:
+        point = dataclasses.replace(point, template=args.template)
+    base, tokenizer, sft_steps, accuracy = warm_start(point, args)
+    rows = make_prompts(args.prompts * (args.steps + 2), point.template)
     print(
         f"GRPO step: {args.model}, {args.prompts} prompts ({len(tokenizer(rows[0]['prompt'])['input_ids'])} "
         f"tokens) x {args.n} samples, <= {args.max_new} new tokens, "
-        f"math verifier{' + brevity' if args.brevity else ''} reward, {warm_start}-step warm start, CPU, "
+        f"math verifier{' + brevity' if args.brevity else ''} reward; operating point '{name}': "
+        f"{sft_steps}-step warm start, greedy validation accuracy {accuracy:.0%}; CPU, "
         f"{args.threads} thread(s); median of {args.steps} steps after 1 warm-up"
     )
     results = {}
@@ -240,17 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=5)
     p.add_argument(
-        "--warm-start",
-        default="175",
-        help="Comma-separated SFT step counts before the benchmark, one operating point each (0: random). "
-        "175: ~75-80%% of groups have zero reward std (skipping their samples does much of the work); with "
-        "the 68-token instruction prompt this tiny model is still right only ~6%% of the time after 600.",
+        "--points",
+        default="skip,mixed",
+        help=f"Comma-separated operating points, of: {', '.join(POINTS)} (see the module docstring).",
     )
     p.add_argument("--brevity", action="store_true", help="Add a length reward (no degenerate groups).")
     p.add_argument(
         "--template",
-        default=TEMPLATE,
-        help="Prompt template around the problem (an instruction, as RL prompts have; '{prompt}' for bare).",
+        help="Replaces the operating points' prompt template ('{prompt}': the bare problem).",
     )
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--n", type=int, default=8)
@@ -269,8 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    for warm_start in [int(w) for w in args.warm_start.split(",")]:
-        run_operating_point(args, warm_start)
+    for name in args.points.split(","):
+        if name not in POINTS:
+            p.error(f"unknown operating point {name!r} (known: {', '.join(POINTS)})")
+        run_operating_point(args, name)
     return 0
 
 

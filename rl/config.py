@@ -114,7 +114,9 @@ class RolloutConfig:
     """Sampling the completions."""
 
     backend: str = "hf"
-    """Rollout engine: ``hf`` is transformers' generate (the CPU default), ``vllm`` a colocated engine."""
+    """Rollout engine: ``hf`` is transformers' generate (the CPU default), ``vllm`` an engine colocated with
+    training, ``vllm-server`` a separate ``vllm serve`` process (``rewardkit rl serve-vllm``) on other
+    devices or nodes, its weights synced every step."""
     n: int = 8
     """Samples per prompt (the group size G). DeepSeekMath uses 64, TRL's default is 8."""
     temperature: float = 1.0
@@ -133,6 +135,26 @@ class RolloutConfig:
     """vllm backend: fraction of device memory for the engine (colocated with training)."""
     vllm_kwargs: dict[str, Any] = field(default_factory=dict)
     """vllm backend: extra ``LLM(...)`` arguments."""
+    vllm_sleep_level: int = 0
+    """vllm backend: vLLM's sleep mode (CUDA, ROCm, XPU), which frees the engine's memory during each update:
+    0 off; 1 parks the weights in host memory and drops the KV cache; 2 drops both (the update refills the
+    weights; TRL's ``vllm_enable_sleep_mode``)."""
+    vllm_server_url: str = "http://127.0.0.1:8000"
+    """vllm-server backend: the server's address."""
+    vllm_server_sync: str = "disk"
+    """vllm-server backend: how the policy's weights reach the server after each update. ``disk``:
+    safetensors in ``vllm_server_sync_dir``, reloaded in place by every worker (any device, a filesystem
+    both sides see); ``nccl``: vLLM's NCCL weight transfer, trainer rank 0 to the workers (GPUs; the server
+    started with ``--weight-transfer-config '{"backend": "nccl"}'``)."""
+    vllm_server_sync_dir: str = ""
+    """vllm-server backend, ``disk`` sync: the folder (empty: ``RUN_DIR/vllm-sync``)."""
+    vllm_server_nccl_address: str = ""
+    """vllm-server backend, ``nccl`` sync: this trainer's address as the server reaches it (empty: the host
+    name's address)."""
+    vllm_server_nccl_port: int = 51216
+    """vllm-server backend, ``nccl`` sync: the rendezvous port on the trainer (TRL's default group port)."""
+    vllm_server_timeout: float = 600.0
+    """vllm-server backend: seconds to wait for the server to come up, and for one request."""
 
 
 @dataclass
@@ -503,7 +525,7 @@ def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, A
 # Validation: every name and number a run would refuse later is refused when the config loads, in one line,
 # before any model is loaded.
 # ----------------------------------------------------------------------------------------------------------
-def choices() -> dict[str, list[str]]:
+def choices() -> dict[str, list[Any]]:
     """Dotted field -> its allowed values, read from the registries and modules that implement them."""
     from rewardkit.rewardmodels.shaping import STEP_SHAPINGS
     from rewardkit.rewardmodels.shaping.functional import TRUNCATION_MODES
@@ -530,6 +552,8 @@ def choices() -> dict[str, list[str]]:
         "train.bf16": list(BF16_SETTINGS),
         "train.strategy": list(STRATEGIES),
         "train.fsdp_mixed_precision": list(BF16_SETTINGS),
+        "rollout.vllm_sleep_level": [0, 1, 2],
+        "rollout.vllm_server_sync": ["disk", "nccl"],
     }
 
 
@@ -544,6 +568,7 @@ _RANGES: list[tuple[str, Any, str]] = [
     ("rollout.top_k", lambda v: v >= 0, ">= 0 (0: off)"),
     ("rollout.max_new_tokens", lambda v: v >= 1, "at least 1"),
     ("rollout.batch_size", lambda v: v >= 1, "at least 1"),
+    ("rollout.vllm_server_timeout", lambda v: 0 < v < float("inf"), "a positive number of seconds"),
     ("reward.workers", lambda v: v >= 0, ">= 0 (0: score in this process)"),
     ("reward.timeout", lambda v: 0 < v < float("inf"), "a positive number of seconds"),
     ("reward.overlong_buffer", lambda v: v >= 0, ">= 0 (0: off)"),
@@ -646,7 +671,7 @@ def validate(cfg: RLConfig) -> RLConfig:
     for dotted, allowed in choices().items():
         value = _get(cfg, dotted)
         if value not in allowed:
-            raise ConfigError(f"{dotted}: unknown value {value!r} (known: {', '.join(allowed)})")
+            raise ConfigError(f"{dotted}: unknown value {value!r} (known: {', '.join(map(str, allowed))})")
     for dotted, ok, must in _RANGES:
         value = _get(cfg, dotted)
         if not ok(value):
@@ -712,7 +737,9 @@ def _check_strategy(cfg: RLConfig) -> None:
 
 
 def _check_combinations(cfg: RLConfig) -> None:
-    ac, rw = cfg.algorithm, cfg.reward
+    ac, rw, rc = cfg.algorithm, cfg.reward, cfg.rollout
+    if rc.vllm_sleep_level and rc.backend != "vllm":
+        raise ConfigError(f"rollout.vllm_sleep_level is for the colocated vllm backend, not {rc.backend}")
     if ac.adv_estimator == "step_return" and ac.adv_scale == "batch":
         raise ConfigError(
             "algorithm.adv_scale: step_return scales by the group's std or not at all (group, none)"

@@ -431,7 +431,20 @@ class RLTrainer:
         if rc.backend == "hf":
             kw["batch_size"] = rc.batch_size
         elif rc.backend == "vllm":
-            kw.update(gpu_memory_utilization=rc.vllm_gpu_memory_utilization, **rc.vllm_kwargs)
+            kw.update(
+                gpu_memory_utilization=rc.vllm_gpu_memory_utilization,
+                sleep_level=rc.vllm_sleep_level,
+                **rc.vllm_kwargs,
+            )
+        elif rc.backend == "vllm-server":
+            kw.update(
+                url=rc.vllm_server_url,
+                sync=rc.vllm_server_sync,
+                sync_dir=rc.vllm_server_sync_dir or str(Path(self.cfg.run.output_dir) / "vllm-sync"),
+                nccl_address=rc.vllm_server_nccl_address,
+                nccl_port=rc.vllm_server_nccl_port,
+                timeout=rc.vllm_server_timeout,
+            )
         return get_backend(rc.backend, self.policy, self.tokenizer, **kw)
 
     # -- schedule, data -------------------------------------------------------------------------------------
@@ -695,6 +708,7 @@ class RLTrainer:
         """One policy update on a rollout: forward passes without gradient, token rewards, advantages,
         importance weights, then ``epochs x minibatches`` optimiser steps."""
         m: dict[str, Any] = {}
+        self.backend.release_memory()  # vLLM sleep mode: the engine's memory is the update's until update_weights
         u = self._prepare_update(r)
         self._reference_passes(u)
         self._token_rewards(u, r, m)

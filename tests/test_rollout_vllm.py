@@ -149,3 +149,219 @@ def test_update_weights_pushes_a_lora_policy_merged(engine):
     after = backend.generate(PROMPTS, greedy)
     expected = get_backend("hf", merged, load_tiny_tokenizer()).generate(PROMPTS, greedy)
     assert [g[0].token_ids for g in after] == [g[0].token_ids for g in expected]
+
+
+# -- sleep mode ----------------------------------------------------------------------------------------------
+def test_sleep_mode_on_cpu_is_refused_in_one_line(tmp_path):
+    """vLLM's sleep mode needs CUDA/ROCm/XPU: on CPU the backend says so before starting an engine."""
+    import torch
+
+    from rewardkit.rl.rollout import get_backend
+    from rewardkit.tiny import load_tiny_tokenizer
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: sleep mode is tested by test_sleep_mode_frees_and_restores")
+    with pytest.raises(ValueError, match="sleep mode .* needs a CUDA, ROCm or XPU device"):
+        get_backend("vllm", str(tmp_path), load_tiny_tokenizer(), sleep_level=2)
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="vLLM's sleep mode needs a GPU")
+def test_sleep_mode_frees_and_restores(tmp_path):
+    """Level 2 frees the engine's device memory; update_weights refills it and generation resumes exactly."""
+    import torch
+
+    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer, save_tiny_model
+
+    path = save_tiny_model(tmp_path / "m")
+    tok = load_tiny_tokenizer()
+    backend = get_backend(
+        "vllm", path, tok, gpu_memory_utilization=0.2, enforce_eager=True, dtype="float32", sleep_level=2
+    )
+    try:
+        greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
+        before = backend.generate(PROMPTS, greedy)
+        used = torch.cuda.mem_get_info()[1] - torch.cuda.mem_get_info()[0]
+        backend.release_memory()
+        assert torch.cuda.mem_get_info()[1] - torch.cuda.mem_get_info()[0] < used
+        with pytest.raises(RuntimeError, match="update_weights must come first"):
+            backend.generate(PROMPTS, greedy)
+        backend.update_weights(build_tiny_model(seed=0))
+        assert [g[0].token_ids for g in backend.generate(PROMPTS, greedy)] == [g[0].token_ids for g in before]
+    finally:
+        backend.close()
+
+
+# -- server mode ---------------------------------------------------------------------------------------------
+def _port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``rewardkit rl serve-vllm`` of the tiny model on a free port; yields (url, model folder)."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from rewardkit.tiny import save_tiny_model
+
+    path = save_tiny_model(tmp_path_factory.mktemp("vllm-server-tiny"))
+    port = _port()
+    log = tmp_path_factory.mktemp("vllm-server-log") / "server.log"
+    args = ["--port", str(port), "--gpu-memory-utilization", "0.1", "--dtype", "float32", "--enforce-eager"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rewardkit", "rl", "serve-vllm", path, *args, "--max-model-len", "256"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    try:
+        while True:
+            assert proc.poll() is None, f"vllm serve exited {proc.returncode}: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "vllm serve did not come up in 300 s"
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(1)
+        yield url, path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _server_backend(url, tmp_path):
+    from rewardkit.rl.rollout import get_backend
+    from rewardkit.tiny import load_tiny_tokenizer
+
+    return get_backend("vllm-server", None, load_tiny_tokenizer(), url=url, sync_dir=str(tmp_path / "sync"))
+
+
+def _assert_logprobs_match(model, groups):
+    import torch
+
+    for group in groups:
+        for gen in group:
+            ids = torch.tensor([gen.prompt_token_ids + gen.token_ids])
+            with torch.no_grad():
+                logits = model(ids).logits[0, len(gen.prompt_token_ids) - 1 : -1]
+            ref = torch.log_softmax(logits, -1).gather(-1, torch.tensor(gen.token_ids)[:, None]).squeeze(-1)
+            assert torch.allclose(ref, torch.tensor(gen.logprobs), atol=2e-3)
+
+
+def test_server_generates_what_hf_generates(server, tmp_path):
+    from rewardkit.rl.rollout import SamplingParams
+
+    url, path = server
+    backend = _server_backend(url, tmp_path)
+    hf = _hf(path)
+    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
+    s_out, h_out = backend.generate(PROMPTS, greedy), hf.generate(PROMPTS, greedy)
+    for s, h in zip(s_out, h_out, strict=True):
+        assert s[0].prompt_token_ids == h[0].prompt_token_ids
+        assert s[0].token_ids == h[0].token_ids
+        assert s[0].text == h[0].text
+    params = SamplingParams(n=4, max_new_tokens=8, seed=3, stop=["5"])
+    sampled = backend.generate(PROMPTS, params)
+    assert len(sampled) == 3 and all(len(g) == 4 for g in sampled)
+    assert all("5" not in gen.text and gen.finish_reason in ("stop", "length") for g in sampled for gen in g)
+    _assert_logprobs_match(hf.model, sampled)
+    assert [[g.token_ids for g in grp] for grp in sampled] == [
+        [g.token_ids for g in grp] for grp in backend.generate(PROMPTS, params)
+    ]
+    backend.close()
+
+
+def test_server_disk_sync_pushes_the_policy_and_a_lora_policy_merged(server, tmp_path):
+    """Weights written to the sync folder and reloaded in place: the server then samples from the new
+    policy (greedy equal, log-probs equal to its forward pass), LoRA adapters merged."""
+    pytest.importorskip("peft")
+    import torch
+
+    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardkit.training.lora import add_lora, merged_weights
+
+    url, _ = server
+    backend = _server_backend(url, tmp_path)
+    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
+    new = build_tiny_model(seed=123)
+    backend.update_weights(new)
+    expected = get_backend("hf", new, load_tiny_tokenizer()).generate(PROMPTS, greedy)
+    assert [g[0].token_ids for g in backend.generate(PROMPTS, greedy)] == [g[0].token_ids for g in expected]
+    _assert_logprobs_match(new, backend.generate(PROMPTS, SamplingParams(n=2, max_new_tokens=8, seed=5)))
+
+    policy = add_lora(build_tiny_model(seed=7), r=4, dropout=0.0)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.5)
+    merged = build_tiny_model(seed=7)
+    merged.load_state_dict(dict(merged_weights(policy)))
+    backend.update_weights(policy)
+    expected = get_backend("hf", merged, load_tiny_tokenizer()).generate(PROMPTS, greedy)
+    assert [g[0].token_ids for g in backend.generate(PROMPTS, greedy)] == [g[0].token_ids for g in expected]
+    backend.close()
+
+
+def test_rl_trains_through_the_server(server, tmp_path):
+    """Two GRPO steps with rollout.backend=vllm-server: the server's log-probs match the trainer's (IS ratio
+    ~1) and, after training, the server decodes what the trained policy decodes."""
+    from transformers import AutoModelForCausalLM
+
+    from rewardkit.rl.config import load_config
+    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.rl.trainer import RLTrainer
+    from rewardkit.tiny import load_tiny_tokenizer
+    from rewardkit.types import Record
+
+    url, path = server
+    cfg = load_config(
+        preset="grpo",
+        overrides=[
+            "rollout.backend=vllm-server",
+            f"rollout.vllm_server_url={url}",
+            "algorithm.rollout_is=token",
+            "train.steps=2",
+            "train.prompts_per_step=4",
+            "rollout.n=4",
+            "rollout.max_new_tokens=8",
+            "train.lr=1e-2",
+            "reward.sources=[{name: math}]",
+            "reward.workers=0",
+            "reward.truncation=none",
+            "run.tensorboard=false",
+            f"run.output_dir={tmp_path / 'run'}",
+        ],
+    )
+    records = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(10, 30)]
+    tok = load_tiny_tokenizer()
+    with RLTrainer(
+        cfg,
+        model=AutoModelForCausalLM.from_pretrained(path),
+        tokenizer=tok,
+        train_records=records,
+        eval_records=[],
+    ) as tr:
+        rows = [tr.train_step() for _ in range(2)]
+        assert all(abs(m["rollout_is/ratio_mean"] - 1) < 0.01 for m in rows)
+        greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
+        prompts = [r.prompt for r in records[:4]]
+        server_out = tr.backend.generate(prompts, greedy)
+        policy_out = get_backend("hf", tr.policy, tok).generate(prompts, greedy)
+        assert [g[0].token_ids for g in server_out] == [g[0].token_ids for g in policy_out]
+        assert (tmp_path / "run" / "vllm-sync").is_dir()

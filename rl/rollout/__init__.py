@@ -8,7 +8,9 @@
 * ``hf``: transformers ``generate`` (batched, left padding, stop strings, n samples, log-probs); the CPU
   default, and what the tests use.
 * ``vllm``: a vLLM engine colocated with the trainer; the policy's weights are pushed into it after each
-  update.
+  update; optionally asleep (its memory freed) during the update.
+* ``vllm-server``: a separate ``vllm serve`` process, reached over HTTP; weights synced through a shared
+  folder or NCCL.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rewardkit.rl.rollout.base import FinishReason, Generation, RolloutBackend, 
 BACKENDS: Registry[type[RolloutBackend]] = Registry("rollout backend")
 BACKENDS.register("hf", "rewardkit.rl.rollout.hf:HFBackend")
 BACKENDS.register("vllm", "rewardkit.rl.rollout.vllm:VLLMBackend")
+BACKENDS.register("vllm-server", "rewardkit.rl.rollout.vllm_server:VLLMServerBackend")
 
 
 def get_backend(name: str, model: Any, tokenizer: Any = None, **kwargs: Any) -> RolloutBackend:

@@ -81,6 +81,10 @@ class RolloutBackend:
         """Makes the backend sample from ``model``'s current weights (after an optimiser step)."""
         raise NotImplementedError
 
+    def release_memory(self) -> None:
+        """Frees the backend's device memory while the trainer updates the policy (vLLM's sleep mode);
+        :meth:`update_weights` follows. A no-op where the backend holds nothing worth freeing."""
+
     def close(self) -> None:
         """Releases engines or worker processes (a no-op where there are none)."""
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
@@ -40,6 +41,42 @@ def vllm_available() -> tuple[bool, str]:
         return False, f"vllm is not usable here: {type(exc).__name__}: {exc}"
 
 
+def prompt_ids(tokenizer: Any, prompts: list[str]) -> list[list[int]]:
+    """The prompts' token ids from the trainer's tokenizer: the engine, the trainer and the hf backend see the
+    same ids whatever vLLM's own tokenizer loading does with this tokenizer."""
+    return tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+
+
+def completion_text(tokenizer: Any, token_ids: list[int], params: SamplingParams) -> str:
+    """A completion decoded with the trainer's tokenizer, cut at the first stop string as the hf backend
+    cuts it (the engine's own text comes from its own detokenizer)."""
+    text = tokenizer.decode(token_ids, skip_special_tokens=True)
+    if params.stop:
+        hits = [(text.find(s), s) for s in params.stop if s and s in text]
+        if hits:
+            idx, stop = min(hits, key=lambda h: (h[0], -len(h[1])))
+            text = text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
+    return text
+
+
+def policy_weights(model: Any) -> Iterator[tuple[str, Any]]:
+    """``(name, tensor)`` pairs of the policy as a plain transformers model: a peft LoRA policy merged under
+    the base names, an FSDP one gathered (a collective: every rank iterates, in the same order)."""
+    return ((name, full_tensor(t)) for name, t in merged_weights(model))
+
+
+def _check_sleep_mode(level: int) -> None:
+    from vllm.platforms import current_platform
+
+    if level not in (1, 2):
+        raise ValueError(f"vLLM sleep level must be 0, 1 or 2, not {level}")
+    if not current_platform.is_sleep_mode_available():
+        raise ValueError(
+            f"vLLM's sleep mode (rollout.vllm_sleep_level={level}) needs a CUDA, ROCm or XPU device; this "
+            f"platform is {current_platform.device_type or 'unknown'}: use rollout.vllm_sleep_level=0"
+        )
+
+
 class VLLMBackend(RolloutBackend):
     """Samples with ``vllm.LLM`` in the training process.
 
@@ -51,6 +88,9 @@ class VLLMBackend(RolloutBackend):
         enforce_eager: Skip CUDA graph capture (faster start-up, slower decoding).
         max_model_len: Longest prompt + completion; ``None``: the model's.
         seed: Engine seed.
+        sleep_level: vLLM's sleep mode between generations (CUDA, ROCm, XPU only): 0 off; 1 moves the weights
+            to host memory and drops the KV cache during the update; 2 drops both (the update refills the
+            weights). See :meth:`release_memory`.
         **llm_kwargs: Anything else ``vllm.LLM`` accepts (``tensor_parallel_size``, ``enable_prefix_caching``...).
     """
 
@@ -66,6 +106,7 @@ class VLLMBackend(RolloutBackend):
         enforce_eager: bool = False,
         max_model_len: int | None = None,
         seed: int = 0,
+        sleep_level: int = 0,
         **llm_kwargs: Any,
     ) -> None:
         # In-process engine: update_weights hands tensors over directly (must be set before vllm imports).
@@ -75,6 +116,12 @@ class VLLMBackend(RolloutBackend):
             raise ImportError(why)
         from vllm import LLM
 
+        if sleep_level:
+            _check_sleep_mode(sleep_level)
+            llm_kwargs["enable_sleep_mode"] = True
+        self.sleep_level = sleep_level
+        self._asleep: set[str] = set()  # the memory kinds (weights, kv_cache) sleep mode has released
+        self._weights_dropped = False
         self._tmp: str | None = None
         if isinstance(model, str):
             path = model
@@ -105,6 +152,11 @@ class VLLMBackend(RolloutBackend):
             return []
         from vllm import SamplingParams as VSamplingParams
 
+        if self._weights_dropped:
+            raise RuntimeError(
+                "vLLM sleep level 2 dropped the engine's weights: update_weights must come first"
+            )
+        self._wake("weights", "kv_cache")
         sp = VSamplingParams(
             n=max(1, int(params.n)),
             temperature=max(0.0, float(params.temperature)),
@@ -118,18 +170,13 @@ class VLLMBackend(RolloutBackend):
             skip_special_tokens=True,
         )
         if self.tokenizer is not None:
-            # Token ids from the trainer's tokenizer: both backends (and the trainer) see the same prompt ids
-            # whatever vLLM's own tokenizer loading does with this tokenizer.
-            inputs: list[Any] = [
-                {"prompt_token_ids": ids}
-                for ids in self.tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
-            ]
+            inputs: list[Any] = [{"prompt_token_ids": ids} for ids in prompt_ids(self.tokenizer, prompts)]
         else:
             inputs = list(prompts)
         outputs = self.llm.generate(inputs, sp, use_tqdm=False)
         result: list[list[Generation]] = []
         for req in outputs:
-            prompt_ids = list(req.prompt_token_ids or [])
+            prompt_tokens = list(req.prompt_token_ids or [])
             group = []
             for out in req.outputs:
                 token_ids = list(out.token_ids)
@@ -141,9 +188,11 @@ class VLLMBackend(RolloutBackend):
                 reason = "length" if out.finish_reason == "length" else "stop"
                 group.append(
                     Generation(
-                        text=self._text(out, token_ids, params),
+                        text=out.text
+                        if self.tokenizer is None
+                        else completion_text(self.tokenizer, token_ids, params),
                         token_ids=token_ids,
-                        prompt_token_ids=prompt_ids,
+                        prompt_token_ids=prompt_tokens,
                         logprobs=logprobs,
                         finish_reason=reason,  # type: ignore[arg-type]
                     )
@@ -151,22 +200,11 @@ class VLLMBackend(RolloutBackend):
             result.append(group)
         return result
 
-    def _text(self, out: Any, token_ids: list[int], params: SamplingParams) -> str:
-        """The completion text decoded with the trainer's tokenizer (vLLM's own when there is none)."""
-        if self.tokenizer is None:
-            return out.text
-        text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
-        if params.stop:
-            hits = [(text.find(s), s) for s in params.stop if s and s in text]
-            if hits:
-                idx, stop = min(hits, key=lambda h: (h[0], -len(h[1])))
-                text = text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
-        return text
-
     def update_weights(self, model: Any) -> None:
         """Loads ``model``'s current weights into the engine (``load_weights`` of vLLM's model class). A peft
         LoRA model's weights arrive merged under the base names (:func:`rewardkit.training.lora.merged_weights`:
         ``W + scaling * B @ A`` one layer at a time, as the engine consumes them)."""
+        self._wake("weights")
         try:
             # vLLM >= 0.1x: in-place reload through the worker (re-runs the post-load weight processing,
             # which a bare model.load_weights on already-processed parameters cannot).
@@ -180,13 +218,29 @@ class VLLMBackend(RolloutBackend):
                 return len(vllm_model.load_weights(self._weights(model)) or ())
 
             self.llm.apply_model(_load)
+        self._weights_dropped = False
+        self._wake("kv_cache")
         self.llm.reset_prefix_cache()
+
+    def release_memory(self) -> None:
+        """With sleep mode on, frees the engine's device memory for the update (woken again by
+        :meth:`update_weights` or :meth:`generate`)."""
+        if self.sleep_level and not self._asleep:
+            self.llm.sleep(level=self.sleep_level)
+            self._asleep = {"weights", "kv_cache"}
+            self._weights_dropped = self.sleep_level == 2
+
+    def _wake(self, *kinds: str) -> None:
+        tags = [k for k in kinds if k in self._asleep]
+        if tags:
+            self.llm.wake_up(tags=tags)
+            self._asleep -= set(tags)
 
     @staticmethod
     def _weights(model: Any) -> Any:
         """``(name, tensor)`` pairs of the policy as a plain transformers model (lazily, in process; a list
         when the engine runs in another process, which pickles its arguments)."""
-        weights = ((name, full_tensor(t)) for name, t in merged_weights(model))  # FSDP: gathered, in order
+        weights = policy_weights(model)
         return weights if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" else list(weights)
 
     def close(self) -> None:
