@@ -249,3 +249,16 @@ def test_reward_model_source(tmp_path, tiny_tokenizer):
     _, last = _train(cfg, reward_fns=())
     assert f"rewards/rm:{tmp_path / 'rm'}/mean" in last
     assert last["reward_std"] > 0 and last["scoring/errors"] == 0
+
+
+def test_the_gpu_bench_model_config_is_qwen2_5_1_5b():
+    """bench/rl_gpu.py's real-size model: Qwen2.5-1.5B's architecture, 1,543,714,304 parameters as published
+    (built on the meta device: no memory)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rewardkit.tiny import tiny_model_config
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(tiny_model_config("qwen2.5-1.5b"))
+    assert sum(p.numel() for p in model.parameters()) == 1_543_714_304
