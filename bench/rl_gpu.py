@@ -12,7 +12,7 @@ be skipped for all-equal groups). Rows (``--cases``):
 
 * ``hf``: transformers ``generate``; ``hf-packed``: the same with ``train.padding_free``;
 * ``vllm``: the colocated engine; ``vllm-sleep``: with sleep level 2; ``vllm-lora``: LoRA r=16, the engine
-  fed merged weights;
+  fed merged weights; ``vllm-lora-adapter``: the same, only the adapter pushed (vLLM's ``enable_lora``);
 * ``fsdp-vllm``: ``train.strategy: fsdp`` under torchrun (all visible GPUs) with the colocated engine;
 * ``server-disk``: ``vllm-server`` on the same GPU, weights through a folder; ``server-nccl``: the server on
   a second GPU, weights by NCCL (skipped with one GPU).
@@ -49,6 +49,11 @@ CASES: dict[str, tuple[list[str], bool, bool]] = {
     "vllm": (["rollout.backend=vllm"], True, False),
     "vllm-sleep": (["rollout.backend=vllm", "rollout.vllm_sleep_level=2"], True, False),
     "vllm-lora": (["rollout.backend=vllm", "model.lora.r=16", "train.lr=1e-4"], True, False),
+    "vllm-lora-adapter": (
+        ["rollout.backend=vllm", "model.lora.r=16", "train.lr=1e-4", "rollout.vllm_lora=adapter"],
+        True,
+        False,
+    ),
     "fsdp-vllm": (["rollout.backend=vllm", "train.strategy=fsdp"], True, False),
     "server-disk": (["rollout.backend=vllm-server", "rollout.vllm_server_sync=disk"], True, False),
     "server-nccl": (["rollout.backend=vllm-server", "rollout.vllm_server_sync=nccl"], True, True),
@@ -128,17 +133,17 @@ def _forwarded(args: argparse.Namespace) -> list[str]:
 def print_table(results: list[dict], header: str) -> None:
     print(header)
     print(
-        f"{'setup':12} {'s/step':>7} {'gen %':>6} {'gen tok/s':>9} {'torch peak GiB':>14} {'device GiB':>10} "
+        f"{'setup':17} {'s/step':>7} {'gen %':>6} {'gen tok/s':>9} {'torch peak GiB':>14} {'device GiB':>10} "
         f"{'IS ratio':>8} {'greedy':>6}  checks"
     )
     for r in results:
         if "skipped" in r:
-            print(f"{r['case']:12} skipped: {r['skipped']}")
+            print(f"{r['case']:17} skipped: {r['skipped']}")
         elif "error" in r:
-            print(f"{r['case']:12} ERROR: {r['error'][:400]}")
+            print(f"{r['case']:17} ERROR: {r['error'][:400]}")
         else:
             print(
-                f"{r['case']:12} {r['step_s']:7.2f} {100 * r['generate_share']:5.0f}% {r['tokens_per_s']:9.0f} "
+                f"{r['case']:17} {r['step_s']:7.2f} {100 * r['generate_share']:5.0f}% {r['tokens_per_s']:9.0f} "
                 f"{r['torch_peak_gib']:14.1f} {r['device_used_gib']:10.1f} {r['is_ratio'] or float('nan'):8.4f} "
                 f"{r['greedy_agree'] or '-':>6}  {'; '.join(r['failures']) or 'ok'}"
             )

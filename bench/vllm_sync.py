@@ -6,10 +6,14 @@
   started by this script.
 * on a GPU also ``sleep``: ``release_memory()`` (sleep level 2) and the wake-up inside the next
   ``update_weights``, with the device memory freed.
+* ``--lora R``: a LoRA policy (rank R on every linear layer) pushed ``merged`` (every weight, adapters
+  folded in) against ``adapter`` (vLLM's ``enable_lora``: only the adapter moves), each followed by one
+  rollout (``--prompts`` x 8 samples, 64 new tokens), since the adapter path moves less but decodes with
+  extra matmuls.
 
 Runs where vLLM imports (``.venv-vllm`` on CPU: ``scripts/test-vllm`` builds it)::
 
-    .venv-vllm/bin/python bench/vllm_sync.py [--hidden 768 --layers 12] [--repeats 3]
+    .venv-vllm/bin/python bench/vllm_sync.py [--hidden 768 --layers 12] [--repeats 3] [--lora 16]
 
 The model is a Qwen2 of the given width and depth built from the tiny config (random weights, float32);
 the operating point (parameters, bytes) is printed with the median seconds over ``--repeats`` pushes.
@@ -48,12 +52,52 @@ def _start_server(path: str, port: int, log: str) -> subprocess.Popen:
         )
 
 
+def lora_modes(model, tok, path: str, args: argparse.Namespace) -> int:
+    """Merged against adapter pushes of one LoRA policy, each followed by a rollout."""
+    import torch
+
+    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.training.lora import add_lora
+
+    policy = add_lora(model, r=args.lora, dropout=0.0)
+    with torch.no_grad():
+        for name, param in policy.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.01)
+    adapter_mb = sum(t.numel() for n, t in policy.named_parameters() if "lora_" in n) * 4 / 2**20
+    print(f"LoRA r={args.lora} on all linear layers: adapter {adapter_mb:.1f} MiB float32")
+    prompts = [f"{i}+{i + 3}=" for i in range(args.prompts)]
+    params = SamplingParams(n=8, max_new_tokens=64, seed=0, logprobs=True)
+    kw = {"gpu_memory_utilization": 0.2, "enforce_eager": True, "dtype": "float32", "max_model_len": 512}
+    results = {}
+    for mode in ("merged", "adapter"):
+        backend = get_backend("vllm", policy, tok, lora_mode=mode, **kw)
+        backend.generate(prompts, params)  # warm-up
+        push = _median_seconds(lambda b=backend: b.update_weights(policy), args.repeats)
+        gen = _median_seconds(
+            lambda b=backend: (b.update_weights(policy), b.generate(prompts, params)), args.repeats
+        )
+        results[mode] = (push, gen - push)
+        backend.close()
+    for mode, (push, gen) in results.items():
+        print(f"  {mode:8} push {push:7.3f} s   rollout after it {gen:7.3f} s   total {push + gen:7.3f} s")
+    (mp, mg), (ap, ag) = results["merged"], results["adapter"]
+    print(
+        f"  merged / adapter: push {mp / ap:.2f}x, rollout {mg / ag:.2f}x, total {(mp + mg) / (ap + ag):.2f}x"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--hidden", type=int, default=768)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument(
+        "--lora", type=int, default=0, help="Compare merged and adapter pushes of a rank-R LoRA policy."
+    )
+    p.add_argument("--prompts", type=int, default=16)
     args = p.parse_args(argv)
 
     import torch
@@ -79,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{params * 4 / 2**20:.0f} MiB float32; {device}; median of {args.repeats}"
     )
     rows = []
+    if args.lora:
+        return lora_modes(model, tok, path, args)
     engine_kw = {
         "gpu_memory_utilization": 0.2,
         "enforce_eager": True,

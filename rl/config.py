@@ -139,6 +139,10 @@ class RolloutConfig:
     """vllm backend: vLLM's sleep mode (CUDA, ROCm, XPU), which frees the engine's memory during each update:
     0 off; 1 parks the weights in host memory and drops the KV cache; 2 drops both (the update refills the
     weights; TRL's ``vllm_enable_sleep_mode``)."""
+    vllm_lora: str = "merged"
+    """vllm backend, LoRA policy: ``merged`` pushes every weight with the adapters folded in after each
+    update; ``adapter`` loads the base once and pushes only the adapter (vLLM's ``enable_lora``), which
+    moves less data per step but makes every decoding step compute the adapter's extra matmuls."""
     vllm_server_url: str = "http://127.0.0.1:8000"
     """vllm-server backend: the server's address."""
     vllm_server_sync: str = "disk"
@@ -553,6 +557,7 @@ def choices() -> dict[str, list[Any]]:
         "train.strategy": list(STRATEGIES),
         "train.fsdp_mixed_precision": list(BF16_SETTINGS),
         "rollout.vllm_sleep_level": [0, 1, 2],
+        "rollout.vllm_lora": ["merged", "adapter"],
         "rollout.vllm_server_sync": ["disk", "nccl"],
     }
 
@@ -740,6 +745,15 @@ def _check_combinations(cfg: RLConfig) -> None:
     ac, rw, rc = cfg.algorithm, cfg.reward, cfg.rollout
     if rc.vllm_sleep_level and rc.backend != "vllm":
         raise ConfigError(f"rollout.vllm_sleep_level is for the colocated vllm backend, not {rc.backend}")
+    if rc.vllm_lora == "adapter":
+        if rc.backend != "vllm" or not cfg.model.lora.enabled:
+            raise ConfigError(
+                "rollout.vllm_lora: adapter needs rollout.backend: vllm and a LoRA policy (model.lora.r > 0)"
+            )
+        if rc.vllm_sleep_level == 2:
+            raise ConfigError(
+                "rollout.vllm_lora: adapter never re-pushes the base weights that sleep level 2 drops"
+            )
     if ac.adv_estimator == "step_return" and ac.adv_scale == "batch":
         raise ConfigError(
             "algorithm.adv_scale: step_return scales by the group's std or not at all (group, none)"

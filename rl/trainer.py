@@ -434,6 +434,7 @@ class RLTrainer:
             kw.update(
                 gpu_memory_utilization=rc.vllm_gpu_memory_utilization,
                 sleep_level=rc.vllm_sleep_level,
+                lora_mode=rc.vllm_lora,
                 **rc.vllm_kwargs,
             )
         elif rc.backend == "vllm-server":

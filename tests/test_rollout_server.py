@@ -89,6 +89,19 @@ def test_serve_command_sets_what_the_backend_needs():
         (["rollout.backend=vllm", "rollout.vllm_sleep_level=3"], "rollout.vllm_sleep_level: unknown value 3"),
         (["rollout.backend=vllm-server", "rollout.vllm_server_sync=ftp"], "vllm_server_sync: unknown value"),
         (["rollout.backend=vllm-server", "rollout.vllm_server_timeout=0"], "vllm_server_timeout must be"),
+        (
+            ["rollout.backend=vllm", "rollout.vllm_lora=adapter"],
+            "adapter needs rollout.backend: vllm and a LoRA",
+        ),
+        (
+            [
+                "rollout.backend=vllm",
+                "rollout.vllm_lora=adapter",
+                "model.lora.r=8",
+                "rollout.vllm_sleep_level=2",
+            ],
+            "never re-pushes the base weights",
+        ),
     ],
 )
 def test_memory_mode_settings_are_checked_at_load(overrides, message):

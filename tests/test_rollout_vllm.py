@@ -151,6 +151,54 @@ def test_update_weights_pushes_a_lora_policy_merged(engine):
     assert [g[0].token_ids for g in after] == [g[0].token_ids for g in expected]
 
 
+def test_lora_adapter_mode_samples_like_the_merged_policy():
+    """lora_mode=adapter: the engine holds the base, the adapter travels alone (vLLM's enable_lora); greedy
+    decoding equals the merged policy's, before and after the adapter changes."""
+    pytest.importorskip("peft")
+    import torch
+
+    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardkit.training.lora import add_lora, merged_weights
+
+    tok = load_tiny_tokenizer()
+    policy = add_lora(build_tiny_model(seed=7), r=4, dropout=0.0)
+    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
+
+    def merged_greedy():
+        merged = build_tiny_model(seed=7)
+        merged.load_state_dict(dict(merged_weights(policy)))
+        return [g[0].token_ids for g in get_backend("hf", merged, tok).generate(PROMPTS, greedy)]
+
+    def perturb(seed):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            for name, p in policy.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0.0, 0.5)
+
+    perturb(0)
+    backend = get_backend(
+        "vllm",
+        policy,
+        tok,
+        gpu_memory_utilization=0.1,
+        enforce_eager=True,
+        dtype="float32",
+        max_model_len=256,
+        lora_mode="adapter",
+    )
+    try:
+        assert [g[0].token_ids for g in backend.generate(PROMPTS, greedy)] == merged_greedy()
+        perturb(1)
+        backend.update_weights(policy)
+        assert [g[0].token_ids for g in backend.generate(PROMPTS, greedy)] == merged_greedy()
+        with pytest.raises(ValueError, match="needs a peft LoRA policy"):
+            get_backend("vllm", build_tiny_model(), tok, lora_mode="adapter")
+    finally:
+        backend.close()
+
+
 # -- sleep mode ----------------------------------------------------------------------------------------------
 def test_sleep_mode_on_cpu_is_refused_in_one_line(tmp_path):
     """vLLM's sleep mode needs CUDA/ROCm/XPU: on CPU the backend says so before starting an engine."""

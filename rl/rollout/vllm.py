@@ -6,8 +6,9 @@
   since KV blocks computed with the old weights are stale.
 * A model object is saved once (``save_pretrained``, with its tokenizer) to a temporary folder for the
   engine to load; a path or hub name is passed straight through. A peft LoRA policy is saved and pushed
-  merged (``W + scaling * B @ A`` per adapted layer, computed on the fly under the base model's names);
-  vLLM's own LoRA adapter path (``enable_lora``) is the untried alternative.
+  merged (``W + scaling * B @ A`` per adapted layer, computed on the fly under the base model's names), or
+  with ``lora_mode="adapter"`` the base is loaded once and only the adapter is pushed, through vLLM's own
+  LoRA support (``enable_lora``).
 * Log-probabilities are vLLM's ``processed_logprobs``: the distribution the token was actually sampled
   from (after temperature, top-k, top-p), which is the behaviour policy that importance-sampling
   correction (``algorithm.rollout_is``) needs. With ``top_p=1, top_k=0`` it is ``log_softmax(logits / T)``,
@@ -18,6 +19,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -25,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
-from rewardkit.training.lora import merged_weights, plain_model
+from rewardkit.training.lora import adapters_disabled, is_peft_model, merged_weights, plain_model
 from rewardkit.training.parallel import full_tensor, is_sharded
 
 
@@ -77,6 +79,21 @@ def _check_sleep_mode(level: int) -> None:
         )
 
 
+def _check_lora_mode(mode: str, model: Any) -> bool:
+    """True for adapter mode, which needs a peft LoRA policy object (the adapter is read from it)."""
+    if mode not in ("merged", "adapter"):
+        raise ValueError(f"vLLM lora_mode must be merged or adapter, not {mode!r}")
+    if mode == "adapter" and (isinstance(model, str) or not is_peft_model(model)):
+        raise ValueError("vLLM lora_mode=adapter needs a peft LoRA policy (model.lora.r > 0)")
+    return mode == "adapter"
+
+
+def _vllm_lora_rank(model: Any) -> int:
+    """The smallest rank vLLM accepts as ``max_lora_rank`` that holds the policy's adapter."""
+    rank = max(cfg.r for cfg in getattr(model, "module", model).peft_config.values())
+    return next(r for r in (8, 16, 32, 64, 128, 256, 320, 512) if r >= rank)
+
+
 class VLLMBackend(RolloutBackend):
     """Samples with ``vllm.LLM`` in the training process.
 
@@ -91,6 +108,9 @@ class VLLMBackend(RolloutBackend):
         sleep_level: vLLM's sleep mode between generations (CUDA, ROCm, XPU only): 0 off; 1 moves the weights
             to host memory and drops the KV cache during the update; 2 drops both (the update refills the
             weights). See :meth:`release_memory`.
+        lora_mode: For a peft LoRA policy: ``merged`` pushes ``W + scaling * B @ A`` for every weight after each
+            update; ``adapter`` loads the base once and pushes only the adapter (vLLM's ``enable_lora``: a new
+            ``LoRARequest`` per update, the base weights never move).
         **llm_kwargs: Anything else ``vllm.LLM`` accepts (``tensor_parallel_size``, ``enable_prefix_caching``...).
     """
 
@@ -107,6 +127,7 @@ class VLLMBackend(RolloutBackend):
         max_model_len: int | None = None,
         seed: int = 0,
         sleep_level: int = 0,
+        lora_mode: str = "merged",
         **llm_kwargs: Any,
     ) -> None:
         # In-process engine: update_weights hands tensors over directly (must be set before vllm imports).
@@ -123,13 +144,23 @@ class VLLMBackend(RolloutBackend):
         self._asleep: set[str] = set()  # the memory kinds (weights, kv_cache) sleep mode has released
         self._weights_dropped = False
         self._tmp: str | None = None
+        self.adapter = _check_lora_mode(lora_mode, model)
+        if self.adapter and sleep_level == 2:
+            raise ValueError(
+                "vLLM sleep level 2 drops the base weights, which adapter mode never pushes again"
+            )
+        self._lora: Any = None  # the LoRARequest of the adapter in use (adapter mode)
+        if self.adapter:
+            llm_kwargs.update(enable_lora=True, max_loras=1, max_lora_rank=_vllm_lora_rank(model))
         if isinstance(model, str):
             path = model
         else:
             self._tmp = tempfile.mkdtemp(prefix="rewardkit-vllm-")
             # FSDP: every rank saves the whole weights, gathered as update_weights gathers them
             whole = {"state_dict": {n: t.cpu() for n, t in self._weights(model)}} if is_sharded(model) else {}
-            plain_model(model).save_pretrained(self._tmp, safe_serialization=True, **whole)  # LoRA: merged
+            # LoRA: merged, or the base alone when the adapter travels separately
+            with adapters_disabled(model) if self.adapter else contextlib.nullcontext():
+                plain_model(model).save_pretrained(self._tmp, safe_serialization=True, **whole)
             if tokenizer is not None:
                 tokenizer.save_pretrained(self._tmp)
             path = self._tmp
@@ -146,6 +177,8 @@ class VLLMBackend(RolloutBackend):
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
         self.llm = LLM(**kwargs)
+        if self.adapter:
+            self._push_adapter(model)  # the policy's adapter as it is now (non-zero when resumed)
 
     def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
         if not prompts:
@@ -173,7 +206,7 @@ class VLLMBackend(RolloutBackend):
             inputs: list[Any] = [{"prompt_token_ids": ids} for ids in prompt_ids(self.tokenizer, prompts)]
         else:
             inputs = list(prompts)
-        outputs = self.llm.generate(inputs, sp, use_tqdm=False)
+        outputs = self.llm.generate(inputs, sp, use_tqdm=False, lora_request=self._lora)
         result: list[list[Generation]] = []
         for req in outputs:
             prompt_tokens = list(req.prompt_token_ids or [])
@@ -204,6 +237,9 @@ class VLLMBackend(RolloutBackend):
         """Loads ``model``'s current weights into the engine (``load_weights`` of vLLM's model class). A peft
         LoRA model's weights arrive merged under the base names (:func:`rewardkit.training.lora.merged_weights`:
         ``W + scaling * B @ A`` one layer at a time, as the engine consumes them)."""
+        if self.adapter:
+            self._push_adapter(model)
+            return
         self._wake("weights")
         try:
             # vLLM >= 0.1x: in-place reload through the worker (re-runs the post-load weight processing,
@@ -221,6 +257,18 @@ class VLLMBackend(RolloutBackend):
         self._weights_dropped = False
         self._wake("kv_cache")
         self.llm.reset_prefix_cache()
+
+    def _push_adapter(self, model: Any) -> None:
+        """Adapter mode: the adapter saved to a fresh folder under a new id (vLLM caches adapters by id)."""
+        from vllm.lora.request import LoRARequest
+
+        assert self._tmp is not None
+        version = (self._lora.lora_int_id if self._lora else 0) + 1
+        folder = os.path.join(self._tmp, f"adapter-{version}")
+        getattr(model, "module", model).save_pretrained(folder)  # peft writes the adapter only
+        if self._lora is not None:
+            shutil.rmtree(self._lora.lora_path, ignore_errors=True)
+        self._lora = LoRARequest(f"policy-{version}", version, folder)
 
     def release_memory(self) -> None:
         """With sleep mode on, frees the engine's device memory for the update (woken again by
