@@ -639,7 +639,9 @@ class RLTrainer:
     ) -> tuple[Rollout | None, list[Rollout]]:
         """DAPO's dynamic sampling: keep the groups whose rewards differ, refill from new prompts (at most
         ``max_refill_rounds`` more rollouts); returns the training rollout (``None``: nothing kept) and every
-        rollout generated."""
+        rollout generated. Under data parallelism the ranks refill in lockstep (until every rank has enough)
+        and train on the same number of groups, the fewest any rank kept: unequal batches would run unequal
+        numbers of collectives (FSDP's gathers, DDP's reductions per minibatch) and hang."""
         ac, n, wanted = self.cfg.algorithm, self.cfg.rollout.n, self.cfg.train.prompts_per_step
         all_parts, kept_parts, kept = [rollout], [], 0
         for round_ in range(ac.max_refill_rounds + 1):
@@ -650,18 +652,27 @@ class RLTrainer:
             if len(groups):
                 kept_parts.append(part.select_groups(groups, n))
                 kept += len(groups)
-            if kept >= wanted:
+            if self._all_ranks_min(kept) >= wanted:
                 break
         generated = sum(len(p.gens) for p in all_parts) // n
         metrics["dynamic_sampling/rounds"] = len(all_parts)
         metrics["dynamic_sampling/kept_groups"] = min(kept, wanted)
         metrics["dynamic_sampling/kept_frac"] = kept / max(generated, 1)
-        if not kept_parts:
+        common = self._all_ranks_min(min(kept, wanted))
+        if not common:
             return None, all_parts
         train_rollout = Rollout.concat(kept_parts)
-        if kept > wanted:
-            train_rollout = train_rollout.select_groups(torch.arange(wanted), n)
+        if kept > common:
+            train_rollout = train_rollout.select_groups(torch.arange(common), n)
         return train_rollout, all_parts
+
+    def _all_ranks_min(self, value: int) -> int:
+        """The smallest ``value`` over the data-parallel ranks (``value`` itself in one process)."""
+        if not self.dist:
+            return value
+        t = torch.tensor([value], dtype=torch.int64, device=self.device)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
+        return int(t.item())
 
     def _throughput_metrics(
         self, parts: list[Rollout], timings: dict[str, float], step_s: float

@@ -80,4 +80,68 @@ def test_two_gloo_ranks_hold_the_same_weights(tmp_path, free_port):
     assert results[0]["prompts"] != results[1]["prompts"], "ranks should sample different prompts"
 
 
+def first_group_varies(prompts, completions, references):
+    """Rank 0: every group all-equal. Rank 1: only the first group of each rollout differs (n=4)."""
+    import torch.distributed as dist
+
+    if dist.get_rank() == 0:
+        return [0.0] * len(completions)
+    return [
+        digits_reward(prompts, [c], references)[0] + k if k < 4 else 0.0 for k, c in enumerate(completions)
+    ]
+
+
+def _dynamic_sampling_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    # a hang (the ranks running different numbers of collectives) becomes an error, not a stuck test
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
+    try:
+        from rewardkit.rl.config import load_config
+        from rewardkit.rl.trainer import RLTrainer
+
+        cfg = load_config(
+            preset="grpo",
+            overrides=[
+                "train.steps=1",
+                "train.prompts_per_step=2",
+                "rollout.n=4",
+                "rollout.max_new_tokens=6",
+                "reward.truncation=none",
+                "algorithm.dynamic_sampling=true",
+                "algorithm.max_refill_rounds=0",
+                "train.minibatches=6",  # 6 optimiser steps on 8 samples, 4 on 4: unequal batches would hang
+                "reward.sources=[]",
+                "run.tensorboard=false",
+                f"run.output_dir={out_dir}",
+                "run.device=cpu",
+            ],
+        )
+        records = [Record(id=i, prompt=f"{i}*{i}=", reference=str(i * i)) for i in range(16)]
+        with RLTrainer(
+            cfg, train_records=records, eval_records=[], reward_fns=[first_group_varies], console=None
+        ) as tr:
+            metrics = tr.train_step()
+        torch.save(
+            {"rounds": metrics["dynamic_sampling/rounds"], "num_loss_tokens": metrics.get("num_loss_tokens")},
+            os.path.join(out_dir, f"rank{rank}.pt"),
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def test_dynamic_sampling_with_unequal_keeps_does_not_hang(tmp_path, free_port):
+    """Rank 0 keeps no group, rank 1 one of the two it wants: both train on the same number of samples (here
+    the whole rollout, since the fewest kept is 0), so they run the same optimiser steps and the step ends."""
+    world = 2
+    mp.spawn(_dynamic_sampling_worker, args=(world, free_port, str(tmp_path)), nprocs=world, join=True)
+    results = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
+    assert [r["rounds"] for r in results] == [1, 1]
+    assert results[0]["num_loss_tokens"] == results[1]["num_loss_tokens"]
+
+
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed unavailable")
