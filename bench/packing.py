@@ -81,15 +81,17 @@ def make_trainer(args: argparse.Namespace, out_dir: str):
     )
 
 
-def one_step(trainer, batch: dict, padding_free: bool) -> float:
-    """Forward + backward of every micro-batch (mean response log-prob); returns the summed loss."""
+def one_step(trainer, batch: dict, padding_free: bool, tokens: int = 0) -> float:
+    """Forward + backward of every micro-batch (mean response log-prob), split as the trainer splits them
+    (``tokens``: ``train.micro_batch_tokens``); returns the summed loss."""
     import torch
 
     trainer.cfg.train.padding_free = padding_free
-    B, mbs = batch["input_ids"].shape[0], trainer.cfg.train.micro_batch_size
+    trainer.cfg.train.micro_batch_tokens = tokens
+    B = batch["input_ids"].shape[0]
     mask = batch["response_mask"].to(trainer.device)
     total = 0.0
-    for idx in torch.split(torch.arange(B), mbs):
+    for idx in trainer._micro_batches(batch, torch.arange(B)):
         logp, _ = trainer._logprobs(trainer.policy, batch, idx)
         loss = -(logp * mask[idx]).sum() / mask.sum()
         loss.backward()
@@ -100,14 +102,16 @@ def one_step(trainer, batch: dict, padding_free: bool) -> float:
     return total
 
 
-def timed(trainer, batch: dict, padding_free: bool, args: argparse.Namespace) -> tuple[float, float]:
+def timed(
+    trainer, batch: dict, padding_free: bool, args: argparse.Namespace, tokens: int = 0
+) -> tuple[float, float]:
     """(median seconds per step, loss) after ``--warmup`` untimed steps."""
     for _ in range(args.warmup):
-        loss = one_step(trainer, batch, padding_free)
+        loss = one_step(trainer, batch, padding_free, tokens)
     times = []
     for _ in range(args.steps):
         t0 = time.perf_counter()
-        loss = one_step(trainer, batch, padding_free)
+        loss = one_step(trainer, batch, padding_free, tokens)
         times.append(time.perf_counter() - t0)
     return statistics.median(times), loss
 
@@ -130,6 +134,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--prompt", type=int, nargs=2, default=[8, 64], metavar=("MIN", "MAX"))
     p.add_argument("--response", type=int, nargs=2, default=[4, 128], metavar=("MIN", "MAX"))
     p.add_argument("--micro-batch-size", type=int, default=16)
+    p.add_argument(
+        "--micro-batch-tokens",
+        type=int,
+        nargs="*",
+        default=[256, 512],
+        help="Token budgets for a third kind of run: packed micro-batches of about this many tokens each.",
+    )
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
@@ -162,9 +173,19 @@ def main(argv: list[str] | None = None) -> None:
         )
         t_pad, loss_pad = timed(trainer, batch, False, args)
         t_pack, loss_pack = timed(trainer, batch, True, args)
+        budgets = []
+        for tokens in args.micro_batch_tokens:
+            t, loss = timed(trainer, batch, True, args, tokens)
+            count = len(trainer._micro_batches(batch, torch.arange(batch["input_ids"].shape[0])))
+            budgets.append((tokens, count, t, loss))
     print(
         f"step (forward + backward): padded {t_pad:.3f} s, packed {t_pack:.3f} s, speed-up {t_pad / t_pack:.2f}x"
     )
+    for tokens, count, t, loss in budgets:
+        print(
+            f"packed, micro-batches of ~{tokens} tokens ({count} of them): {t:.3f} s, speed-up over padded "
+            f"{t_pad / t:.2f}x (loss |diff| {abs(loss - loss_pad):.1e})"
+        )
     print(f"loss: padded {loss_pad:.6f}, packed {loss_pack:.6f} (|diff| {abs(loss_pad - loss_pack):.1e})")
 
 

@@ -289,6 +289,11 @@ class TrainConfig:
     """Optimiser steps per epoch (the rollout batch is split into this many minibatches)."""
     micro_batch_size: int = 16
     """Samples per forward/backward (gradient accumulation inside a minibatch)."""
+    micro_batch_tokens: int = 0
+    """With ``padding_free``: micro-batches of about this many tokens (prompt + response) each instead of
+    ``micro_batch_size`` samples, longest sequences first into the least-loaded one (verl's
+    ``use_dynamic_bsz`` / ``ppo_max_token_len_per_gpu``); 0: off. Under DDP/FSDP every rank runs as many
+    micro-batches as the rank that needs the most."""
     lr: float = 1e-6
     """Peak learning rate (AdamW)."""
     value_lr: float = 1e-5
@@ -595,6 +600,7 @@ _RANGES: list[tuple[str, Any, str]] = [
     ("train.epochs", lambda v: v >= 1, "at least 1"),
     ("train.minibatches", lambda v: v >= 1, "at least 1"),
     ("train.micro_batch_size", lambda v: v >= 1, "at least 1"),
+    ("train.micro_batch_tokens", lambda v: v >= 0, ">= 0 (0: off)"),
     ("train.lr", lambda v: v > 0, "> 0"),
     ("train.value_lr", lambda v: v > 0, "> 0"),
     ("train.weight_decay", lambda v: v >= 0, ">= 0"),
@@ -743,6 +749,10 @@ def _check_strategy(cfg: RLConfig) -> None:
 
 def _check_combinations(cfg: RLConfig) -> None:
     ac, rw, rc = cfg.algorithm, cfg.reward, cfg.rollout
+    if cfg.train.micro_batch_tokens and not cfg.train.padding_free:
+        raise ConfigError(
+            "train.micro_batch_tokens needs train.padding_free: padded rows keep the whole batch's padding"
+        )
     if rc.vllm_sleep_level and rc.backend != "vllm":
         raise ConfigError(f"rollout.vllm_sleep_level is for the colocated vllm backend, not {rc.backend}")
     if rc.vllm_lora == "adapter":

@@ -13,6 +13,8 @@ computed); :func:`unpack` puts the per-token results back into the ``(B, T)`` la
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -88,3 +90,38 @@ def unpack(flat: torch.Tensor, mask: torch.Tensor, fill: float = 0.0) -> torch.T
     out = flat.new_full((*mask.shape, *flat.shape[1:]), fill)
     out[mask.bool()] = flat
     return out
+
+
+def token_budget_micro_batches(
+    lengths: Sequence[int], budget: int, count: int | None = None
+) -> list[list[int]]:
+    """Positions of ``lengths`` grouped into micro-batches of about ``budget`` tokens (verl's dynamic batch
+    size, ``ppo_max_token_len_per_gpu``), so that a packed row's size, and with it the attention's N x N
+    cost, stays bounded whatever the mix of lengths.
+
+    ``count`` micro-batches (default: as many as first-fit decreasing needs to keep each within ``budget``;
+    a sequence longer than ``budget`` gets one of its own) are filled longest first, each sequence into the
+    least-loaded one (LPT: within 4/3 of the best possible largest load). Ranks of a data-parallel group
+    pass the same ``count`` so that they run the same number of forward passes. Positions within a
+    micro-batch are in increasing order; no micro-batch is empty (``count`` is capped at ``len(lengths)``).
+    """
+    if budget < 1:
+        raise ValueError(f"token budget must be at least 1, got {budget}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    if count is None:
+        loads: list[int] = []
+        for i in order:  # first-fit decreasing: how many micro-batches the budget needs
+            fit = next((b for b, load in enumerate(loads) if load + lengths[i] <= budget), None)
+            if fit is None:
+                loads.append(lengths[i])
+            else:
+                loads[fit] += lengths[i]
+        count = len(loads)
+    count = max(1, min(count, len(lengths)))
+    heap = [(0, b) for b in range(count)]
+    bins: list[list[int]] = [[] for _ in range(count)]
+    for i in order:
+        load, b = heapq.heappop(heap)
+        bins[b].append(i)
+        heapq.heappush(heap, (load + lengths[i], b))
+    return [sorted(b) for b in bins if b]

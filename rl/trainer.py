@@ -566,14 +566,30 @@ class RLTrainer:
         inputs = {k: batch[k][idx].to(self.device) for k in ("input_ids", "attention_mask", "position_ids")}
         return {**inputs, "logits_to_keep": batch["responses"].shape[1] + 1}, None
 
+    def _micro_batches(self, batch: dict[str, torch.Tensor], rows: torch.Tensor) -> list[torch.Tensor]:
+        """``rows`` split into forward passes: ``micro_batch_size`` samples each, or with
+        ``micro_batch_tokens`` about that many real tokens each (the same count on every rank)."""
+        tc = self.cfg.train
+        if not len(rows):
+            return []
+        if not tc.micro_batch_tokens:
+            return list(torch.split(rows, max(1, tc.micro_batch_size)))
+        lengths = batch["attention_mask"][rows].sum(-1).tolist()
+        count = len(packing.token_budget_micro_batches(lengths, tc.micro_batch_tokens))
+        if self.dist:
+            count = -self._all_ranks_min(-count)  # the most any rank needs
+        return [
+            rows[idx] for idx in packing.token_budget_micro_batches(lengths, tc.micro_batch_tokens, count)
+        ]
+
     def _no_grad_logprobs(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        B = batch["input_ids"].shape[0]
-        mbs = max(1, self.cfg.train.micro_batch_size)
-        outs = []
+        """Per-token log-probs of every row under ``model``, without gradient, micro-batch by micro-batch."""
+        rows = torch.arange(batch["input_ids"].shape[0])
+        out = torch.zeros(batch["responses"].shape, dtype=torch.float32)
         with torch.no_grad():
-            for s in range(0, B, mbs):
-                outs.append(self._logprobs(model, batch, torch.arange(s, min(B, s + mbs)))[0].cpu())
-        return torch.cat(outs)
+            for idx in self._micro_batches(batch, rows):
+                out[idx] = self._logprobs(model, batch, idx)[0].float().cpu()
+        return out
 
     def _values(
         self, batch: dict[str, torch.Tensor], idx: torch.Tensor, model: Any | None = None
@@ -746,7 +762,7 @@ class RLTrainer:
     def _reference_passes(self, u: UpdateBatch) -> None:
         """pi_old (when the update makes more than one pass, or the rollout's own is trusted), the reference
         policy's log-probs (KL) and the critic's values (PPO), all without gradient."""
-        ac, tc = self.cfg.algorithm, self.cfg.train
+        ac = self.cfg.algorithm
         if not ac.recompute_old_logprobs:
             u.old_logp = u.tensors["rollout_logprobs"]
         elif not self._single_pass:
@@ -755,13 +771,10 @@ class RLTrainer:
             with lora.adapters_disabled(self.ref):  # LoRA: the policy without its adapters
                 u.ref_logp = self._no_grad_logprobs(self.ref, u.tensors)
         if self.value is not None:
-            step = tc.micro_batch_size
+            u.old_values = torch.zeros(u.tensors["responses"].shape, dtype=torch.float32)
             with torch.no_grad():
-                parts = [
-                    self._values(u.tensors, torch.arange(s, min(u.size, s + step))).cpu()
-                    for s in range(0, u.size, step)
-                ]
-            u.old_values = torch.cat(parts)
+                for idx in self._micro_batches(u.tensors, torch.arange(u.size)):
+                    u.old_values[idx] = self._values(u.tensors, idx).float().cpu()
 
     def _token_rewards(self, u: UpdateBatch, r: Rollout, m: dict[str, Any]) -> None:
         """The reward pipeline's token rewards, then the KL penalty in the reward (REINFORCE++, RLOO, PPO)."""
@@ -882,7 +895,7 @@ class RLTrainer:
         if self.value_opt is not None:
             self.value_opt.zero_grad(set_to_none=True)
         live = mb[active[mb]]
-        micro = list(torch.split(live, max(1, tc.micro_batch_size))) if len(live) else []
+        micro = self._micro_batches(u.tensors, live)
         for k, idx in enumerate(micro):
             last = k == len(micro) - 1
             with self._no_sync(self.train_model, last):
