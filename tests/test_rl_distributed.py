@@ -20,36 +20,38 @@ def digits_reward(prompts, completions, references):
     return [sum(ch.isdigit() for ch in c) / max(len(c), 1) for c in completions]
 
 
-def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
+def _join_gloo(rank: int, world: int, port: int) -> None:
+    from datetime import timedelta
+
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        from rewardkit.rl.config import load_config
-        from rewardkit.rl.trainer import RLTrainer
+    # a hang (the ranks running different numbers of collectives) becomes an error, not a stuck test
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
 
-        cfg = load_config(
-            preset="grpo",
-            overrides=[
-                "train.steps=1",
-                "train.prompts_per_step=2",
-                "rollout.n=4",
-                "rollout.max_new_tokens=6",
-                "reward.truncation=none",  # a random model's 6-token completions are all cut off
-                "train.lr=1e-3",
-                "train.micro_batch_size=3",
-                "reward.sources=[]",
-                "run.tensorboard=false",
-                f"run.output_dir={out_dir}",
-                "run.device=cpu",
-            ],
-        )
-        records = [Record(id=i, prompt=f"{i}*{i}=", reference=str(i * i)) for i in range(8)]
-        with RLTrainer(
-            cfg, train_records=records, eval_records=[], reward_fns=[digits_reward], console=None
-        ) as tr:
+
+def _trainer(out_dir: str, overrides: list[str], records: int, reward):
+    """A one-step GRPO trainer of 2 prompts x 4 samples of 6 tokens on the tiny model, on CPU."""
+    from rewardkit.rl.config import load_config
+    from rewardkit.rl.trainer import RLTrainer
+
+    base = [
+        "train.steps=1", "train.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=6",
+        "reward.truncation=none",  # a random model's 6-token completions are all cut off
+        "reward.sources=[]", "run.tensorboard=false", f"run.output_dir={out_dir}", "run.device=cpu",
+    ]  # fmt: skip
+    cfg = load_config(preset="grpo", overrides=base + overrides)
+    rows = [Record(id=i, prompt=f"{i}*{i}=", reference=str(i * i)) for i in range(records)]
+    return RLTrainer(cfg, train_records=rows, eval_records=[], reward_fns=[reward], console=None)
+
+
+def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    _join_gloo(rank, world, port)
+    try:
+        with _trainer(out_dir, ["train.lr=1e-3", "train.micro_batch_size=3"], 8, digits_reward) as tr:
             initial = torch.cat([p.detach().flatten().clone() for p in tr.policy.parameters()])
             metrics = tr.train_step()
             final = torch.cat([p.detach().flatten() for p in tr.policy.parameters()])
@@ -92,39 +94,16 @@ def first_group_varies(prompts, completions, references):
 
 
 def _dynamic_sampling_worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    from datetime import timedelta
-
     import torch.distributed as dist
 
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    # a hang (the ranks running different numbers of collectives) becomes an error, not a stuck test
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
+    _join_gloo(rank, world, port)
     try:
-        from rewardkit.rl.config import load_config
-        from rewardkit.rl.trainer import RLTrainer
-
-        cfg = load_config(
-            preset="grpo",
-            overrides=[
-                "train.steps=1",
-                "train.prompts_per_step=2",
-                "rollout.n=4",
-                "rollout.max_new_tokens=6",
-                "reward.truncation=none",
-                "algorithm.dynamic_sampling=true",
-                "algorithm.max_refill_rounds=0",
-                "train.minibatches=6",  # 6 optimiser steps on 8 samples, 4 on 4: unequal batches would hang
-                "reward.sources=[]",
-                "run.tensorboard=false",
-                f"run.output_dir={out_dir}",
-                "run.device=cpu",
-            ],
-        )
-        records = [Record(id=i, prompt=f"{i}*{i}=", reference=str(i * i)) for i in range(16)]
-        with RLTrainer(
-            cfg, train_records=records, eval_records=[], reward_fns=[first_group_varies], console=None
-        ) as tr:
+        overrides = [
+            "algorithm.dynamic_sampling=true",
+            "algorithm.max_refill_rounds=0",
+            "train.minibatches=6",  # 6 optimiser steps on 8 samples, 4 on 4: unequal batches would hang
+        ]
+        with _trainer(out_dir, overrides, 16, first_group_varies) as tr:
             metrics = tr.train_step()
         torch.save(
             {"rounds": metrics["dynamic_sampling/rounds"], "num_loss_tokens": metrics.get("num_loss_tokens")},

@@ -47,6 +47,18 @@ def _hf(path):
     return get_backend("hf", AutoModelForCausalLM.from_pretrained(path), load_tiny_tokenizer())
 
 
+def _assert_logprobs_match(model, groups):
+    import torch
+
+    for group in groups:
+        for gen in group:
+            ids = torch.tensor([gen.prompt_token_ids + gen.token_ids])
+            with torch.no_grad():
+                logits = model(ids).logits[0, len(gen.prompt_token_ids) - 1 : -1]
+            ref = torch.log_softmax(logits, -1).gather(-1, torch.tensor(gen.token_ids)[:, None]).squeeze(-1)
+            assert torch.allclose(ref, torch.tensor(gen.logprobs), atol=2e-3)
+
+
 def test_shape_fields_and_seed(engine):
     from rewardkit.rl.rollout import SamplingParams
 
@@ -66,7 +78,6 @@ def test_shape_fields_and_seed(engine):
 
 
 def test_logprobs_and_greedy_match_hf(engine):
-    import torch
 
     from rewardkit.rl.rollout import SamplingParams
 
@@ -77,15 +88,7 @@ def test_logprobs_and_greedy_match_hf(engine):
     for v, h in zip(v_out, h_out, strict=True):
         assert v[0].prompt_token_ids == h[0].prompt_token_ids
         assert v[0].token_ids == h[0].token_ids
-    sampled = backend.generate(PROMPTS, SamplingParams(n=2, max_new_tokens=8, seed=1))
-    model = hf.model
-    for group in sampled:
-        for gen in group:
-            ids = torch.tensor([gen.prompt_token_ids + gen.token_ids])
-            with torch.no_grad():
-                logits = model(ids).logits[0, len(gen.prompt_token_ids) - 1 : -1]
-            ref = torch.log_softmax(logits, -1).gather(-1, torch.tensor(gen.token_ids)[:, None]).squeeze(-1)
-            assert torch.allclose(ref, torch.tensor(gen.logprobs), atol=2e-3)
+    _assert_logprobs_match(hf.model, backend.generate(PROMPTS, SamplingParams(n=2, max_new_tokens=8, seed=1)))
 
 
 def test_stop_strings(engine):
@@ -99,7 +102,6 @@ def test_stop_strings(engine):
 
 
 def test_update_weights_pushes_the_policy(engine):
-    import torch
 
     from rewardkit.rl.rollout import SamplingParams, get_backend
     from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
@@ -115,13 +117,7 @@ def test_update_weights_pushes_the_policy(engine):
     assert [g[0].token_ids for g in after] == [g[0].token_ids for g in expected]
     # Random tiny models tend to repeat the last prompt token under greedy decoding, so compare what the
     # engine now assigns to sampled tokens with the new model's own forward pass.
-    for group in backend.generate(PROMPTS, sampled):
-        for gen in group:
-            ids = torch.tensor([gen.prompt_token_ids + gen.token_ids])
-            with torch.no_grad():
-                logits = new(ids).logits[0, len(gen.prompt_token_ids) - 1 : -1]
-            ref = torch.log_softmax(logits, -1).gather(-1, torch.tensor(gen.token_ids)[:, None]).squeeze(-1)
-            assert torch.allclose(ref, torch.tensor(gen.logprobs), atol=2e-3)
+    _assert_logprobs_match(new, backend.generate(PROMPTS, sampled))
     assert [[g.logprobs for g in grp] for grp in before] != [
         [g.logprobs for g in grp] for grp in backend.generate(PROMPTS, sampled)
     ]
@@ -297,18 +293,6 @@ def _server_backend(url, tmp_path):
     from rewardkit.tiny import load_tiny_tokenizer
 
     return get_backend("vllm-server", None, load_tiny_tokenizer(), url=url, sync_dir=str(tmp_path / "sync"))
-
-
-def _assert_logprobs_match(model, groups):
-    import torch
-
-    for group in groups:
-        for gen in group:
-            ids = torch.tensor([gen.prompt_token_ids + gen.token_ids])
-            with torch.no_grad():
-                logits = model(ids).logits[0, len(gen.prompt_token_ids) - 1 : -1]
-            ref = torch.log_softmax(logits, -1).gather(-1, torch.tensor(gen.token_ids)[:, None]).squeeze(-1)
-            assert torch.allclose(ref, torch.tensor(gen.logprobs), atol=2e-3)
 
 
 def test_server_generates_what_hf_generates(server, tmp_path):
