@@ -696,6 +696,7 @@ def validate(cfg: RLConfig) -> RLConfig:
             f"run.device: {cfg.run.device!r} is not a device (auto, cpu, cuda, cuda:N)"
         ) from None
     _check_combinations(cfg)
+    _check_vllm_modes(cfg)
     _check_sources(cfg)
     _check_process(cfg)
     _check_shaping(cfg)
@@ -747,23 +748,29 @@ def _check_strategy(cfg: RLConfig) -> None:
         raise ConfigError("train.fsdp_mixed_precision needs train.strategy: fsdp (for ddp use train.bf16)")
 
 
+def _check_vllm_modes(cfg: RLConfig) -> None:
+    """Sleep mode and the LoRA adapter path belong to the colocated engine, and do not mix at level 2."""
+    rc = cfg.rollout
+    if rc.vllm_sleep_level and rc.backend != "vllm":
+        raise ConfigError(f"rollout.vllm_sleep_level is for the colocated vllm backend, not {rc.backend}")
+    if rc.vllm_lora != "adapter":
+        return
+    if rc.backend != "vllm" or not cfg.model.lora.enabled:
+        raise ConfigError(
+            "rollout.vllm_lora: adapter needs rollout.backend: vllm and a LoRA policy (model.lora.r > 0)"
+        )
+    if rc.vllm_sleep_level == 2:
+        raise ConfigError(
+            "rollout.vllm_lora: adapter never re-pushes the base weights that sleep level 2 drops"
+        )
+
+
 def _check_combinations(cfg: RLConfig) -> None:
-    ac, rw, rc = cfg.algorithm, cfg.reward, cfg.rollout
+    ac, rw = cfg.algorithm, cfg.reward
     if cfg.train.micro_batch_tokens and not cfg.train.padding_free:
         raise ConfigError(
             "train.micro_batch_tokens needs train.padding_free: padded rows keep the whole batch's padding"
         )
-    if rc.vllm_sleep_level and rc.backend != "vllm":
-        raise ConfigError(f"rollout.vllm_sleep_level is for the colocated vllm backend, not {rc.backend}")
-    if rc.vllm_lora == "adapter":
-        if rc.backend != "vllm" or not cfg.model.lora.enabled:
-            raise ConfigError(
-                "rollout.vllm_lora: adapter needs rollout.backend: vllm and a LoRA policy (model.lora.r > 0)"
-            )
-        if rc.vllm_sleep_level == 2:
-            raise ConfigError(
-                "rollout.vllm_lora: adapter never re-pushes the base weights that sleep level 2 drops"
-            )
     if ac.adv_estimator == "step_return" and ac.adv_scale == "batch":
         raise ConfigError(
             "algorithm.adv_scale: step_return scales by the group's std or not at all (group, none)"

@@ -671,10 +671,10 @@ class RLTrainer:
             if self._all_ranks_min(kept) >= wanted:
                 break
         generated = sum(len(p.gens) for p in all_parts) // n
-        metrics["dynamic_sampling/rounds"] = len(all_parts)
-        metrics["dynamic_sampling/kept_groups"] = min(kept, wanted)
-        metrics["dynamic_sampling/kept_frac"] = kept / max(generated, 1)
         common = self._all_ranks_min(min(kept, wanted))
+        metrics["dynamic_sampling/rounds"] = len(all_parts)
+        metrics["dynamic_sampling/kept_groups"] = common
+        metrics["dynamic_sampling/kept_frac"] = kept / max(generated, 1)
         if not common:
             return None, all_parts
         train_rollout = Rollout.concat(kept_parts)

@@ -152,21 +152,9 @@ class VLLMBackend(RolloutBackend):
         self._lora: Any = None  # the LoRARequest of the adapter in use (adapter mode)
         if self.adapter:
             llm_kwargs.update(enable_lora=True, max_loras=1, max_lora_rank=_vllm_lora_rank(model))
-        if isinstance(model, str):
-            path = model
-        else:
-            self._tmp = tempfile.mkdtemp(prefix="rewardkit-vllm-")
-            # FSDP: every rank saves the whole weights, gathered as update_weights gathers them
-            whole = {"state_dict": {n: t.cpu() for n, t in self._weights(model)}} if is_sharded(model) else {}
-            # LoRA: merged, or the base alone when the adapter travels separately
-            with adapters_disabled(model) if self.adapter else contextlib.nullcontext():
-                plain_model(model).save_pretrained(self._tmp, safe_serialization=True, **whole)
-            if tokenizer is not None:
-                tokenizer.save_pretrained(self._tmp)
-            path = self._tmp
         self.tokenizer = tokenizer
         kwargs: dict[str, Any] = {
-            "model": path,
+            "model": model if isinstance(model, str) else self._save_for_engine(model, tokenizer),
             "gpu_memory_utilization": gpu_memory_utilization,
             "dtype": dtype,
             "enforce_eager": enforce_eager,
@@ -179,6 +167,17 @@ class VLLMBackend(RolloutBackend):
         self.llm = LLM(**kwargs)
         if self.adapter:
             self._push_adapter(model)  # the policy's adapter as it is now (non-zero when resumed)
+
+    def _save_for_engine(self, model: Any, tokenizer: Any) -> str:
+        """A temporary folder holding ``model`` for the engine to load: merged LoRA (or the base alone when
+        the adapter travels separately), whole FSDP weights (every rank gathers, as update_weights does)."""
+        self._tmp = tempfile.mkdtemp(prefix="rewardkit-vllm-")
+        whole = {"state_dict": {n: t.cpu() for n, t in self._weights(model)}} if is_sharded(model) else {}
+        with adapters_disabled(model) if self.adapter else contextlib.nullcontext():
+            plain_model(model).save_pretrained(self._tmp, safe_serialization=True, **whole)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(self._tmp)
+        return self._tmp
 
     def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
         if not prompts:
