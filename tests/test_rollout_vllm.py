@@ -59,6 +59,23 @@ def _assert_logprobs_match(model, groups):
             assert torch.allclose(ref, torch.tensor(gen.logprobs), atol=2e-3)
 
 
+def _lora_policy_and_merged():
+    """A peft LoRA policy with non-zero adapters, and the plain model its merged weights make."""
+    import torch
+
+    from rewardkit.tiny import build_tiny_model
+    from rewardkit.training.lora import add_lora, merged_weights
+
+    policy = add_lora(build_tiny_model(seed=7), r=4, dropout=0.0)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.5)
+    merged = build_tiny_model(seed=7)
+    merged.load_state_dict(dict(merged_weights(policy)))
+    return policy, merged
+
+
 def test_shape_fields_and_seed(engine):
     from rewardkit.rl.rollout import SamplingParams
 
@@ -126,20 +143,12 @@ def test_update_weights_pushes_the_policy(engine):
 def test_update_weights_pushes_a_lora_policy_merged(engine):
     """A peft LoRA policy reaches the engine merged (W + scaling * B @ A under the base names)."""
     pytest.importorskip("peft")
-    import torch
 
     from rewardkit.rl.rollout import SamplingParams, get_backend
-    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.training.lora import add_lora, merged_weights
+    from rewardkit.tiny import load_tiny_tokenizer
 
     backend, _ = engine
-    policy = add_lora(build_tiny_model(seed=7), r=4, dropout=0.0)
-    with torch.no_grad():
-        for name, p in policy.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.5)
-    merged = build_tiny_model(seed=7)
-    merged.load_state_dict(dict(merged_weights(policy)))
+    policy, merged = _lora_policy_and_merged()
     greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
     backend.update_weights(policy)
     after = backend.generate(PROMPTS, greedy)
@@ -322,11 +331,9 @@ def test_server_disk_sync_pushes_the_policy_and_a_lora_policy_merged(server, tmp
     """Weights written to the sync folder and reloaded in place: the server then samples from the new
     policy (greedy equal, log-probs equal to its forward pass), LoRA adapters merged."""
     pytest.importorskip("peft")
-    import torch
 
     from rewardkit.rl.rollout import SamplingParams, get_backend
     from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.training.lora import add_lora, merged_weights
 
     url, _ = server
     backend = _server_backend(url, tmp_path)
@@ -337,13 +344,7 @@ def test_server_disk_sync_pushes_the_policy_and_a_lora_policy_merged(server, tmp
     assert [g[0].token_ids for g in backend.generate(PROMPTS, greedy)] == [g[0].token_ids for g in expected]
     _assert_logprobs_match(new, backend.generate(PROMPTS, SamplingParams(n=2, max_new_tokens=8, seed=5)))
 
-    policy = add_lora(build_tiny_model(seed=7), r=4, dropout=0.0)
-    with torch.no_grad():
-        for name, p in policy.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.5)
-    merged = build_tiny_model(seed=7)
-    merged.load_state_dict(dict(merged_weights(policy)))
+    policy, merged = _lora_policy_and_merged()
     backend.update_weights(policy)
     expected = get_backend("hf", merged, load_tiny_tokenizer()).generate(PROMPTS, greedy)
     assert [g[0].token_ids for g in backend.generate(PROMPTS, greedy)] == [g[0].token_ids for g in expected]
