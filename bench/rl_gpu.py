@@ -160,32 +160,16 @@ def _device_used_gib() -> float:
 
 
 def _start_server(folder: str, args: argparse.Namespace, nccl: bool) -> tuple[subprocess.Popen, str]:
-    import socket
+    """A ``vllm serve`` of ``folder`` for the server rows (on GPU 1 for NCCL), up and answering."""
+    from rewardkit.rl.rollout.vllm_server import launch_server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    extra = ["--port", str(port), "--gpu-memory-utilization", str(args.gpu_memory_utilization)]
-    extra += ["--enforce-eager"]
-    if nccl:
-        extra += ["--weight-transfer-config", '{"backend": "nccl"}']
+    extra = ["--gpu-memory-utilization", str(args.gpu_memory_utilization), "--enforce-eager"]
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
     if nccl:
+        extra += ["--weight-transfer-config", '{"backend": "nccl"}']
         env["CUDA_VISIBLE_DEVICES"] = "1"
-    log = open(os.path.join(tempfile.mkdtemp(prefix="rl-gpu-server-"), "server.log"), "w")  # noqa: SIM115
-    cmd = [sys.executable, "-m", "rewardkit", "rl", "serve-vllm", folder, *extra]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    import httpx
-
-    while True:  # up, or dead (then say why instead of waiting out the backend's timeout)
-        if proc.poll() is not None:
-            raise RuntimeError(f"vllm serve exited {proc.returncode}: {Path(log.name).read_text()[-1500:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(1)
+    log = os.path.join(tempfile.mkdtemp(prefix="rl-gpu-server-"), "server.log")
+    return launch_server(folder, extra, log, env=env, timeout=args.case_timeout)
 
 
 def run_case(case: str, args: argparse.Namespace) -> dict:

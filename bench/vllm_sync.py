@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,16 +39,6 @@ def _median_seconds(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
-
-
-def _start_server(path: str, port: int, log: str) -> subprocess.Popen:
-    args = ["--port", str(port), "--gpu-memory-utilization", "0.2", "--dtype", "float32", "--enforce-eager"]
-    with open(log, "w") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "rewardkit", "rl", "serve-vllm", path, *args, "--max-model-len", "512"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
 
 
 def lora_modes(model, tok, path: str, args: argparse.Namespace) -> int:
@@ -93,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hidden", type=int, default=768)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--port", type=int, default=8765)
     p.add_argument(
         "--lora", type=int, default=0, help="Compare merged and adapter pushes of a rank-R LoRA policy."
     )
@@ -103,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from rewardkit.rl.rollout import get_backend
+    from rewardkit.rl.rollout.vllm_server import launch_server
     from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
 
     overrides = {
@@ -147,16 +136,18 @@ def main(argv: list[str] | None = None) -> int:
     colocated.close()
 
     log = os.path.join(tempfile.mkdtemp(prefix="vllm-sync-log-"), "server.log")
-    server = _start_server(path, args.port, log)
+    extra = [
+        "--gpu-memory-utilization",
+        "0.2",
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "512",
+    ]
+    server, url = launch_server(path, extra, log, timeout=600)
     try:
-        backend = get_backend(
-            "vllm-server",
-            None,
-            tok,
-            url=f"http://127.0.0.1:{args.port}",
-            sync_dir=tempfile.mkdtemp(),
-            timeout=600,
-        )
+        backend = get_backend("vllm-server", None, tok, url=url, sync_dir=tempfile.mkdtemp(), timeout=600)
         rows.append(
             (
                 "server, disk sync update_weights",

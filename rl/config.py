@@ -540,6 +540,8 @@ def choices() -> dict[str, list[Any]]:
     from rewardkit.rewardmodels.shaping.functional import TRUNCATION_MODES
     from rewardkit.rl import core_algos as ca
     from rewardkit.rl.rollout import BACKENDS
+    from rewardkit.rl.rollout.vllm import LORA_MODES, SLEEP_LEVELS
+    from rewardkit.rl.rollout.vllm_server import SYNC_MODES
     from rewardkit.training.device import BF16_SETTINGS, DTYPES
     from rewardkit.training.optim import SCHEDULES
     from rewardkit.training.parallel import STRATEGIES
@@ -561,9 +563,9 @@ def choices() -> dict[str, list[Any]]:
         "train.bf16": list(BF16_SETTINGS),
         "train.strategy": list(STRATEGIES),
         "train.fsdp_mixed_precision": list(BF16_SETTINGS),
-        "rollout.vllm_sleep_level": [0, 1, 2],
-        "rollout.vllm_lora": ["merged", "adapter"],
-        "rollout.vllm_server_sync": ["disk", "nccl"],
+        "rollout.vllm_sleep_level": list(SLEEP_LEVELS),
+        "rollout.vllm_lora": list(LORA_MODES),
+        "rollout.vllm_server_sync": list(SYNC_MODES),
     }
 
 

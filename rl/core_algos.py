@@ -701,6 +701,7 @@ class AdaptiveKLController:
 
 
 KL_CONTROLLERS: dict[str, type] = {"fixed": FixedKLController, "adaptive": AdaptiveKLController}
+"""KL coefficient controllers by name (the config's ``algorithm.kl_ctrl``)."""
 
 
 def kl_controller(kind: str, coef: float, *, target: float, horizon: int) -> Any:
@@ -710,9 +711,6 @@ def kl_controller(kind: str, coef: float, *, target: float, horizon: int) -> Any
     if kind == "adaptive":
         return AdaptiveKLController(value=coef, target=target, horizon=horizon)
     raise ValueError(f"unknown KL controller {kind!r} (known: {', '.join(KL_CONTROLLERS)})")
-
-
-"""KL coefficient controllers by name (the config's ``algorithm.kl_ctrl``)."""
 
 
 def _upcast(logits: Tensor) -> Tensor:

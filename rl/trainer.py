@@ -72,7 +72,7 @@ def load_policy(
     elif path.startswith("tiny:"):
         from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
 
-        model = build_tiny_model(path.split(":", 1)[1] or "qwen2-tiny", seed=seed)
+        model = build_tiny_model(_tiny_name(path), seed=seed)
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else load_tiny_tokenizer()
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(dtype))
@@ -85,6 +85,11 @@ def load_policy(
     return model, tokenizer
 
 
+def _tiny_name(path: str) -> str:
+    """The shipped config a ``tiny:NAME`` path names (``tiny:`` alone: ``qwen2-tiny``)."""
+    return path.split(":", 1)[1] or "qwen2-tiny"
+
+
 def _load_4bit(path: str, tokenizer_path: str | None, dtype: str, seed: int) -> tuple[Any, Any]:
     """QLoRA's frozen base: bitsandbytes quantises while loading, so a ``tiny:`` model is saved first."""
     import tempfile
@@ -94,8 +99,7 @@ def _load_4bit(path: str, tokenizer_path: str | None, dtype: str, seed: int) -> 
     if path.startswith("tiny:"):
         from rewardkit.tiny import save_tiny_model
 
-        name = path.split(":", 1)[1] or "qwen2-tiny"
-        path = save_tiny_model(tempfile.mkdtemp(prefix="rewardkit-tiny-"), name, seed=seed)
+        path = save_tiny_model(tempfile.mkdtemp(prefix="rewardkit-tiny-"), _tiny_name(path), seed=seed)
     model = AutoModelForCausalLM.from_pretrained(
         path,
         dtype=resolve_dtype(dtype),
@@ -576,8 +580,7 @@ class RLTrainer:
             return list(torch.split(rows, max(1, tc.micro_batch_size)))
         lengths = batch["attention_mask"][rows].sum(-1).tolist()
         count = len(packing.token_budget_micro_batches(lengths, tc.micro_batch_tokens))
-        if self.dist:
-            count = -self._all_ranks_min(-count)  # the most any rank needs
+        count = -parallel.all_ranks_min(-count, self.device)  # the most any rank needs
         return [
             rows[idx] for idx in packing.token_budget_micro_batches(lengths, tc.micro_batch_tokens, count)
         ]
@@ -668,10 +671,10 @@ class RLTrainer:
             if len(groups):
                 kept_parts.append(part.select_groups(groups, n))
                 kept += len(groups)
-            if self._all_ranks_min(kept) >= wanted:
+            if parallel.all_ranks_min(kept, self.device) >= wanted:
                 break
         generated = sum(len(p.gens) for p in all_parts) // n
-        common = self._all_ranks_min(min(kept, wanted))
+        common = parallel.all_ranks_min(min(kept, wanted), self.device)
         metrics["dynamic_sampling/rounds"] = len(all_parts)
         metrics["dynamic_sampling/kept_groups"] = common
         metrics["dynamic_sampling/kept_frac"] = kept / max(generated, 1)
@@ -681,14 +684,6 @@ class RLTrainer:
         if kept > common:
             train_rollout = train_rollout.select_groups(torch.arange(common), n)
         return train_rollout, all_parts
-
-    def _all_ranks_min(self, value: int) -> int:
-        """The smallest ``value`` over the data-parallel ranks (``value`` itself in one process)."""
-        if not self.dist:
-            return value
-        t = torch.tensor([value], dtype=torch.int64, device=self.device)
-        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
-        return int(t.item())
 
     def _throughput_metrics(
         self, parts: list[Rollout], timings: dict[str, float], step_s: float

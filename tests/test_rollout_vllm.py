@@ -7,6 +7,7 @@ elsewhere. One engine is started for the module (start-up is most of the time).
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -246,48 +247,25 @@ def test_sleep_mode_frees_and_restores(tmp_path):
 
 
 # -- server mode ---------------------------------------------------------------------------------------------
-def _port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """``rewardkit rl serve-vllm`` of the tiny model on a free port; yields (url, model folder)."""
-    import subprocess
-    import sys
-    import time
-
-    import httpx
-
+    from rewardkit.rl.rollout.vllm_server import launch_server
     from rewardkit.tiny import save_tiny_model
 
     path = save_tiny_model(tmp_path_factory.mktemp("vllm-server-tiny"))
-    port = _port()
     log = tmp_path_factory.mktemp("vllm-server-log") / "server.log"
-    args = ["--port", str(port), "--gpu-memory-utilization", "0.1", "--dtype", "float32", "--enforce-eager"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rewardkit", "rl", "serve-vllm", path, *args, "--max-model-len", "256"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
+    args = [
+        "--gpu-memory-utilization",
+        "0.1",
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "256",
+    ]
+    proc, url = launch_server(path, args, log, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
     try:
-        while True:
-            assert proc.poll() is None, f"vllm serve exited {proc.returncode}: {log.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, "vllm serve did not come up in 300 s"
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(1)
         yield url, path
     finally:
         proc.terminate()

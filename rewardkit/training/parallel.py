@@ -224,7 +224,25 @@ def _keyed_by_name(model: Any, state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _active() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def rank() -> int:
+    """This process's rank (0 without a process group)."""
+    return torch.distributed.get_rank() if _active() else 0
+
+
 def barrier() -> None:
     """Waits for every rank (a no-op without a process group)."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if _active():
         torch.distributed.barrier()
+
+
+def all_ranks_min(value: int, device: torch.device) -> int:
+    """The smallest ``value`` over the ranks (``value`` itself without a process group); a collective."""
+    if not _active():
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
+    return int(t.item())

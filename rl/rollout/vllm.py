@@ -67,11 +67,17 @@ def policy_weights(model: Any) -> Iterator[tuple[str, Any]]:
     return ((name, full_tensor(t)) for name, t in merged_weights(model))
 
 
+SLEEP_LEVELS = (0, 1, 2)
+"""vLLM sleep levels (``rollout.vllm_sleep_level``): 0 off, 1 weights to host memory, 2 weights dropped."""
+LORA_MODES = ("merged", "adapter")
+"""How a LoRA policy reaches the engine (``rollout.vllm_lora``)."""
+
+
 def _check_sleep_mode(level: int) -> None:
     from vllm.platforms import current_platform
 
-    if level not in (1, 2):
-        raise ValueError(f"vLLM sleep level must be 0, 1 or 2, not {level}")
+    if level not in SLEEP_LEVELS:
+        raise ValueError(f"vLLM sleep level must be one of {SLEEP_LEVELS}, not {level}")
     if not current_platform.is_sleep_mode_available():
         raise ValueError(
             f"vLLM's sleep mode (rollout.vllm_sleep_level={level}) needs a CUDA, ROCm or XPU device; this "
@@ -81,8 +87,8 @@ def _check_sleep_mode(level: int) -> None:
 
 def _check_lora_mode(mode: str, model: Any) -> bool:
     """True for adapter mode, which needs a peft LoRA policy object (the adapter is read from it)."""
-    if mode not in ("merged", "adapter"):
-        raise ValueError(f"vLLM lora_mode must be merged or adapter, not {mode!r}")
+    if mode not in LORA_MODES:
+        raise ValueError(f"vLLM lora_mode must be one of {', '.join(LORA_MODES)}, not {mode!r}")
     if mode == "adapter" and (isinstance(model, str) or not is_peft_model(model)):
         raise ValueError("vLLM lora_mode=adapter needs a peft LoRA policy (model.lora.r > 0)")
     return mode == "adapter"

@@ -9,7 +9,8 @@ which runs ``vllm serve MODEL`` with what the trainer needs: ``--logprobs-mode p
 log-probs of the distribution each token was sampled from, for importance-sampling correction) and
 ``VLLM_SERVER_DEV_MODE=1`` (the endpoints that reload weights and reset the prefix cache; they accept
 arbitrary worker calls, so keep the port off public networks). Then train with
-``rollout.backend: vllm-server`` and ``rollout.vllm_server_url``.
+``rollout.backend: vllm-server`` and ``rollout.vllm_server_url``. From Python (tests, benchmarks),
+:func:`launch_server` starts it on a free local port and returns once it answers.
 
 * **Generation**: one ``/v1/completions`` request per call, the prompts as token ids from the trainer's
   tokenizer, ``return_token_ids`` for the sampled ids; the text is decoded with the trainer's tokenizer as
@@ -32,6 +33,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,7 +41,10 @@ from typing import Any
 
 from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
 from rewardkit.rl.rollout.vllm import completion_text, policy_weights, prompt_ids
+from rewardkit.training import parallel
 
+SYNC_MODES = ("disk", "nccl")
+"""How the trainer's weights reach the server (``rollout.vllm_server_sync``)."""
 SHARD_BYTES = 2 << 30  # safetensors shard size of the disk sync (bounds the host memory one write holds)
 
 
@@ -81,8 +86,8 @@ class VLLMServerBackend(RolloutBackend):
 
         if tokenizer is None:
             raise ValueError("the vllm-server backend needs the trainer's tokenizer")
-        if sync not in ("disk", "nccl"):
-            raise ValueError(f"vllm-server sync must be disk or nccl, not {sync!r}")
+        if sync not in SYNC_MODES:
+            raise ValueError(f"vllm-server sync must be one of {', '.join(SYNC_MODES)}, not {sync!r}")
         self.url, self.tokenizer, self.sync, self.retries = url.rstrip("/"), tokenizer, sync, retries
         self.sync_dir = Path(sync_dir) if sync_dir else None
         self.nccl_address, self.nccl_port = nccl_address, nccl_port
@@ -100,13 +105,14 @@ class VLLMServerBackend(RolloutBackend):
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if self.client.get(f"{self.url}/health").status_code == 200:
+                status = self.client.get(f"{self.url}/health").status_code
+                if status == 200:
                     return self._request("GET", "/v1/models")["data"][0]["id"]
+                why = f"/health answered {status}"
             except httpx.TransportError as exc:
-                if time.monotonic() > deadline:
-                    raise ServerError(f"no vLLM server at {self.url} after {timeout:.0f}s: {exc}") from None
+                why = str(exc)
             if time.monotonic() > deadline:
-                raise ServerError(f"the vLLM server at {self.url} did not become healthy in {timeout:.0f}s")
+                raise ServerError(f"no vLLM server at {self.url} after {timeout:.0f}s: {why}")
             time.sleep(1.0)
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -177,47 +183,27 @@ class VLLMServerBackend(RolloutBackend):
     # -- weight sync -------------------------------------------------------------------------------------
     def update_weights(self, model: Any) -> None:
         """Makes the server sample from ``model``'s weights (every trainer rank calls this)."""
-        import torch.distributed as dist
-
-        rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+        rank = parallel.rank()
         if self.sync == "nccl":
             self._nccl_send(model, rank)
         else:
             self._disk_sync(model, rank)
         if rank == 0:
             self._request("POST", "/reset_prefix_cache")  # KV blocks of the old weights are stale
-        if dist.is_available() and dist.is_initialized():
-            dist.barrier()  # no rank samples before the server holds the new weights
+        parallel.barrier()  # no rank samples before the server holds the new weights
 
     def _disk_sync(self, model: Any, rank: int) -> None:
         """Rank 0 writes safetensors shards; every worker of the server reloads them in place."""
-        from safetensors.torch import save_file
-
         if self.sync_dir is None:
             raise ValueError(
                 "vllm-server disk sync needs a sync_dir both the trainer and the server can read"
             )
-        if rank == 0:
-            shutil.rmtree(self.sync_dir, ignore_errors=True)
-            self.sync_dir.mkdir(parents=True)
-        shard: dict[str, Any] = {}
-        size, index, seen = 0, 0, set()
-        for name, tensor in policy_weights(model):  # a collective under FSDP: every rank iterates
-            if rank:
-                continue
-            # safetensors refuses shared storage: a tied weight (lm_head = embeddings) is written as a copy
-            # (vLLM's in-place reload still expects every layer's tensor)
-            tied = tensor.data_ptr() in seen
-            seen.add(tensor.data_ptr())
-            shard[name] = tensor.detach().to("cpu", copy=tied).contiguous()
-            size += shard[name].numel() * shard[name].element_size()
-            if size >= SHARD_BYTES:
-                save_file(shard, str(self.sync_dir / f"model-{index:05d}.safetensors"))
-                shard, size, index = {}, 0, index + 1
+        weights = policy_weights(model)
         if rank:
+            for _ in weights:  # FSDP's gathers are collectives: every rank iterates, only rank 0 writes
+                pass
             return
-        if shard:
-            save_file(shard, str(self.sync_dir / f"model-{index:05d}.safetensors"))
+        _write_shards(weights, self.sync_dir)
         body = {"method": "reload_weights", "kwargs": {"weights_path": str(self.sync_dir.resolve())}}
         self._request("POST", "/collective_rpc", body)
 
@@ -248,6 +234,28 @@ class VLLMServerBackend(RolloutBackend):
             self._nccl.shutdown()
             self._nccl = None
         self.client.close()
+
+
+def _write_shards(weights: Any, folder: Path) -> None:
+    """``(name, tensor)`` pairs as safetensors files of about :data:`SHARD_BYTES` each, in a fresh
+    ``folder``. safetensors refuses shared storage, so a tied weight (lm_head = embeddings) is written as a
+    copy: vLLM's in-place reload still expects every layer's tensor."""
+    from safetensors.torch import save_file
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    shard: dict[str, Any] = {}
+    size, index, seen = 0, 0, set()
+    for name, tensor in weights:
+        tied = tensor.data_ptr() in seen
+        seen.add(tensor.data_ptr())
+        shard[name] = tensor.detach().to("cpu", copy=tied).contiguous()
+        size += shard[name].numel() * shard[name].element_size()
+        if size >= SHARD_BYTES:
+            save_file(shard, str(folder / f"model-{index:05d}.safetensors"))
+            shard, size, index = {}, 0, index + 1
+    if shard:
+        save_file(shard, str(folder / f"model-{index:05d}.safetensors"))
 
 
 def _policy_source(model: Any) -> Any:
@@ -282,3 +290,37 @@ def serve_command(model: str, extra: list[str]) -> tuple[list[str], dict[str, st
         serve = ["-m", "vllm.entrypoints.launchers.api_server.entry", "--model", model]
     argv = [sys.executable, *serve, "--logprobs-mode", "processed_logprobs", *extra]
     return argv, {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
+
+
+def launch_server(
+    model: str,
+    extra: list[str],
+    log_path: str | Path,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 300.0,
+) -> tuple[subprocess.Popen, str]:
+    """Starts ``rewardkit rl serve-vllm MODEL`` on a free local port (``extra``: more ``vllm serve``
+    arguments, output to ``log_path``) and waits until it answers ``/health``; returns the process and its
+    URL. Raises :class:`ServerError` with the end of the log when it exits first or is not up within
+    ``timeout`` seconds (the process is then stopped)."""
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "rewardkit", "rl", "serve-vllm", model, "--port", str(port), *extra]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        time.sleep(1.0)
+    why = f"exited {proc.returncode}" if proc.poll() is not None else f"not up after {timeout:.0f}s"
+    proc.kill()
+    tail = Path(log_path).read_text()[-1500:]
+    raise ServerError(f"vllm serve {why}: {tail}")
