@@ -15,6 +15,7 @@ ROOTS = {
     "rewardkit.rl": "rl",
     "rewardkit.data": "data",
     "rewardkit.eval": "eval",
+    "rewardkit.envs": "envs",
 }
 
 packages: list[str] = []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardkit.envs.config import EnvConfig
 from rewardkit.training.config import ConfigError, apply_override, build, dump, load, read_config_file
 from rewardkit.training.config import field_docs as _field_docs
 
@@ -372,6 +373,8 @@ class RLConfig:
     """Optimisation."""
     run: RunConfig = field(default_factory=RunConfig)
     """Logging and checkpoints."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Multi-turn episodes with tools (``env.name`` empty: single-turn); docs/envs.md."""
     preset: str | None = None
     """The preset the run started from (informational)."""
 
@@ -704,7 +707,35 @@ def validate(cfg: RLConfig) -> RLConfig:
     _check_shaping(cfg)
     _check_lora(cfg)
     _check_strategy(cfg)
+    _check_env(cfg)
     return cfg
+
+
+def _check_env(cfg: RLConfig) -> None:
+    """The environment's settings, names and tools resolve; process rewards (step segmentation of one
+    completion) are not defined over an episode's turns and observations."""
+    from rewardkit.envs import ENVS, TOOLS
+
+    ec = cfg.env
+    if not ec.enabled:
+        return
+    try:
+        ec.check()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if ":" not in ec.name and ec.name not in ENVS:
+        raise ConfigError(
+            f"env.name: unknown environment {ec.name!r} (known: {', '.join(ENVS.names())}, or module:Class)"
+        )
+    unknown = [t for t in ec.tools if ":" not in t and t not in TOOLS]
+    if ec.name == "tools" and unknown:
+        raise ConfigError(
+            f"env.tools: unknown {unknown} (known: {', '.join(TOOLS.names())}, or module:function)"
+        )
+    if cfg.reward.process:
+        raise ConfigError(
+            "reward.process: process rewards are not supported with multi-turn environments (env.name)"
+        )
 
 
 def _check_lora(cfg: RLConfig) -> None:

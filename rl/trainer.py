@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rewardkit.envs import build_env, episode_metrics, run_episodes
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl import packing
 from rewardkit.rl.config import RLConfig, dump_config, validate
@@ -210,7 +211,9 @@ class Rollout:
 
 
 def build_tensors(gens: Sequence[Generation], pad_id: int) -> dict[str, torch.Tensor]:
-    """Left-padded prompts and right-padded responses in one ``(B, P + T)`` batch, plus the response mask."""
+    """Left-padded prompts and right-padded responses in one ``(B, P + T)`` batch, plus the response mask
+    (every response token) and the loss mask (the tokens the policy sampled: a multi-turn episode's tool
+    output is in the response, as context, but never in the loss)."""
     P = max(len(g.prompt_token_ids) for g in gens)
     T = max(max(len(g.token_ids) for g in gens), 1)
     B = len(gens)
@@ -227,6 +230,11 @@ def build_tensors(gens: Sequence[Generation], pad_id: int) -> dict[str, torch.Te
         for g in gens
     ]
     resp = [[1.0] * len(g.token_ids) + [0.0] * (T - len(g.token_ids)) for g in gens]
+    own = [
+        ([float(x) for x in g.loss_mask] if g.loss_mask is not None else [1.0] * len(g.token_ids))
+        + [0.0] * (T - len(g.token_ids))
+        for g in gens
+    ]
     lps = [
         (list(g.logprobs) if g.logprobs is not None else [0.0] * len(g.token_ids))
         + [0.0] * (T - len(g.token_ids))
@@ -240,6 +248,7 @@ def build_tensors(gens: Sequence[Generation], pad_id: int) -> dict[str, torch.Te
         "attention_mask": attention_mask,
         "position_ids": position_ids,
         "response_mask": torch.tensor(resp, dtype=torch.float32).view(B, T),
+        "loss_mask": torch.tensor(own, dtype=torch.float32).view(B, T),
         "responses": input_ids[:, P:],
         "rollout_logprobs": torch.tensor(lps, dtype=torch.float32).view(B, T),
     }
@@ -318,6 +327,7 @@ class RLTrainer:
         reward_fns: Sequence[Any] = (),
         backend: Any | None = None,
         process_scorer: Any | None = None,
+        env: Any | None = None,
         console: Any = "stdout",
     ) -> None:
         import sys
@@ -343,6 +353,7 @@ class RLTrainer:
             cfg, reward_fns, process_scorer, tokenizer=self.tokenizer
         )
         self.backend = backend if backend is not None else self._build_backend()
+        self.env = env if env is not None else build_env(cfg.env)
         self.step = 0
         self.data_epoch = 0
         self.data_index = 0
@@ -501,16 +512,29 @@ class RLTrainer:
             logprobs=self.cfg.algorithm.rollout_is != "none" or not self.cfg.algorithm.recompute_old_logprobs,
         )
 
-    def _generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
-        """The backend's samples. A backend that generates with the policy itself gets it whole under FSDP
+    def _generate(self, records: list[Record], params: SamplingParams) -> list[list[Generation]]:
+        """The backend's samples of each record's prompt: completions, or with an environment whole episodes
+        (``rewardkit.envs``). A backend that generates with the policy itself gets it whole under FSDP
         (gathered once, no collective per forward pass: the ranks decode different lengths)."""
+        prompts = [self._prompt_text(r) for r in records]
         own = getattr(self.backend, "model", None) is self.policy
         with parallel.gathered(self.policy) if own else contextlib.nullcontext():
-            return self.backend.generate(prompts, params)
+            if self.env is None:
+                return self.backend.generate(prompts, params)
+            return run_episodes(
+                self.backend,
+                self.env,
+                records,
+                prompts,
+                params,
+                self.tokenizer,
+                self.cfg.env,
+                chat=self.cfg.model.chat_template,
+            )  # type: ignore[return-value]
 
     def _rollout(self, prompts: list[Record], round_: int, timings: dict[str, float]) -> Rollout:
         t0 = time.perf_counter()
-        groups = self._generate([self._prompt_text(r) for r in prompts], self._sampling(round_))
+        groups = self._generate(prompts, self._sampling(round_))
         timings["generate"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         gens = [g for group in groups for g in group]
@@ -688,7 +712,10 @@ class RLTrainer:
     def _throughput_metrics(
         self, parts: list[Rollout], timings: dict[str, float], step_s: float
     ) -> dict[str, Any]:
-        gen_tokens = sum(len(g.token_ids) for p in parts for g in p.gens)
+        # the policy's own tokens (an episode's tool output is not generated)
+        gen_tokens = sum(
+            len(g.token_ids) if g.loss_mask is None else sum(g.loss_mask) for p in parts for g in p.gens
+        )
         self.num_tokens += gen_tokens + sum(len(g.prompt_token_ids) for p in parts for g in p.gens)
         return {
             "num_tokens": self.num_tokens,
@@ -697,6 +724,7 @@ class RLTrainer:
             "timing/train_s": timings["train"],
             "timing/step_s": step_s,
             "tokens_per_s": gen_tokens / max(timings["generate"], 1e-9),
+            "samples_per_s": sum(len(p.gens) for p in parts) / max(timings["generate"], 1e-9),
             "epoch": self.data_epoch + self.data_index / max(len(self._order), 1),
         }
 
@@ -724,6 +752,7 @@ class RLTrainer:
         m.update(r.stats)
         m["completions/mean_terminated_length"] = float(lengths[term].mean()) if term.any() else 0.0
         m["samples/masked_from_loss"] = int((~(r.keep & r.valid)).sum())
+        m.update(episode_metrics(r.gens))
         return m
 
     # -- the update, stage by stage ----------------------------------------------------------------------
@@ -751,7 +780,7 @@ class RLTrainer:
 
     def _prepare_update(self, r: Rollout) -> UpdateBatch:
         tensors = build_tensors(r.gens, self.pad_id)
-        mask = ca.apply_sample_mask(tensors["response_mask"], (r.keep & r.valid).float())
+        mask = ca.apply_sample_mask(tensors["loss_mask"], (r.keep & r.valid).float())
         return UpdateBatch(tensors, mask)
 
     def _reference_passes(self, u: UpdateBatch) -> None:
@@ -989,7 +1018,7 @@ class RLTrainer:
             return {}
         rc = self.cfg.rollout
         groups = self._generate(
-            [self._prompt_text(r) for r in records],
+            records,
             SamplingParams(n=1, temperature=0.0, max_new_tokens=rc.max_new_tokens, stop=list(rc.stop)),
         )
         scored_records = [
@@ -1128,6 +1157,8 @@ class RLTrainer:
     def close(self) -> None:
         """Stops scoring workers and rollout engines."""
         self.reward_pipeline.close()
+        if self.env is not None:
+            self.env.close()
         with contextlib.suppress(Exception):
             if self.backend is not None and getattr(self.backend, "name", "") != "hf":
                 self.backend.close()

@@ -41,7 +41,7 @@ CONSOLE_KEYS = (
 
 # Keys whose values differ between two runs of the same seeded config (wall-clock time); a resumed run is
 # compared on everything else.
-TIMING_PREFIXES = ("timing/", "tokens_per_s", "time")
+TIMING_PREFIXES = ("timing/", "tokens_per_s", "samples_per_s", "env/tool_seconds", "time")
 
 
 def is_timing_key(key: str) -> bool:

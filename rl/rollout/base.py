@@ -8,10 +8,25 @@ log-probability of each sampled token under the temperature-scaled policy, and w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 FinishReason = Literal["stop", "length"]
+Prompt = str | list[int]
+"""A prompt as text, or as token ids (a multi-turn episode's context, never re-tokenized)."""
+
+
+def prompt_ids(tokenizer: Any, prompts: Sequence[Prompt], add_special_tokens: bool = True) -> list[list[int]]:
+    """The prompts' token ids from the trainer's tokenizer (token-id prompts pass through unchanged): every
+    backend and the trainer see the same ids whatever an engine's own tokenizer loading would make of them."""
+    texts = [(i, p) for i, p in enumerate(prompts) if isinstance(p, str)]
+    out: list[list[int]] = [list(p) if not isinstance(p, str) else [] for p in prompts]
+    if texts:
+        encoded = tokenizer([p for _, p in texts], add_special_tokens=add_special_tokens)["input_ids"]
+        for (i, _), ids in zip(texts, encoded, strict=True):
+            out[i] = list(ids)
+    return out
 
 
 @dataclass
@@ -54,6 +69,9 @@ class Generation:
         logprobs: Log-probability of each token of ``token_ids`` under ``softmax(logits / temperature)``
             (before top-k / top-p truncation), or ``None`` when not requested.
         finish_reason: ``"stop"`` (EOS or a stop string) or ``"length"`` (hit ``max_new_tokens``).
+        loss_mask: One flag per token of ``token_ids``: 1 for a token the policy sampled, 0 for one an
+            environment inserted (a tool's output in a multi-turn episode), which is context for the loss
+            but never trained on; ``None``: every token is the policy's.
     """
 
     text: str
@@ -61,6 +79,7 @@ class Generation:
     prompt_token_ids: list[int]
     logprobs: list[float] | None
     finish_reason: FinishReason
+    loss_mask: list[int] | None = None
 
     @property
     def truncated(self) -> bool:
@@ -73,8 +92,9 @@ class RolloutBackend:
 
     name = "base"
 
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
-        """Samples ``params.n`` completions of each prompt; outer list: prompts, inner: samples."""
+    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
+        """Samples ``params.n`` completions of each prompt (text, or token ids taken as they are); outer list:
+        prompts, inner: samples."""
         raise NotImplementedError
 
     def update_weights(self, model: Any) -> None:

@@ -13,12 +13,13 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
+from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids
 
 
 class _SampledLogprobs(LogitsProcessor):
@@ -108,10 +109,10 @@ class HFBackend(RolloutBackend):
         if model is not self.model:
             self.model.load_state_dict(model.state_dict())
 
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
         if not prompts:
             return []
-        encoded = self.tokenizer(list(prompts), add_special_tokens=self.add_special_tokens)["input_ids"]
+        encoded = prompt_ids(self.tokenizer, prompts, self.add_special_tokens)
         n = max(1, int(params.n))
         # One entry per sequence to sample, sorted by prompt length to keep padding small.
         jobs = [(i, k) for i in range(len(prompts)) for k in range(n)]

@@ -23,10 +23,10 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
+from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids
 from rewardkit.training.lora import adapters_disabled, is_peft_model, merged_weights, plain_model
 from rewardkit.training.parallel import full_tensor, is_sharded
 
@@ -41,12 +41,6 @@ def vllm_available() -> tuple[bool, str]:
         return True, str(getattr(vllm, "__version__", "?"))
     except Exception as exc:  # ImportError, or a broken install (mismatched torch ops)
         return False, f"vllm is not usable here: {type(exc).__name__}: {exc}"
-
-
-def prompt_ids(tokenizer: Any, prompts: list[str]) -> list[list[int]]:
-    """The prompts' token ids from the trainer's tokenizer: the engine, the trainer and the hf backend see the
-    same ids whatever vLLM's own tokenizer loading does with this tokenizer."""
-    return tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
 
 
 def completion_text(tokenizer: Any, token_ids: list[int], params: SamplingParams) -> str:
@@ -185,7 +179,7 @@ class VLLMBackend(RolloutBackend):
             tokenizer.save_pretrained(self._tmp)
         return self._tmp
 
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
         if not prompts:
             return []
         from vllm import SamplingParams as VSamplingParams
@@ -210,7 +204,7 @@ class VLLMBackend(RolloutBackend):
         if self.tokenizer is not None:
             inputs: list[Any] = [{"prompt_token_ids": ids} for ids in prompt_ids(self.tokenizer, prompts)]
         else:
-            inputs = list(prompts)
+            inputs = [p if isinstance(p, str) else {"prompt_token_ids": list(p)} for p in prompts]
         outputs = self.llm.generate(inputs, sp, use_tqdm=False, lora_request=self._lora)
         result: list[list[Generation]] = []
         for req in outputs:

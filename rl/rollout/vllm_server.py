@@ -36,11 +36,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
-from rewardkit.rl.rollout.vllm import completion_text, policy_weights, prompt_ids
+from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids
+from rewardkit.rl.rollout.vllm import completion_text, policy_weights
 from rewardkit.training import parallel
 
 SYNC_MODES = ("disk", "nccl")
@@ -138,7 +139,7 @@ class VLLMServerBackend(RolloutBackend):
         raise ServerError(f"vLLM server {method} {self.url}{path} failed: {why}")
 
     # -- generation --------------------------------------------------------------------------------------
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
         if not prompts:
             return []
         n = max(1, int(params.n))

@@ -137,7 +137,7 @@ class SQLVerifier(Verifier):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state["config"])
 
-    def _engine(self, name: str) -> SQLiteEngine | DuckDBEngine:
+    def engine(self, name: str) -> SQLiteEngine | DuckDBEngine:
         engines = getattr(self._local, "engines", None)
         if engines is None:
             engines = self._local.engines = {}
@@ -244,7 +244,7 @@ class SQLVerifier(Verifier):
                 self.gold_cache_hits += 1
                 return cached
         try:
-            output = self._engine(engine_name).run(db, gold, self.cfg.timeout)
+            output = self.engine(engine_name).run(db, gold, self.cfg.timeout)
             outcome = _Gold(output, None, normalize_rows(output.rows))
         except QueryError as exc:
             outcome = _Gold(None, exc.message if exc.kind != "timeout" else "timeout")
@@ -315,6 +315,14 @@ class SQLVerifier(Verifier):
                 return parsed
         return {"query": reference}
 
+    def record_databases(self, record: Record) -> tuple[str, list[Database]]:
+        """The engine and the database(s) of ``record`` (raises ``ValueError`` or ``FileNotFoundError`` when
+        its reference names none that exists); the SQL tool of multi-turn environments queries these."""
+        ref = self._reference(record.reference)
+        metadata = record.metadata or {}
+        engine_name = ref.get("engine") or metadata.get("engine") or self.cfg.engine
+        return engine_name, self._databases(ref, metadata, engine_name)
+
     def verify(self, record: Record) -> Result:
         cfg = self.cfg
         ref = self._reference(record.reference)
@@ -345,7 +353,7 @@ class SQLVerifier(Verifier):
             details["stages"] = stages
             return Result(0.0, details, f"unsafe query: {keyword} is not allowed (read-only)")
 
-        engine = self._engine(engine_name)
+        engine = self.engine(engine_name)
         per_db: list[dict[str, Any]] = []
         correct = True
         error: str | None = None
