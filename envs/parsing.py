@@ -23,7 +23,9 @@ FENCE_TOOLS = {"python": "python", "py": "python", "python3": "python", "sql": "
 """Fence language tag -> the tool a ``fenced`` block calls."""
 
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
-_FENCE = re.compile(r"```([A-Za-z0-9_+-]+)[ \t]*\n(.*?)(```|$)", re.DOTALL)
+# A block closes at a fence that starts a line, or that ends the turn (a stop string cut it there): a ```
+# inside the code (``print("```")``) does not close it.
+_FENCE = re.compile(r"```([A-Za-z0-9_+-]+)[ \t]*\n(.*?)((?<=\n)[ \t]*```|```(?=\s*\Z)|\Z)", re.DOTALL)
 
 
 @dataclass

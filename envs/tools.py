@@ -9,9 +9,10 @@ an error kind, which the episode's metrics count.
 from __future__ import annotations
 
 import ast
-import concurrent.futures
 import inspect
 import operator
+import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -80,8 +81,11 @@ def echo_last_expression(code: str) -> str:
         return code
     last = tree.body[-1]
     value = ast.unparse(last.value)
-    lines = code.splitlines()
-    head = "\n".join(lines[: last.lineno - 1])
+    # The code before the expression, up to its first character: the lines above it and, on its own line,
+    # what comes before it (``x = 1; x``). Lines as the parser counts them; col_offset counts UTF-8 bytes.
+    lines = re.split(r"\r\n|\r|\n", code)
+    before = lines[last.lineno - 1].encode()[: last.col_offset].decode()
+    head = "\n".join([*lines[: last.lineno - 1], before])
     return f"{head}\n__rk_value = ({value})\nif __rk_value is not None:\n    print(repr(__rk_value))\n"
 
 
@@ -92,7 +96,10 @@ def replay_program(cells: Sequence[str], code: str) -> str:
     for i, cell in enumerate(cells):
         parts.append(
             "with __rk_c.redirect_stdout(__rk_io.StringIO()), __rk_c.redirect_stderr(__rk_io.StringIO()):\n"
-            f"    exec(compile({cell!r}, '<cell {i + 1}>', 'exec'), __rk_g)"
+            "    try:\n"
+            f"        exec(compile({cell!r}, '<cell {i + 1}>', 'exec'), __rk_g)\n"
+            "    except SystemExit:\n"  # a cell that ended with sys.exit() must not end every later one
+            "        pass"
         )
     parts.append(f"exec(compile({code!r}, '<cell {len(cells) + 1}>', 'exec'), __rk_g)")
     return "\n".join(parts) + "\n"
@@ -106,7 +113,7 @@ class PythonTool(Tool):
 
     Args:
         state: Keep state across an episode's calls by re-running its earlier successful cells (silently)
-            before each new one; off, every call starts from nothing.
+            before each new one (several calls of one turn run in order); off, every call starts from nothing.
         sandbox: Sandbox settings (``SandboxLimits`` field names: ``memory_mb``, ``max_processes``...);
             ``timeout`` is the environment's per-call timeout.
     """
@@ -131,6 +138,24 @@ class PythonTool(Tool):
         return self._sandbox
 
     def run(self, calls: Sequence[Call], timeout: float) -> list[ToolResult]:
+        if not self.state:
+            return self._run(calls, timeout)
+        # With state, an episode's calls of one turn run one after another (its second call sees its first):
+        # round k runs every episode's k-th call.
+        rounds: list[list[int]] = []
+        seen: dict[int, int] = {}
+        for i, (episode, _) in enumerate(calls):
+            k = seen[id(episode)] = seen.get(id(episode), -1) + 1
+            if k == len(rounds):
+                rounds.append([])
+            rounds[k].append(i)
+        results: list[ToolResult | None] = [None] * len(calls)
+        for indices in rounds:
+            for i, result in zip(indices, self._run([calls[i] for i in indices], timeout), strict=True):
+                results[i] = result
+        return results  # type: ignore[return-value]
+
+    def _run(self, calls: Sequence[Call], timeout: float) -> list[ToolResult]:
         from rewardkit.verifiers.code.sandbox import StdioTask
 
         results: list[ToolResult | None] = [None] * len(calls)
@@ -172,7 +197,9 @@ class PythonTool(Tool):
             error, note = "memory", "MemoryError"
         elif report.exit_code not in (0, None):
             error = "exception"
-            tail = [line for line in report.stderr.strip().splitlines() if line.strip()][-3:]
+            # the traceback's last lines, without the sandbox runner's own frames (host paths)
+            lines = [ln for ln in report.stderr.strip().splitlines() if ln.strip() and "_zygote.py" not in ln]
+            tail = lines[-3:]
             note = "\n".join(tail) or f"exit code {report.exit_code}"
         elif report.signal:
             error, note = "killed", f"error: killed by signal {report.signal}"
@@ -223,13 +250,17 @@ class SQLTool(Tool):
         t0 = time.perf_counter()
         try:
             engine, databases = self.verifier.record_databases(episode.record)
+        except (ValueError, FileNotFoundError) as exc:
+            return ToolResult(f"error: no database for this task ({exc})", "no_database")
+        try:
             out = self.verifier.engine(engine).run(databases[0], query.strip().rstrip(";"), timeout)
         except QueryError as exc:
             return ToolResult(
                 f"error: {exc.message}", f"sql_{exc.kind.replace(' ', '_')}", time.perf_counter() - t0
             )
-        except (ValueError, FileNotFoundError) as exc:
-            return ToolResult(f"error: no database for this task ({exc})", "no_database")
+        except Exception as exc:  # not the query's fault alone: a broken setup_sql or file, an unknown engine
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return ToolResult(f"error: {type(exc).__name__}: {first}", "sql_error", time.perf_counter() - t0)
         return ToolResult(self._table(out.columns, out.rows), None, time.perf_counter() - t0)
 
     def _table(self, columns: list[str], rows: list[tuple]) -> str:
@@ -272,7 +303,12 @@ def calculate(expression: str) -> Fraction:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as exc:
         raise CalculatorError(f"not an arithmetic expression ({exc.msg})") from None
-    return _evaluate(tree.body)
+    except (MemoryError, RecursionError):  # how the parser refuses very deep nesting (``-----...1``)
+        raise CalculatorError("expression nested too deeply") from None
+    try:
+        return _evaluate(tree.body)
+    except RecursionError:
+        raise CalculatorError("expression nested too deeply") from None
 
 
 def _evaluate(node: ast.AST) -> Fraction:
@@ -288,6 +324,8 @@ def _evaluate(node: ast.AST) -> Fraction:
             size = max(len(str(abs(left.numerator))), len(str(left.denominator)))
             if abs(right) * size > MAX_DIGITS:
                 raise CalculatorError("result too large")
+            if left == 0 and right < 0:
+                raise CalculatorError("division by zero")
         if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
             raise CalculatorError("division by zero")
         value = _BINARY[type(node.op)](left, right)
@@ -312,6 +350,9 @@ class CalculatorTool(Tool):
     primary = "expression"
     description = "Evaluates an arithmetic expression: numbers, + - * / // % ** and parentheses."
 
+    def __init__(self, *, name: str = "calculator") -> None:
+        self.name = name  # what the model calls it (a shorter name is fewer tokens per call)
+
     def run(self, calls: Sequence[Call], timeout: float) -> list[ToolResult]:
         out = []
         for _, args in calls:
@@ -323,7 +364,7 @@ class CalculatorTool(Tool):
                 continue
             try:
                 out.append(ToolResult(format_number(calculate(expression))))
-            except (CalculatorError, OverflowError, ValueError, RecursionError) as exc:
+            except (CalculatorError, OverflowError, ValueError, ZeroDivisionError, RecursionError) as exc:
                 out.append(ToolResult(f"error: {exc}", "exception"))
         return out
 
@@ -334,44 +375,59 @@ class CalculatorTool(Tool):
 class FunctionTool(Tool):
     """A user's Python function as a tool: called with the call's arguments as keywords (plus
     ``episode=`` the :class:`EpisodeState` when it takes that parameter); its return value, as text, is the
-    output. It runs in this process (it is the user's trusted code, not the model's), in a thread with the
-    per-call timeout: a call past it is answered ``timeout`` (the thread cannot be killed and finishes in
-    the background). An exception is the output ``error: <type>: <message>``."""
+    output. It runs in this process (it is the user's trusted code, not the model's), each call in a daemon
+    thread of its own with the per-call timeout: a call past it is answered ``timeout`` (the thread cannot
+    be killed and finishes in the background, holding up neither later calls nor the interpreter's exit).
+    Arguments that do not fit the function's signature are ``bad_arguments``; an exception is the output
+    ``error: <type>: <message>``.
+    """
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, workers: int = 4) -> None:
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "function")
-        params = [p for p in inspect.signature(fn).parameters.values() if p.name != "episode"]
+        self._signature = inspect.signature(fn)
+        params = [p for p in self._signature.parameters.values() if p.name != "episode"]
         self.primary = params[0].name if params else "input"
         self.description = (inspect.getdoc(fn) or "").split("\n")[0]
-        self.takes_episode = "episode" in inspect.signature(fn).parameters
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix=f"tool-{self.name}"
-        )
+        self.takes_episode = "episode" in self._signature.parameters
 
     def run(self, calls: Sequence[Call], timeout: float) -> list[ToolResult]:
         t0 = time.perf_counter()
-        futures = [
-            self._pool.submit(self.fn, **args, **({"episode": ep} if self.takes_episode else {}))
-            for ep, args in calls
-        ]
-        deadline = t0 + timeout
-        out = []
-        for future in futures:
+        out: list[ToolResult | None] = [None] * len(calls)
+        started = []
+        for i, (episode, args) in enumerate(calls):
+            # The episode is the environment's to give, never the model's (an "episode" argument is replaced).
+            kwargs = {**args, "episode": episode} if self.takes_episode else dict(args)
             try:
-                value = future.result(timeout=max(0.0, deadline - time.perf_counter()))
-                out.append(ToolResult("" if value is None else str(value), None, time.perf_counter() - t0))
-            except concurrent.futures.TimeoutError:
-                future.cancel()
-                out.append(ToolResult(f"error: timed out after {timeout:g}s", "timeout", timeout))
+                self._signature.bind(**kwargs)
             except TypeError as exc:
-                out.append(ToolResult(f"error: bad arguments: {exc}", "bad_arguments"))
-            except Exception as exc:  # the tool's own failure is the model's observation
-                out.append(ToolResult(f"error: {type(exc).__name__}: {exc}", "exception"))
-        return out
+                out[i] = ToolResult(f"error: bad arguments: {exc}", "bad_arguments")
+                continue
+            box: dict[str, Any] = {}
+            thread = threading.Thread(
+                target=self._call, args=(kwargs, box), name=f"tool-{self.name}", daemon=True
+            )
+            thread.start()
+            started.append((i, thread, box))
+        for i, thread, box in started:
+            thread.join(max(0.0, t0 + timeout - time.perf_counter()))
+            if thread.is_alive():
+                out[i] = ToolResult(f"error: timed out after {timeout:g}s", "timeout", timeout)
+            elif "error" in box:
+                exc = box["error"]
+                out[i] = ToolResult(f"error: {type(exc).__name__}: {exc}", "exception", box["seconds"])
+            else:
+                out[i] = ToolResult(box["output"], None, box["seconds"])
+        return out  # type: ignore[return-value]
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def _call(self, kwargs: dict[str, Any], box: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        try:
+            value = self.fn(**kwargs)
+            box["output"] = "" if value is None else str(value)
+        except BaseException as exc:  # the tool's own failure is the model's observation
+            box["error"] = exc
+        box["seconds"] = time.perf_counter() - t0
 
 
 # ----------------------------------------------------------------------------------------------------------

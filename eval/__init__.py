@@ -11,6 +11,7 @@ from rewardkit.eval.runner import (
     EvalConfig,
     EvalReport,
     GenerationConfig,
+    evaluate_backend,
     evaluate_completions,
     evaluate_model,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "Problem",
     "best_of_k_matrix",
     "bootstrap_means",
+    "evaluate_backend",
     "evaluate_completions",
     "evaluate_model",
     "list_benchmarks",

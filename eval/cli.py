@@ -15,6 +15,13 @@ def _ks(text: str) -> list[int]:
     return ks
 
 
+def _names(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+    return names
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "eval",
@@ -86,7 +93,99 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--bootstrap", type=int, default=1000, help="Bootstrap resamples (0: no intervals).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-resume", action="store_true", help="Generate everything again.")
+    env = parser.add_argument_group(
+        "environment",
+        "Each sample is a multi-turn episode with tools; its last turn is scored (docs/envs.md).",
+    )
+    env.add_argument("--env", metavar="NAME", help="Environment: tools, or module:Class of your own.")
+    env.add_argument(
+        "--tools", type=_names, metavar="LIST", help="Tools of --env tools: python,sql,calculator,module:fn."
+    )
+    env.add_argument(
+        "--tool-format", type=_names, metavar="LIST", help="Tool-call formats read: tool_call,fenced,tag."
+    )
+    env.add_argument("--max-turns", type=int, metavar="N", help="Most model turns per episode.")
+    env.add_argument(
+        "--max-episode-tokens",
+        type=int,
+        metavar="N",
+        help="Token budget of an episode (model and tool tokens; --max-new-tokens limits each turn).",
+    )
+    env.add_argument("--tool-timeout", type=float, metavar="S", help="Seconds one tool call may run.")
+    env.add_argument(
+        "--python-state", action="store_true", help="The python tool keeps its names across an episode."
+    )
     parser.set_defaults(func=run)
+
+
+_ENV_FLAGS = {
+    "tools": "--tools",
+    "tool_format": "--tool-format",
+    "max_turns": "--max-turns",
+    "max_episode_tokens": "--max-episode-tokens",
+    "tool_timeout": "--tool-timeout",
+    "python_state": "--python-state",
+}
+
+
+def env_config(args: argparse.Namespace, bench=None):
+    """The :class:`rewardkit.envs.EnvConfig` of the environment flags (``None`` without ``--env``), checked.
+    An ``sql`` tool on an SQL benchmark queries the benchmark's databases (its verifier settings)."""
+    from rewardkit.cli import CLIError
+
+    given = [flag for dest, flag in _ENV_FLAGS.items() if getattr(args, dest) not in (None, False)]
+    if not args.env:
+        if given:
+            raise CLIError(f"{given[0]} needs --env")
+        return None
+    if args.completions:
+        raise CLIError("--env samples episodes from a model: use it with --model, not --completions")
+    from rewardkit.envs import EnvConfig
+
+    cfg = EnvConfig(name=args.env)
+    for dest, field in (
+        ("tools", "tools"),
+        ("tool_format", "formats"),
+        ("max_turns", "max_turns"),
+        ("max_episode_tokens", "max_tokens"),
+        ("tool_timeout", "tool_timeout"),
+    ):
+        if getattr(args, dest) is not None:
+            setattr(cfg, field, getattr(args, dest))
+    cfg.python_state = args.python_state
+    if bench is not None and bench.verifier == "sql" and "sql" in cfg.tools and cfg.name == "tools":
+        cfg.tool_options = {"sql": dict(bench.verifier_config)}
+    try:
+        cfg.check()
+    except ValueError as exc:
+        raise CLIError(_flag_names(str(exc))) from None
+    return cfg
+
+
+def _flag_names(message: str) -> str:
+    """A config check's message in the flags' words (``env.max_turns`` -> ``--max-turns``)."""
+    for field, flag in (
+        ("env.max_turns", "--max-turns"),
+        ("env.max_tokens", "--max-episode-tokens"),
+        ("env.tool_timeout", "--tool-timeout"),
+        ("env.formats", "--tool-format"),
+    ):
+        message = message.replace(field, flag)
+    return message
+
+
+def build_environment(cfg):
+    """The environment of ``cfg``; an unknown name, tool or class is a one-line CLI error."""
+    from rewardkit.cli import CLIError
+    from rewardkit.envs import build_env
+    from rewardkit.registry import UnknownNameError
+
+    try:
+        return build_env(cfg)
+    except UnknownNameError as exc:
+        raise CLIError(str(exc)) from None
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:
+        raise CLIError(f"--env {cfg.name}: {type(exc).__name__}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
         bench = replace(bench, verifier_config={**bench.verifier_config, **verifier_args})
     if not problems:
         raise CLIError(f"benchmark {args.benchmark!r} has no problems")
+    env_cfg = env_config(args, bench)
     config = EvalConfig(
         ks=args.k,
         workers=args.workers,
@@ -166,17 +266,24 @@ def run(args: argparse.Namespace) -> int:
             use_chat_template=not args.no_chat_template,
             seed=args.seed,
         )
-        report = evaluate_model(
-            bench,
-            problems,
-            args.model,
-            gen=gen,
-            config=config,
-            backend=args.backend,
-            run_dir=args.output,
-            reward_model=reward_model,
-            resume=not args.no_resume,
-        )
+        env = build_environment(env_cfg) if env_cfg is not None else None
+        try:
+            report = evaluate_model(
+                bench,
+                problems,
+                args.model,
+                gen=gen,
+                config=config,
+                backend=args.backend,
+                run_dir=args.output,
+                reward_model=reward_model,
+                resume=not args.no_resume,
+                env=env,
+                env_config=env_cfg,
+            )
+        finally:
+            if env is not None:
+                env.close()
     from rewardkit.eval.report import render_markdown
 
     print(render_markdown(report.summary))

@@ -63,11 +63,39 @@ def render_markdown(summary: dict[str, Any]) -> str:
         for name, entry in subsets.items():
             cells = [_cell(entry["metrics"].get(metric)) for metric in top]
             lines.append(f"| {name} | {entry['num_problems']} | " + " | ".join(cells) + " |")
+    lines += environment_lines(summary.get("environment"))
     errors = summary.get("errors") or {}
     if errors:
         lines += ["", "## Errors", "", "| kind | samples |", "|---|---|"]
         lines += [f"| {kind} | {count} |" for kind, count in sorted(errors.items(), key=lambda kv: -kv[1])]
     return "\n".join(lines) + "\n"
+
+
+_SHARES = ("tool_call_rate", "tool_error_rate", "answered")
+"""Environment metrics that are shares (shown in percent); ``end/*`` are too."""
+
+
+def environment_lines(env: dict[str, Any] | None) -> list[str]:
+    """The report's environment section: the settings, then each episode metric (``rewardkit.envs.
+    episode_metrics``: shares in percent, means per episode, tool errors as counts)."""
+    if not env:
+        return []
+    cfg = env.get("config") or {}
+    setting = f"`{env.get('name')}`"
+    if cfg.get("name") == "tools":
+        setting += f", tools {', '.join(cfg.get('tools', []))} ({', '.join(cfg.get('formats', []))})"
+    setting += f", at most {cfg.get('max_turns')} turns and {cfg.get('max_tokens')} tokens per episode"
+    lines = ["", "## Environment", "", f"- {setting}; {env.get('num_episodes')} episodes", ""]
+    lines += ["| metric | value |", "|---|---|"]
+    for name, value in (env.get("metrics") or {}).items():
+        if name in _SHARES or name.startswith("end/"):
+            cell = f"{100 * value:.1f}%"
+        elif name.startswith("tool_error/"):
+            cell = str(int(value))
+        else:
+            cell = f"{value:.2f}"
+        lines.append(f"| {name} | {cell} |")
+    return lines
 
 
 def plot_pass_at_k(summary: dict[str, Any], path: str | Path) -> None:

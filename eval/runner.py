@@ -4,11 +4,13 @@ Two entry points:
 
 * :func:`evaluate_completions` scores completions made elsewhere (the offline path) and computes metrics.
 * :func:`evaluate_model` samples ``n`` completions per problem with a rollout backend (transformers on
-  CPU, vLLM on GPU), resumably, then does the same.
+  CPU, vLLM on GPU), resumably, then does the same (:func:`evaluate_backend` with a backend already made).
+  With an environment (``rewardkit.envs``) each sample is a multi-turn episode whose answer is scored.
 
 A run folder holds ``generations.jsonl`` (model runs only; appended problem by problem, so an interrupted
 run resumes without re-generating), ``samples.jsonl`` (one scored row per sample), ``summary.json``,
-``report.md`` and ``pass_at_k.png``.
+``report.md`` and ``pass_at_k.png``. With an environment, ``generations.jsonl`` also keeps each episode's
+transcript and counters, and the summary an ``environment`` section (``rewardkit.envs.episode_metrics``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -114,19 +116,16 @@ def score_samples(
     for pid, texts in completions.items():
         problem = by_id[pid]
         for index, text in enumerate(texts):
-            records.append(
-                Record(
-                    id=f"{pid}#{index}",
-                    prompt=problem.prompt,
-                    completion=text,
-                    reference=problem.reference,
-                    verifier=problem.verifier,
-                    metadata=dict(problem.metadata),
-                )
-            )
+            records.append(problem_record(problem, text, f"{pid}#{index}"))
             keys.append((pid, index))
     results: list[Result] = (
-        score_records(records, bench.verifier, workers=config.workers, timeout=config.timeout)
+        score_records(
+            records,
+            bench.verifier,
+            workers=config.workers,
+            timeout=config.timeout,
+            config=dict(bench.verifier_config) or None,
+        )
         if records
         else []
     )
@@ -169,6 +168,18 @@ def score_samples(
             )
         )
     return samples
+
+
+def problem_record(problem: Problem, completion: str = "", id: str | None = None) -> Record:
+    """A problem as a :class:`Record` (what verifiers score and environments start episodes from)."""
+    return Record(
+        id=problem.id if id is None else id,
+        prompt=problem.prompt,
+        completion=completion,
+        reference=problem.reference,
+        verifier=problem.verifier,
+        metadata=dict(problem.metadata),
+    )
 
 
 _ANSWER_KEYS = ("extracted_answer", "extracted", "prediction", "pred", "answer")
@@ -538,6 +549,128 @@ def build_prompts(
     return prompts
 
 
+@dataclass
+class EpisodeSetup:
+    """Sampling episodes instead of single completions: each sample of a problem is an episode of ``env``
+    (a :class:`rewardkit.envs.Environment`) started from the problem's record, run by
+    :func:`rewardkit.envs.run_episodes` with ``config`` (an :class:`rewardkit.envs.EnvConfig`); the episode's
+    answer is the completion scored. ``chat``: the prompts use the chat template."""
+
+    env: Any
+    config: Any
+    tokenizer: Any
+    records: dict[str, Record]
+    chat: bool = False
+
+
+class Generated(NamedTuple):
+    """Per problem: completions, finish reasons, the generation error (problems that failed), and with an
+    environment what each episode did (:func:`episode_info`; ``None`` for a failed batch)."""
+
+    completions: dict[str, list[str]]
+    finish_reasons: dict[str, list[str | None]]
+    errors: dict[str, str]
+    episodes: dict[str, list[dict[str, Any]] | None]
+
+
+def episode_info(episode: Any) -> dict[str, Any]:
+    """What ``generations.jsonl`` keeps of an episode: its transcript, model turns, tool calls, failed calls
+    by kind, why it ended, tool seconds, and its own and observation token counts (enough to compute
+    :func:`rewardkit.envs.episode_metrics` again on resume)."""
+    state = episode.state
+    mask = episode.loss_mask if episode.loss_mask is not None else [1] * len(episode.token_ids)
+    return {
+        "transcript": episode.transcript,
+        "turns": len(state.model_turns),
+        "tool_calls": state.tool_calls,
+        "tool_errors": dict(state.tool_errors),
+        "end": state.end,
+        "tool_seconds": round(state.tool_seconds, 6),
+        "tokens": sum(mask),
+        "observation_tokens": len(mask) - sum(mask),
+    }
+
+
+def _episode_from_info(info: dict[str, Any], finish_reason: str | None) -> Any:
+    """An :class:`~rewardkit.envs.Episode` with the counters of a stored :func:`episode_info` (texts left
+    out), for :func:`rewardkit.envs.episode_metrics`."""
+    from rewardkit.envs import Episode, EpisodeState, Turn
+
+    state = EpisodeState(
+        record=Record(),
+        turns=[Turn("model", "")] * int(info.get("turns", 0)),
+        done=True,
+        end=str(info.get("end", "")),
+        tool_calls=int(info.get("tool_calls", 0)),
+        tool_errors=Counter(info.get("tool_errors") or {}),
+        tool_seconds=float(info.get("tool_seconds", 0.0)),
+    )
+    mask = [1] * int(info.get("tokens", 0)) + [0] * int(info.get("observation_tokens", 0))
+    return Episode(
+        text="",
+        token_ids=[0] * len(mask),
+        prompt_token_ids=[],
+        logprobs=None,
+        finish_reason=finish_reason or "stop",
+        loss_mask=mask,
+        state=state,
+    )
+
+
+def environment_summary(setup: EpisodeSetup, generated: Generated) -> dict[str, Any]:
+    """The summary's ``environment`` section: the env settings and the ``env/*`` metrics of
+    :func:`rewardkit.envs.episode_metrics` over every episode of the run (prefix dropped)."""
+    from rewardkit.envs import episode_metrics
+
+    episodes = [
+        _episode_from_info(info, reason)
+        for pid, infos in generated.episodes.items()
+        for info, reason in zip(infos or [], generated.finish_reasons[pid], strict=False)
+    ]
+    metrics = {name.removeprefix("env/"): value for name, value in episode_metrics(episodes).items()}
+    return {
+        "name": setup.config.name,
+        "config": asdict(setup.config),
+        "num_episodes": len(episodes),
+        "metrics": metrics,
+    }
+
+
+def _sample(
+    backend: Any, pids: Sequence[str], prompts: dict[str, str], params: Any, episodes: EpisodeSetup | None
+) -> list[dict[str, Any]]:
+    """One batch's ``generations.jsonl`` rows: each problem's samples, single completions or (with
+    ``episodes``) episodes, whose answers are the completions and whose :func:`episode_info` is kept."""
+    texts = [prompts[pid] for pid in pids]
+    if episodes is None:
+        groups = backend.generate(texts, params)
+    else:
+        from rewardkit.envs import run_episodes
+
+        groups = run_episodes(
+            backend,
+            episodes.env,
+            [episodes.records[pid] for pid in pids],
+            texts,
+            params,
+            episodes.tokenizer,
+            episodes.config,
+            chat=episodes.chat,
+        )
+    rows = []
+    for pid, samples in zip(pids, groups, strict=True):
+        row: dict[str, Any] = {
+            "problem_id": pid,
+            "completions": [g.text for g in samples],
+            "finish_reasons": [g.finish_reason for g in samples],
+            "error": None,
+        }
+        if episodes is not None:
+            row["episodes"] = [episode_info(g) for g in samples]
+        rows.append(row)
+    return rows
+
+
 def generate(
     backend: Any,
     prompts: dict[str, str],
@@ -545,10 +678,12 @@ def generate(
     generations_path: Path,
     *,
     resume: bool = True,
-) -> tuple[dict[str, list[str]], dict[str, list[str | None]], dict[str, str]]:
-    """Samples ``gen.n`` completions per prompt, appending each problem's to ``generations_path`` as it
-    finishes; problems already in the file are not generated again. A batch that fails is written as
-    errors for its problems and the run goes on."""
+    episodes: EpisodeSetup | None = None,
+) -> Generated:
+    """Samples ``gen.n`` completions per prompt (with ``episodes``: ``gen.n`` episodes, ``max_new_tokens``
+    per turn), appending each problem's to ``generations_path`` as it finishes; problems already in the
+    file are not generated again (unless they were made with an environment and this run has none, or the
+    reverse). A batch that fails is written as errors for its problems and the run goes on."""
     from rewardkit.rl.rollout import SamplingParams
 
     done: dict[str, dict[str, Any]] = {}
@@ -558,7 +693,8 @@ def generate(
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut by the interruption: generated again
-            done[row["problem_id"]] = row
+            if ("episodes" in row) == (episodes is not None):
+                done[row["problem_id"]] = row
     elif generations_path.exists():
         generations_path.unlink()
     todo = [pid for pid in prompts if pid not in done]
@@ -575,16 +711,7 @@ def generate(
         for start in range(0, len(todo), gen.batch_size):
             batch = todo[start : start + gen.batch_size]
             try:
-                outputs = backend.generate([prompts[pid] for pid in batch], params)
-                rows = [
-                    {
-                        "problem_id": pid,
-                        "completions": [g.text for g in samples],
-                        "finish_reasons": [g.finish_reason for g in samples],
-                        "error": None,
-                    }
-                    for pid, samples in zip(batch, outputs, strict=True)
-                ]
+                rows = _sample(backend, batch, prompts, params, episodes)
             except Exception as exc:  # a failed batch is recorded, not fatal
                 logger.warning("generation failed for %d problems: %s", len(batch), exc)
                 rows = [
@@ -593,6 +720,7 @@ def generate(
                         "completions": [""] * gen.n,
                         "finish_reasons": [None] * gen.n,
                         "error": f"generation failed: {type(exc).__name__}: {exc}",
+                        **({"episodes": None} if episodes is not None else {}),
                     }
                     for pid in batch
                 ]
@@ -603,7 +731,8 @@ def generate(
     completions = {pid: done[pid]["completions"] for pid in prompts}
     finish = {pid: done[pid].get("finish_reasons") or [None] * len(completions[pid]) for pid in prompts}
     errors = {pid: done[pid]["error"] for pid in prompts if done[pid].get("error")}
-    return completions, finish, errors
+    infos = {pid: done[pid].get("episodes") for pid in prompts} if episodes is not None else {}
+    return Generated(completions, finish, errors, infos)
 
 
 def evaluate_model(
@@ -619,28 +748,80 @@ def evaluate_model(
     resume: bool = True,
     fewshot_pool: Sequence[tuple[Problem, str]] = (),
     backend_kwargs: dict[str, Any] | None = None,
+    env: Any = None,
+    env_config: Any = None,
 ) -> EvalReport:
-    """Samples completions from ``model`` (hub name or local path) and evaluates them."""
+    """Samples completions from ``model`` (hub name or local path) and evaluates them; with ``env`` (an
+    :class:`rewardkit.envs.Environment`, run with ``env_config``, an :class:`rewardkit.envs.EnvConfig`)
+    each sample is an episode. The caller closes ``env``."""
     from rewardkit.rl.rollout import get_backend
 
+    model_obj, tokenizer = _load_model(model, backend)
+    engine = get_backend(backend, model_obj, tokenizer, **(backend_kwargs or {}))
+    return evaluate_backend(
+        bench,
+        problems,
+        engine,
+        tokenizer,
+        gen=gen,
+        config=config,
+        run_dir=run_dir,
+        reward_model=reward_model,
+        resume=resume,
+        fewshot_pool=fewshot_pool,
+        env=env,
+        env_config=env_config,
+        extra={"model": model, "backend": backend},
+    )
+
+
+def evaluate_backend(
+    bench: Benchmark,
+    problems: Sequence[Problem],
+    engine: Any,
+    tokenizer: Any,
+    *,
+    gen: GenerationConfig | None = None,
+    config: EvalConfig | None = None,
+    run_dir: str | Path,
+    reward_model: Any = None,
+    resume: bool = True,
+    fewshot_pool: Sequence[tuple[Problem, str]] = (),
+    env: Any = None,
+    env_config: Any = None,
+    extra: dict[str, Any] | None = None,
+) -> EvalReport:
+    """:func:`evaluate_model` with a rollout backend already made (``engine.generate(prompts, params)``)
+    and its tokenizer; ``extra`` goes into the summary."""
     gen = gen or GenerationConfig()
     config = config or EvalConfig()
     run_dir = Path(run_dir)
-    model_obj, tokenizer = _load_model(model, backend)
     prompts = build_prompts(bench, problems, tokenizer, gen, fewshot_pool)
-    engine = get_backend(backend, model_obj, tokenizer, **(backend_kwargs or {}))
-    completions, finish, errors = generate(engine, prompts, gen, run_dir / "generations.jsonl", resume=resume)
+    setup = None
+    if env is not None:
+        from rewardkit.envs import EnvConfig
+
+        setup = EpisodeSetup(
+            env=env,
+            config=env_config or EnvConfig(name=getattr(env, "name", "custom")),
+            tokenizer=tokenizer,
+            records={p.id: problem_record(p) for p in problems},
+            chat=gen.use_chat_template and bool(getattr(tokenizer, "chat_template", None)),
+        )
+    generated = generate(engine, prompts, gen, run_dir / "generations.jsonl", resume=resume, episodes=setup)
     samples = score_samples(
         bench,
         problems,
-        completions,
+        generated.completions,
         config,
         reward_model=reward_model,
-        finish_reasons=finish,
-        generation_errors=errors,
+        finish_reasons=generated.finish_reasons,
+        generation_errors=generated.errors,
     )
-    extra = {"model": model, "backend": backend, "generation": asdict(gen)}
-    return _finish(bench, problems, samples, config, reward_model is not None, run_dir, extra=extra)
+    summary_extra = {**(extra or {}), "generation": asdict(gen)}
+    if setup is not None:
+        summary_extra["environment"] = environment_summary(setup, generated)
+    return _finish(bench, problems, samples, config, reward_model is not None, run_dir, extra=summary_extra)
 
 
 def _load_model(model: str, backend: str):

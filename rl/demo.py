@@ -242,9 +242,19 @@ def seed_line(s: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------------------------
 # Several seeds
 # ----------------------------------------------------------------------------------------------------------
-def run_seeds(argv: list[str], seeds: list[int], out: Path, jobs: int) -> list[dict[str, Any]]:
-    """Runs each seed as ``python -m rewardkit.rl.demo --seeds S`` (its log in ``seed-S/log.txt``), at most
-    ``jobs`` at once; returns their summaries in seed order."""
+def run_seeds(
+    argv: list[str],
+    seeds: list[int],
+    out: Path,
+    jobs: int,
+    *,
+    module: str = "rewardkit.rl.demo",
+    line: Any = None,
+) -> list[dict[str, Any]]:
+    """Runs each seed as ``python -m MODULE --seeds S --out OUT/seed-S`` (its log in ``seed-S/log.txt``), at
+    most ``jobs`` at once; returns their summaries (``seed-S/summary.json``) in seed order, printing
+    ``line(summary)`` as each finishes."""
+    line = line or seed_line
     pending = list(seeds)
     running: dict[int, subprocess.Popen] = {}
     done: dict[int, dict[str, Any]] = {}
@@ -257,7 +267,7 @@ def run_seeds(argv: list[str], seeds: list[int], out: Path, jobs: int) -> list[d
                 sys.executable,
                 "-u",
                 "-m",
-                "rewardkit.rl.demo",
+                module,
                 *argv,
                 "--seeds",
                 str(seed),
@@ -278,7 +288,7 @@ def run_seeds(argv: list[str], seeds: list[int], out: Path, jobs: int) -> list[d
                     f"[demo] seed {seed} failed (exit {proc.returncode}); see {folder / 'log.txt'}"
                 )
             done[seed] = json.loads((folder / "summary.json").read_text())
-            print(f"[demo] {seed_line(done[seed])}", flush=True)
+            print(f"[demo] {line(done[seed])}", flush=True)
     return [done[s] for s in seeds]
 
 

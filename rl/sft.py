@@ -47,43 +47,63 @@ class SFTConfig:
     a still-high learning rate (a deliberately partial warm start)."""
 
 
-def encode_pairs(tokenizer: Any, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-    """Token ids of each prompt and of each completion followed by EOS."""
+Completion = str | Sequence[tuple[str, bool]]
+"""A completion's text, or its segments with whether each is trained on: a multi-turn demonstration's tool
+output is context, never a target (``[("<calculator>2*3</calculator>", True), ("<output>6</output>", False),
+("\\boxed{6}", True)]``)."""
+
+
+Encoded = tuple[list[int], list[int], list[bool]]
+"""Prompt ids, completion ids (EOS last), and whether each completion token is a target."""
+
+
+def encode_pairs(tokenizer: Any, pairs: Sequence[tuple[str, Completion]]) -> list[Encoded]:
+    """Token ids of each prompt and of each completion followed by EOS (a target), with the target flags."""
     eos = tokenizer.eos_token_id
     out = []
     for prompt, completion in pairs:
         p = tokenizer(prompt)["input_ids"]
-        c = tokenizer(completion, add_special_tokens=False)["input_ids"] + ([eos] if eos is not None else [])
-        out.append((p, c))
+        segments = [(completion, True)] if isinstance(completion, str) else list(completion)
+        if eos is not None:
+            segments.append((None, True))
+        c: list[int] = []
+        trained: list[bool] = []
+        for text, target in segments:
+            ids = [eos] if text is None else tokenizer(text, add_special_tokens=False)["input_ids"]
+            c += ids
+            trained += [target] * len(ids)
+        out.append((p, c, trained))
     return out
 
 
-def collate(
-    batch: Sequence[tuple[list[int], list[int]]], pad_id: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 on prompt and padding)."""
-    width = max(len(p) + len(c) for p, c in batch)
+def collate(batch: Sequence[Encoded], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 on the prompt, untrained
+    segments and padding)."""
+    width = max(len(p) + len(c) for p, c, _ in batch)
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
     labels = torch.full_like(ids, -100)
-    for row, (p, c) in enumerate(batch):
+    for row, (p, c, trained) in enumerate(batch):
         seq = p + c
         ids[row, : len(seq)] = torch.tensor(seq)
         mask[row, : len(seq)] = 1
-        labels[row, len(p) : len(seq)] = torch.tensor(c)
+        labels[row, len(p) : len(seq)] = torch.tensor(
+            [t if keep else -100 for t, keep in zip(c, trained, strict=True)]
+        )
     return ids, mask, labels
 
 
 def sft(
     model: Any,
     tokenizer: Any,
-    pairs: Sequence[tuple[str, str]],
+    pairs: Sequence[tuple[str, Completion]],
     config: SFTConfig | None = None,
     *,
     log: Callable[[str], None] | None = print,
     callback: Callable[[int], bool | None] | None = None,
 ) -> list[float]:
-    """Trains ``model`` in place on ``pairs`` of (prompt, completion); returns the loss of each step.
+    """Trains ``model`` in place on ``pairs`` of (prompt, completion or segments); returns the loss of each
+    step.
 
     ``callback(step)`` runs after every optimiser step (1-based), e.g. to evaluate or save; returning True
     stops the warm start there.

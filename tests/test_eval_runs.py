@@ -203,3 +203,13 @@ def test_truncated_completions_count_as_wrong_unless_asked():
         bench, problems, rows, config=EvalConfig(ks=[1], workers=1, bootstrap=0, score_truncated=True)
     )
     assert scored.summary["metrics"]["pass@1"]["mean"] == pytest.approx(1.0)
+
+
+def test_benchmark_verifier_settings_reach_the_verifier(tmp_path, monkeypatch):
+    # The shipped Spider sample's databases are a verifier setting (db_root): scoring must use it, from any
+    # working directory.
+    monkeypatch.chdir(tmp_path)
+    bench, problems = load_benchmark("sample:spider", limit=2)
+    rows = [{"problem_id": p.id, "completion": f"```sql\n{p.reference['gold']}\n```"} for p in problems]
+    report = evaluate_completions(bench, problems, rows, config=EvalConfig(ks=[1], workers=1, bootstrap=0))
+    assert report.summary["errors"] == {} and report.summary["metrics"]["pass@1"]["mean"] == 1.0

@@ -30,10 +30,29 @@ def test_subtraction_never_negative():
 def test_collate_masks_prompt_and_padding(tiny_tokenizer):
     data = encode_pairs(tiny_tokenizer, [("1+2=", "\\boxed{3}"), ("10+20=", "\\boxed{30}")])
     ids, mask, labels = collate(data, tiny_tokenizer.pad_token_id)
-    p0, c0 = data[0]
+    p0, c0, trained = data[0]
+    assert all(trained)
     assert labels[0, : len(p0)].eq(-100).all() and labels[0, len(p0) : len(p0) + len(c0)].tolist() == c0
     assert c0[-1] == tiny_tokenizer.eos_token_id
     assert mask[0].sum() == len(p0) + len(c0) and labels[0, len(p0) + len(c0) :].eq(-100).all()
+
+
+def test_collate_masks_untrained_segments(tiny_tokenizer):
+    """A multi-turn demonstration: the tool's output is context (in input_ids) but never a label."""
+    segments = [("<calculator>2*3</calculator>", True), ("<output>6</output>", False), ("\\boxed{6}", True)]
+    data = encode_pairs(tiny_tokenizer, [("2*3=", segments)])
+    ids, _, labels = collate(data, tiny_tokenizer.pad_token_id)
+    p, c, trained = data[0]
+    call = len(tiny_tokenizer("<calculator>2*3</calculator>", add_special_tokens=False)["input_ids"])
+    out = len(tiny_tokenizer("<output>6</output>", add_special_tokens=False)["input_ids"])
+    assert trained == [True] * call + [False] * out + [True] * (len(c) - call - out)
+    start = len(p) + call
+    assert tiny_tokenizer.decode(ids[0, start : start + out]) == "<output>6</output>"
+    assert labels[0, start : start + out].eq(-100).all()
+    assert (
+        labels[0, len(p) : start].tolist() == c[:call]
+        and labels[0, start + out : len(p) + len(c)].ne(-100).all()
+    )
 
 
 def test_sft_learns_the_format(tiny_model, tiny_tokenizer):

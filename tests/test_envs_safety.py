@@ -1,0 +1,434 @@
+"""A tool call that forks, loops, floods output, reads files or opens the network is an observation with an
+error and leaves the host as it was, exactly as in the code verifier's tests (tests/test_code_sandbox.py);
+one episode's files are invisible to every other; the SQL tool writes nothing.
+
+Every case goes through ``ToolEnv.step``, so that what is tested is what the model sees: the observation and
+the error kind its episode counts. Programs run under the native backend (namespaces, private uids) when the
+tests run as root, else under whatever the sandbox could set up (``info`` says which).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import site
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+from rewardkit.envs import ToolEnv, Turn
+from rewardkit.envs.base import EpisodeState
+from rewardkit.types import Record
+
+TIMEOUT = 2.0
+SANDBOX = {"max_processes": 16, "parallelism": 2}  # the code verifier's safety tests use these limits
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV_SECRET = f"rk-env-secret-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="module")
+def env():
+    """The python tool, started (its zygote forked) while the host has a secret in its environment."""
+    os.environ["RK_TEST_ENV_SECRET"] = ENV_SECRET
+    try:
+        tool_env = ToolEnv(
+            ["python"], formats=["fenced"], tool_timeout=TIMEOUT, tool_options={"python": SANDBOX}
+        )
+        assert observe(tool_env, "print('warm')")[0] == "warm"
+    finally:
+        del os.environ["RK_TEST_ENV_SECRET"]
+    yield tool_env
+    tool_env.close()
+
+
+@pytest.fixture(scope="module")
+def state_env():
+    options = {"python": {**SANDBOX, "state": True}}
+    tool_env = ToolEnv(["python"], formats=["fenced"], tool_timeout=TIMEOUT, tool_options=options)
+    yield tool_env
+    tool_env.close()
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```\n"
+
+
+def observe(env: ToolEnv, code: str, ep: EpisodeState | None = None) -> tuple[str, EpisodeState]:
+    """One turn calling the python tool: its observation (never an exception) and the episode."""
+    ep = ep or env.reset(Record())
+    ep.turns.append(Turn("model", fenced(code)))
+    result = env.step([ep], [fenced(code)], last=False)[0]
+    assert not result.done and isinstance(result.observation, str)
+    return result.observation, ep
+
+
+def sandbox_of(env: ToolEnv):
+    return env.tools["python"].sandbox
+
+
+def sandbox_processes(env: ToolEnv) -> list[str]:
+    """Processes still running under the private uid of one of the sandbox's program slots (as in
+    tests/test_code_sandbox.py)."""
+    sandbox = sandbox_of(env)
+    base, n_slots = sandbox._uid_base, sandbox.parallelism
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        if base <= uid < base + n_slots:
+            found.append(pid)
+    return found
+
+
+def children() -> set[int]:
+    """This process's descendants (the sandbox's warm zygote and workers among them)."""
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def machine_healthy() -> bool:
+    return subprocess.run(["true"], timeout=30).returncode == 0
+
+
+def needs_private_uid(env: ToolEnv) -> None:
+    if not sandbox_of(env).info["private_uid"]:
+        pytest.skip("no private uid (not root): RLIMIT_NPROC would count the user's own processes")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# processes, time, output, memory, disk
+# ----------------------------------------------------------------------------------------------------------
+def test_fork_bomb_is_contained(env):
+    before = children()
+    bounded = (
+        "import os, time\nn = 0\n"
+        "for _ in range(40):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(5)\n"
+        "        os._exit(0)\n"
+        "    n += 1\n"
+        "print(n)\n"
+    )
+    observation, ep = observe(env, bounded)
+    if sandbox_of(env).info["private_uid"]:
+        assert observation == "15" and not ep.tool_errors  # 16 processes: the program and 15 children
+    needs_private_uid(env)
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    t0 = time.monotonic()
+    observation, ep = observe(env, bomb)
+    assert time.monotonic() - t0 < TIMEOUT + 5
+    assert observation.endswith("error: timed out") and ep.tool_errors == {"timeout": 1}
+    time.sleep(0.2)
+    assert sandbox_processes(env) == []
+    assert children() <= before  # the warm workers, and nothing the program started
+    assert machine_healthy()
+
+
+def test_process_outliving_the_call_is_killed(env):
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.2)\n"
+        "print('parent done')\n"
+    )
+    before = children()
+    observation, ep = observe(env, daemon)
+    assert observation == "parent done" and not ep.tool_errors
+    time.sleep(0.2)
+    assert sandbox_processes(env) == []
+    assert children() <= before
+
+
+def test_infinite_loop_times_out(env):
+    for loop in ["while True:\n    pass", "import time\nprint('started', flush=True)\ntime.sleep(3600)"]:
+        t0 = time.monotonic()
+        observation, ep = observe(env, loop)
+        assert time.monotonic() - t0 < TIMEOUT + 5
+        assert observation.endswith("error: timed out") and ep.tool_errors == {"timeout": 1}
+    assert observation.startswith("started")  # what it printed before is kept
+    assert sandbox_processes(env) == []
+
+
+def test_output_flood(env):
+    t0 = time.monotonic()
+    observation, ep = observe(env, "while True:\n    print('x' * 10000)")
+    assert time.monotonic() - t0 < TIMEOUT + 5
+    assert ep.tool_errors == {"output_limit": 1}
+    assert observation.endswith("error: output limit exceeded")
+    assert len(observation) <= SANDBOX.get("max_output_mb", 16) * 2**20 + 100  # captured output is capped
+
+
+def test_huge_allocation(env):
+    observation, ep = observe(env, "x = bytearray(50 * 2**30)")
+    assert observation == "MemoryError" and ep.tool_errors == {"memory": 1}
+    assert machine_healthy()
+
+
+def test_huge_file_is_refused(env):
+    code = "f = open('big.bin', 'wb')\nchunk = b'0' * (1 << 20)\nfor _ in range(10 * 1024):\n    f.write(chunk)\n"
+    observation, ep = observe(env, code)
+    assert "File too large" in observation and ep.tool_errors == {"exception": 1}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# what a call sees of the host
+# ----------------------------------------------------------------------------------------------------------
+def visible(env: ToolEnv, paths: list[str]) -> list[str]:
+    observation, ep = observe(env, f"import os\nprint([p for p in {paths!r} if os.path.exists(p)])")
+    assert not ep.tool_errors, observation
+    return eval(observation)  # a list literal the program printed
+
+
+def test_host_files_are_not_visible(env, tmp_path):
+    hidden = [REPO, os.path.join(REPO, "data"), os.path.join(REPO, "tests"), os.path.abspath(__file__)]
+    hidden += [*site.getsitepackages(), os.path.expanduser("~/.cache"), sys.prefix + "/pyvenv.cfg"]
+    hidden += [os.path.expanduser("~/.cache/huggingface")]
+    if sandbox_of(env).info["read_only_root"]:  # a root of its own (native, bwrap): none of these either
+        hidden += ["/home", "/tmp", "/proc", str(tmp_path)]
+    hidden += [os.environ[k] for k in ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE") if k in os.environ]
+    assert visible(env, hidden) == []
+    # the project's own code is not importable, nor any package outside the allow-list
+    for name in ["rewardkit", "pytest", "torch", "psutil"]:
+        observation, ep = observe(env, f"import {name}")
+        assert "ModuleNotFoundError" in observation and ep.tool_errors == {"exception": 1}, name
+    assert observe(env, "import numpy\nprint(numpy.arange(4).sum())")[0] == "6"
+    # reading a project file by its host path fails
+    observation, ep = observe(env, f"print(open({os.path.join(REPO, 'envs', 'tools.py')!r}).read())")
+    assert "FileNotFoundError" in observation and ep.tool_errors == {"exception": 1}
+
+
+def test_the_dataset_and_the_record_are_out_of_reach(env, tmp_path):
+    secret = f"rk-secret-{uuid.uuid4().hex}"
+    (tmp_path / "dataset.jsonl").write_text(f'{{"reference": "{secret}"}}\n')
+    (tmp_path / "notes.txt").write_text(secret)
+    hack = f"""
+import gc, os, re
+PAT = re.compile(r"rk-secret-[0-9a-f]{{32}}")
+def find():
+    for root in [{str(tmp_path)!r}, os.getcwd(), "/tmp", {REPO!r}, "/proc/self", "/"]:
+        try:
+            for dirpath, _, files in os.walk(root):
+                for name in files[:200]:
+                    try:
+                        with open(os.path.join(dirpath, name), errors="ignore") as f:
+                            m = PAT.search(f.read(1 << 20))
+                        if m:
+                            return m.group(0)
+                    except Exception:
+                        pass
+                if dirpath.count("/") > 4:
+                    break
+        except Exception:
+            pass
+    for obj in gc.get_objects():
+        if isinstance(obj, str) and PAT.search(obj) and obj is not PAT.pattern:
+            return obj
+    return "not found"
+print(find())
+"""
+    ep = env.reset(Record(prompt="p", reference=secret, metadata={"answer": secret}))
+    observation, ep = observe(env, hack, ep)
+    assert observation == "not found" and secret not in observation
+
+
+def test_host_environment_is_not_inherited(env):
+    observation, _ = observe(
+        env, "import os\nprint(sorted(os.environ))\nprint(os.environ.get('RK_TEST_ENV_SECRET'))"
+    )
+    assert ENV_SECRET not in observation and "RK_TEST_ENV_SECRET" not in observation
+
+
+def test_no_network(env):
+    # a server on the host's loopback: the call can neither reach it nor anything outside
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server.settimeout(0.5)
+        port = server.getsockname()[1]
+        probe = (
+            "import socket\n"
+            f"for address in [('127.0.0.1', {port}), ('1.1.1.1', 53), ('8.8.8.8', 443)]:\n"
+            "    try:\n"
+            "        socket.create_connection(address, timeout=1).close()\n"
+            "        print('connected', address)\n"
+            "    except OSError as exc:\n"
+            "        print('blocked', type(exc).__name__)\n"
+        )
+        observation, ep = observe(env, probe)
+        with pytest.raises(OSError):  # socket.timeout: nobody connected
+            server.accept()
+    assert "connected" not in observation and observation.count("blocked") == 3, observation
+    assert sandbox_of(env).info["network"] in ("network namespace", "sockets refused (audit hook)")
+    observation, ep = observe(env, "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=1)")
+    assert ep.tool_errors == {"exception": 1} and "Error" in observation.splitlines()[-1]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# files: per call, per episode, never on the host
+# ----------------------------------------------------------------------------------------------------------
+WRITE = "open('note.txt', 'w').write({text!r})\nimport os\nprint(sorted(os.listdir('.')))"
+READ = "import os\nprint(open('note.txt').read() if os.path.exists('note.txt') else 'missing')"
+
+
+def test_one_episodes_files_are_invisible_to_another(env):
+    a, b = env.reset(Record(id="a")), env.reset(Record(id="b"))
+    # the same turn: both write note.txt, each sees only its own, in a directory of its own
+    turns = [fenced(WRITE.format(text="from a") + "\n" + READ), fenced(READ)]
+    out = env.step([a, b], turns, last=False)
+    assert out[0].observation == "['note.txt']\nfrom a"
+    assert out[1].observation == "missing"
+    # a later call, of either episode, starts from an empty directory (no state)
+    assert observe(env, READ, b)[0] == "missing"
+    assert observe(env, READ, a)[0] == "missing"
+    assert observe(env, "import os\nprint(os.listdir('.'))", a)[0] == "[]"
+
+
+def test_with_state_an_episode_sees_its_own_files_only(state_env):
+    a, b = state_env.reset(Record(id="a")), state_env.reset(Record(id="b"))
+    out = state_env.step([a, b], [fenced(WRITE.format(text="from a")), fenced(READ)], last=False)
+    assert out[0].observation == "['note.txt']" and out[1].observation == "missing"
+    assert observe(state_env, READ, a)[0] == "from a"  # its own earlier cell re-ran
+    assert observe(state_env, READ, b)[0] == "missing"
+    out = state_env.step([a, b], [fenced(READ), fenced(WRITE.format(text="from b"))], last=False)
+    assert out[0].observation == "from a" and out[1].observation == "['note.txt']"
+    assert observe(state_env, READ, b)[0] == "from b"
+    assert observe(state_env, READ, state_env.reset(Record(id="c")))[0] == "missing"
+
+
+def test_files_never_reach_the_host(env, tmp_path):
+    marker = f"rk-escape-{uuid.uuid4().hex}"
+    targets = [
+        f"/tmp/{marker}",
+        str(tmp_path / marker),
+        os.path.join(REPO, marker),
+        f"../../../../tmp/{marker}",
+        f"/{marker}",
+        f"/runs/{marker}",
+    ]
+    sandbox = sandbox_of(env)
+    tmp_before = set(os.listdir("/tmp"))
+    before = children()
+    for target in targets:
+        observation, ep = observe(env, f"open({target!r}, 'w').write('x')")
+        assert ep.tool_errors == {"exception": 1}, (target, observation)
+        assert observation.splitlines()[-1].startswith(("FileNotFoundError", "PermissionError", "OSError"))
+    # a file in the call's own directory is fine, and gone with the call
+    observation, ep = observe(
+        env, f"open({marker!r}, 'w').write('x')\nimport os\nprint(os.path.abspath({marker!r}))"
+    )
+    assert not ep.tool_errors
+    inside = observation.strip()
+    for path in [
+        *targets,
+        inside,
+        os.path.join(sandbox._runs_dir, os.path.basename(os.path.dirname(inside))),
+    ]:
+        assert not os.path.exists(path), path
+    assert [p for p in set(os.listdir("/tmp")) - tmp_before if marker in p] == []
+    assert os.listdir(sandbox._runs_dir) == []  # the working directories are unmounted and gone
+    assert not any(marker in name for _, _, files in os.walk(tmp_path) for name in files)
+    assert children() <= before and sandbox_processes(env) == []
+
+
+# ----------------------------------------------------------------------------------------------------------
+# sql: read-only
+# ----------------------------------------------------------------------------------------------------------
+SETUP_SQL = (
+    "CREATE TABLE singer(id INTEGER PRIMARY KEY, name TEXT, age INTEGER);"
+    "INSERT INTO singer VALUES (1, 'Ann', 31), (2, 'Bob', 45);"
+)
+WRITES = [
+    "INSERT INTO singer VALUES (3, 'Eve', 20)",
+    "UPDATE singer SET age = 0",
+    "DELETE FROM singer",
+    "REPLACE INTO singer VALUES (1, 'Mallory', 1)",
+    "DROP TABLE singer",
+    "CREATE TABLE stolen(x)",
+    "ALTER TABLE singer ADD COLUMN x",
+    "ATTACH DATABASE 'ATTACHED' AS other",
+    "VACUUM INTO 'VACUUMED'",
+    "PRAGMA writable_schema = 1",
+    "PRAGMA journal_mode = DELETE",
+    "BEGIN",
+    "SELECT 1; DROP TABLE singer",
+    "SELECT 1; INSERT INTO singer VALUES (4, 'Eve', 20)",
+    "WITH x AS (SELECT 1) DELETE FROM singer",
+    "SELECT load_extension('/tmp/evil')",
+]
+
+
+def fingerprint(path) -> tuple[str, int, int]:
+    st = os.stat(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest(), st.st_size, st.st_mtime_ns
+
+
+def sql_observation(env: ToolEnv, reference, query: str) -> tuple[str, EpisodeState]:
+    ep = env.reset(Record(reference=reference))
+    text = f"```sql\n{query}\n```\n"
+    ep.turns.append(Turn("model", text))
+    result = env.step([ep], [text], last=False)[0]
+    assert not result.done
+    return result.observation, ep
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "duckdb"])
+def test_sql_tool_refuses_writes(tmp_path, engine):
+    if engine == "duckdb":
+        duckdb = pytest.importorskip("duckdb")
+        path = tmp_path / "music.duckdb"
+        conn = duckdb.connect(str(path))
+        conn.execute(SETUP_SQL.replace("INTEGER PRIMARY KEY", "INTEGER"))
+        conn.close()
+    else:
+        path = tmp_path / "music.sqlite"
+        conn = sqlite3.connect(path)
+        conn.executescript(SETUP_SQL)
+        conn.commit()
+        conn.close()
+    reference = {"query": "SELECT name FROM singer", "db": str(path), "engine": engine}
+    before, listing = fingerprint(path), sorted(os.listdir(tmp_path))
+    env = ToolEnv(["sql"], formats=["fenced"], tool_timeout=5.0)
+    try:
+        assert sql_observation(env, reference, "SELECT name FROM singer ORDER BY id")[0] == "name\nAnn\nBob"
+        for query in WRITES:
+            query = query.replace("ATTACHED", str(tmp_path / "attached.db"))
+            query = query.replace("VACUUMED", str(tmp_path / "vacuumed.db"))
+            observation, ep = sql_observation(env, reference, query)
+            assert observation.startswith("error: "), (query, observation)
+            (kind,) = ep.tool_errors
+            assert kind.startswith("sql_") and kind != "sql_timeout", (query, kind)
+        # still all there, read through the tool
+        assert sql_observation(env, reference, "SELECT count(*) AS n FROM singer")[0] == "n\n2"
+    finally:
+        env.close()
+    assert fingerprint(path) == before
+    assert sorted(os.listdir(tmp_path)) == listing  # no attached, vacuumed or journal file
+
+
+def test_sql_tool_writes_nothing_to_a_setup_database():
+    reference = {"query": "SELECT name FROM singer", "setup_sql": SETUP_SQL}
+    env = ToolEnv(["sql"], formats=["fenced"], tool_timeout=5.0)
+    try:
+        for query in WRITES[:7]:
+            observation, ep = sql_observation(env, reference, query)
+            assert observation.startswith("error: ") and list(ep.tool_errors)[0].startswith("sql_"), query
+        assert sql_observation(env, reference, "SELECT count(*) AS n FROM singer")[0] == "n\n2"
+    finally:
+        env.close()
