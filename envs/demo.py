@@ -125,6 +125,29 @@ def evaluate(model: Any, tokenizer: Any, records: list[Any], samples: int, seed:
     }
 
 
+def warm_start(args: argparse.Namespace, seed: int, tokenizer: Any, rows: list[dict[str, Any]]) -> Any:
+    """A tiny model after ``--sft-steps`` on demonstrations, ``--tool-share`` of which call the tool."""
+    from rewardkit.rl.sft import SFTConfig, sft
+    from rewardkit.tiny import build_tiny_model
+
+    rng = random.Random(seed)
+    pairs = [demonstration(r, rng.random() < args.tool_share) for r in rows]
+    model = build_tiny_model(args.model, seed=seed)
+    print(
+        f"[demo-tools] warm start: {args.sft_steps} steps, {args.tool_share:.0%} of demonstrations call the tool"
+    )
+    config = SFTConfig(
+        steps=args.sft_steps,
+        lr=args.sft_lr,
+        batch_size=args.sft_batch,
+        seed=seed,
+        log_every=100,
+        schedule="constant",
+    )
+    sft(model, tokenizer, pairs, config)
+    return model
+
+
 def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     """Warm start, GRPO with the calculator and held-out evaluation of one seed; returns its summary."""
     import torch
@@ -132,9 +155,8 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     from rewardkit.data import arithmetic
     from rewardkit.rl.config import load_config
-    from rewardkit.rl.sft import SFTConfig, sft
     from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardkit.tiny import load_tiny_tokenizer
     from rewardkit.types import Record
 
     out.mkdir(parents=True, exist_ok=True)
@@ -145,26 +167,8 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
         Record(id=r["id"], prompt=r["prompt"], reference=r["reference"])
         for r in arithmetic.heldout(**DIST)[: args.heldout]
     ]
-    rng = random.Random(seed)
-    pairs = [demonstration(r, rng.random() < args.tool_share) for r in train_rows]
-    model = build_tiny_model(args.model, seed=seed)
-    print(
-        f"[demo-tools] warm start: {args.sft_steps} steps, {args.tool_share:.0%} of demonstrations call the tool"
-    )
     t0 = time.perf_counter()
-    sft(
-        model,
-        tokenizer,
-        pairs,
-        SFTConfig(
-            steps=args.sft_steps,
-            lr=args.sft_lr,
-            batch_size=args.sft_batch,
-            seed=seed,
-            log_every=100,
-            schedule="constant",
-        ),
-    )
+    model = warm_start(args, seed, tokenizer, train_rows)
     sft_seconds = time.perf_counter() - t0
     before = evaluate(model, tokenizer, held, args.eval_samples, seed)
     print(f"[demo-tools] after the warm start ({sft_seconds:.0f}s): {json.dumps(before)}")
@@ -176,6 +180,7 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     with RLTrainer(cfg, model=model, tokenizer=tokenizer, train_records=records, eval_records=[]) as trainer:
         trainer.train()
         episodes = trainer.step * args.prompts_per_step * args.group_size
+        checkpoint = trainer.checkpoints().resolve(True) / "policy"
     rl_seconds = time.perf_counter() - t0
     after = evaluate(model, tokenizer, held, args.eval_samples, seed)
     summary = {
@@ -187,6 +192,7 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
         "rl_seconds": rl_seconds,
         "rl_episodes_per_s": episodes / rl_seconds,
         "total_seconds": time.perf_counter() - t_start,
+        "checkpoint": str(checkpoint),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"[demo-tools] {seed_line(summary)}")

@@ -42,7 +42,8 @@ class Tool:
     """Base class of tools.
 
     Attributes:
-        name: What the model calls it by.
+        name: What the model calls it by (every built-in tool takes ``name=`` to rename it: a shorter name
+            is fewer tokens per call).
         primary: The argument a ``fenced`` block or a ``tag`` fills (``code`` for ``python``).
         description: One line for the prompt or a chat template's tool list.
     """
@@ -122,9 +123,10 @@ class PythonTool(Tool):
     primary = "code"
     description = "Runs Python code and returns what it prints (the last expression's value is printed)."
 
-    def __init__(self, *, state: bool = False, **sandbox: Any) -> None:
+    def __init__(self, *, state: bool = False, name: str = "python", **sandbox: Any) -> None:
         from rewardkit.verifiers.code.sandbox import SandboxConfig
 
+        self.name = name
         self.state = state
         self.config = SandboxConfig(**sandbox)
         self._sandbox: Any = None
@@ -232,7 +234,8 @@ class SQLTool(Tool):
     primary = "query"
     description = "Runs one read-only SQL query on the task's database and returns the rows."
 
-    def __init__(self, *, max_rows_shown: int = 20, **verifier: Any) -> None:
+    def __init__(self, *, max_rows_shown: int = 20, name: str = "sql", **verifier: Any) -> None:
+        self.name = name
         from rewardkit.verifiers.sql.verifier import SQLVerifier
 
         self.max_rows_shown = max_rows_shown
@@ -351,7 +354,7 @@ class CalculatorTool(Tool):
     description = "Evaluates an arithmetic expression: numbers, + - * / // % ** and parentheses."
 
     def __init__(self, *, name: str = "calculator") -> None:
-        self.name = name  # what the model calls it (a shorter name is fewer tokens per call)
+        self.name = name
 
     def run(self, calls: Sequence[Call], timeout: float) -> list[ToolResult]:
         out = []

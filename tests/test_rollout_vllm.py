@@ -119,6 +119,57 @@ def test_stop_strings(engine):
         assert not any(s in gen.text for s in stops)
 
 
+def _episodes(backend, tokenizer):
+    """Greedy 3-turn episodes where every turn gets an observation (turns end at a vowel or digit, so a random
+    model's turns are short): later turns are token-id prompts holding model and observation tokens."""
+    from rewardkit.envs import EnvConfig, Environment, StepResult, run_episodes
+    from rewardkit.rl.rollout import SamplingParams
+    from rewardkit.types import Record
+
+    class Observe(Environment):
+        stop = list("aeiou0123456789")
+
+        def step(self, episodes, turns, last):
+            return [
+                StepResult(done=True, end="max_turns") if last else StepResult(f"seen {t!r}") for t in turns
+            ]
+
+    records = [Record(id=str(i), prompt=p) for i, p in enumerate(PROMPTS)]
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=6, logprobs=True)
+    cfg = EnvConfig(name="custom", max_turns=3, max_tokens=80)
+    return [g[0] for g in run_episodes(backend, Observe(), records, PROMPTS, params, tokenizer, cfg)]
+
+
+def _assert_same_episodes(backend, path):
+    """Episodes through ``backend`` equal the hf backend's token for token; their log-probs are the policy's
+    on the model's tokens."""
+    import torch
+
+    from rewardkit.tiny import load_tiny_tokenizer
+
+    hf = _hf(path)
+    got, want = _episodes(backend, load_tiny_tokenizer()), _episodes(hf, load_tiny_tokenizer())
+    assert any(len(e.state.model_turns) > 1 for e in want)
+    for g, w in zip(got, want, strict=True):
+        assert (g.prompt_token_ids, g.token_ids, g.loss_mask, g.state.end) == (
+            w.prompt_token_ids,
+            w.token_ids,
+            w.loss_mask,
+            w.state.end,
+        )
+        ids = torch.tensor([g.prompt_token_ids + g.token_ids])
+        with torch.no_grad():
+            logits = hf.model(ids).logits[0, len(g.prompt_token_ids) - 1 : -1]
+        ref = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids)[:, None]).squeeze(-1)
+        own = torch.tensor(g.loss_mask, dtype=torch.bool)
+        assert torch.allclose(ref[own], torch.tensor(g.logprobs)[own], atol=2e-3)
+
+
+def test_episodes_match_hf(engine):
+    backend, path = engine
+    _assert_same_episodes(backend, path)
+
+
 def test_update_weights_pushes_the_policy(engine):
 
     from rewardkit.rl.rollout import SamplingParams, get_backend
@@ -302,6 +353,13 @@ def test_server_generates_what_hf_generates(server, tmp_path):
     assert [[g.token_ids for g in grp] for grp in sampled] == [
         [g.token_ids for g in grp] for grp in backend.generate(PROMPTS, params)
     ]
+    backend.close()
+
+
+def test_server_episodes_match_hf(server, tmp_path):
+    url, path = server
+    backend = _server_backend(url, tmp_path)
+    _assert_same_episodes(backend, path)
     backend.close()
 
 

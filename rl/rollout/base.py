@@ -87,6 +87,34 @@ class Generation:
         return self.finish_reason == "length"
 
 
+def first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
+    """Position and value of the earliest stop string in ``text`` (ties: the longest), or ``None``."""
+    best: tuple[int, str] | None = None
+    for stop in stops:
+        if not stop:
+            continue
+        idx = text.find(stop)
+        if idx >= 0 and (best is None or idx < best[0] or (idx == best[0] and len(stop) > len(best[1]))):
+            best = (idx, stop)
+    return best
+
+
+def stop_end(decode: Any, tokens: Sequence[int], stops: Sequence[str]) -> int | None:
+    """The number of tokens up to the one that completes the first stop string in ``decode(tokens)``
+    (vLLM's rule: that token ends the sample), or ``None`` when no stop string occurs. Containment only
+    grows with the prefix, so a binary search over prefixes finds it."""
+    if not stops or first_stop(decode(list(tokens)), stops) is None:
+        return None
+    lo, hi = 1, len(tokens)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if first_stop(decode(list(tokens[:mid])), stops) is not None:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 class RolloutBackend:
     """Base class of rollout backends: ``generate`` samples, ``update_weights`` syncs the policy."""
 

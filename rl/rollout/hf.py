@@ -19,7 +19,15 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids
+from rewardkit.rl.rollout.base import (
+    Generation,
+    Prompt,
+    RolloutBackend,
+    SamplingParams,
+    first_stop,
+    prompt_ids,
+    stop_end,
+)
 
 
 class _SampledLogprobs(LogitsProcessor):
@@ -222,22 +230,12 @@ class HFBackend(RolloutBackend):
                 break
         # A stopped sequence is padded after its end; with pad == EOS the scan above already cut it.
         text = self._decode(tokens[:end])
-        if params.stop:
-            hit = _first_stop(text, params.stop)
-            if hit is not None:
-                # The shortest token prefix whose text contains the stop string: the token that completed
-                # it ends the sample. Containment only grows with the prefix, so binary search works.
-                lo, hi = 1, end
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if _first_stop(self._decode(tokens[:mid]), params.stop) is not None:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                end, reason = lo, "stop"
-                text = self._decode(tokens[:end])
-                idx, stop = _first_stop(text, params.stop)  # type: ignore[misc]
-                text = text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
+        cut = stop_end(self._decode, tokens[:end], params.stop)
+        if cut is not None:
+            end, reason = cut, "stop"
+            text = self._decode(tokens[:end])
+            idx, stop = first_stop(text, params.stop)  # type: ignore[misc]
+            text = text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
         if reason == "length" and len(tokens) < params.max_new_tokens:
             # The whole chunk ended early, so generate() saw this sample stop (a stop-string match our
             # decoding did not reproduce): drop its padding.
@@ -254,15 +252,3 @@ class HFBackend(RolloutBackend):
 
     def _decode(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens, skip_special_tokens=True)
-
-
-def _first_stop(text: str, stops: list[str]) -> tuple[int, str] | None:
-    """Position and value of the earliest stop string in ``text`` (ties: the longest), or ``None``."""
-    best: tuple[int, str] | None = None
-    for stop in stops:
-        if not stop:
-            continue
-        idx = text.find(stop)
-        if idx >= 0 and (best is None or idx < best[0] or (idx == best[0] and len(stop) > len(best[1]))):
-            best = (idx, stop)
-    return best

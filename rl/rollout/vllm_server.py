@@ -40,11 +40,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids
+from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids, stop_end
 from rewardkit.rl.rollout.vllm import completion_text, policy_weights
 from rewardkit.training import parallel
 
 SYNC_MODES = ("disk", "nccl")
+MAX_SERVER_STOPS = 4
+"""Stop strings one OpenAI-API request may carry; more are applied by the client."""
 """How the trainer's weights reach the server (``rollout.vllm_server_sync``)."""
 SHARD_BYTES = 2 << 30  # safetensors shard size of the disk sync (bounds the host memory one write holds)
 
@@ -152,7 +154,8 @@ class VLLMServerBackend(RolloutBackend):
             "top_p": params.top_p,
             "top_k": params.top_k if params.top_k > 0 else 0,
             "max_tokens": params.max_new_tokens,
-            "stop": list(params.stop) or None,
+            # The OpenAI API takes at most 4 stop strings: the server stops at those, the rest are cut here.
+            "stop": list(params.stop)[:MAX_SERVER_STOPS] or None,
             "seed": params.seed,
             "logprobs": 0 if params.logprobs else None,
             "return_token_ids": True,
@@ -173,12 +176,20 @@ class VLLMServerBackend(RolloutBackend):
         logprobs = None
         if params.logprobs and choice.get("logprobs"):
             logprobs = [float(lp) for lp in choice["logprobs"]["token_logprobs"]]
+        reason = "length" if choice.get("finish_reason") == "length" else "stop"
+        if len(params.stop) > MAX_SERVER_STOPS:
+            end = stop_end(
+                lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True), token_ids, params.stop
+            )
+            if end is not None:
+                token_ids, reason = token_ids[:end], "stop"
+                logprobs = logprobs[:end] if logprobs is not None else None
         return Generation(
             text=completion_text(self.tokenizer, token_ids, params),
             token_ids=token_ids,
             prompt_token_ids=list(prompt),
             logprobs=logprobs,
-            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            finish_reason=reason,  # type: ignore[arg-type]
         )
 
     # -- weight sync -------------------------------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""Episodes per second of multi-turn rollouts on CPU, against single-turn sampling measured in the same run.
+
+The policy is the tool-use demo's (``envs/demo.py``): ``--model`` a trained one (e.g.
+``runs/demo-tools/seed-0/grpo/checkpoints/latest/policy``), or by default a fresh warm start of the demo
+(``--sft-steps``, seed 0; it calls the tool about half the time). On the same held-out prompts, with the same
+sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the hf backend:
+
+* ``single-turn``: one completion per sample (the turn ends at the call; the reference);
+* ``calculator``: episodes in the ``tools`` environment, the calculator answering in process;
+* ``python``: the same episodes with each call run by the ``python`` tool in the code sandbox (the tool
+  named ``calc``: ``123*456`` is a Python expression whose value the tool prints).
+
+Each row: the median wall time of ``--repeats`` runs, samples (episodes) per second, the ratio to
+single-turn, tokens per sample (the model's and the tool's), turns, the tool-call rate, and the share of the
+time spent in tools. ``python bench/envs.py [--model PATH] [--prompts 64 --n 8 --repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+
+def parse_args() -> argparse.Namespace:
+    from rewardkit.envs import demo
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", help="A trained demo policy (default: a fresh warm start of the demo).")
+    p.add_argument("--prompts", type=int, default=64)
+    p.add_argument("--n", type=int, default=8)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    demo_defaults = demo.build_parser().parse_args([])
+    p.set_defaults(
+        **{k: v for k, v in vars(demo_defaults).items() if k.startswith(("sft_", "tool_share", "model"))}
+    )
+    p.add_argument("--sft-steps", type=int, default=demo_defaults.sft_steps)
+    return p.parse_args()
+
+
+def policy(args: argparse.Namespace) -> tuple[Any, Any]:
+    from rewardkit.data import arithmetic
+    from rewardkit.envs import demo
+    from rewardkit.tiny import load_tiny_tokenizer
+
+    tokenizer = load_tiny_tokenizer()
+    if args.model:
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_pretrained(args.model), tokenizer
+    rows = arithmetic.generate(20000, seed=0, **demo.DIST)
+    sft_args = argparse.Namespace(**{**vars(demo.build_parser().parse_args([])), "sft_steps": args.sft_steps})
+    return demo.warm_start(sft_args, 0, tokenizer, rows), tokenizer
+
+
+def timed(run: Any, repeats: int) -> tuple[float, Any]:
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def main() -> None:
+    import torch
+
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    from rewardkit.data import arithmetic
+    from rewardkit.envs import build_env, demo, run_episodes
+    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.types import Record
+
+    model, tokenizer = policy(args)
+    records = [
+        Record(id=r["id"], prompt=r["prompt"], reference=r["reference"])
+        for r in arithmetic.heldout(**demo.DIST)[: args.prompts]
+    ]
+    prompts = [r.prompt for r in records]
+    backend = get_backend("hf", model, tokenizer, batch_size=1024)
+    params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=24, seed=0)
+    calc = demo.env_config()
+    python = demo.env_config()
+    python.tools, python.tool_options = (
+        ["python"],
+        {"python": {"name": demo.TOOL, "parallelism": args.threads}},
+    )
+
+    rows = []
+    with build_env(calc) as env:
+        stops = list(env.stop)
+    seconds, groups = timed(
+        lambda: backend.generate(prompts, SamplingParams(**{**params.__dict__, "stop": stops})), args.repeats
+    )
+    flat = [g for group in groups for g in group]
+    rows.append(("single-turn", seconds, flat))
+    for label, cfg in (("calculator", calc), ("python", python)):
+        with build_env(cfg) as env:
+
+            def episodes(env: Any = env, cfg: Any = cfg, n: int = len(records)) -> Any:
+                return run_episodes(backend, env, records[:n], prompts[:n], params, tokenizer, cfg)
+
+            episodes(n=2)  # starts the sandbox
+            seconds, groups = timed(episodes, args.repeats)
+        rows.append((label, seconds, [e for group in groups for e in group]))
+
+    samples = args.prompts * args.n
+    print(
+        f"operating point: {args.prompts} prompts x {args.n} samples = {samples} per run, temperature 1, "
+        f"24 tokens per turn, up to 3 turns and 64 tokens per episode, hf backend, {args.threads} threads, "
+        f"median of {args.repeats}; policy: {args.model or f'demo warm start ({args.sft_steps} steps, seed 0)'}"
+    )
+    print(
+        f"{'rollout':<12} {'s/run':>7} {'samples/s':>10} {'ratio':>6} {'own tok':>8} {'tool tok':>9} {'turns':>6} "
+        f"{'calls':>6} {'tool time':>9}"
+    )
+    reference = samples / rows[0][1]
+    for label, seconds, gens in rows:
+        own = statistics.fmean(
+            sum(g.loss_mask) if g.loss_mask is not None else len(g.token_ids) for g in gens
+        )
+        tool = statistics.fmean(len(g.token_ids) for g in gens) - own
+        states = [g.state for g in gens if getattr(g, "state", None) is not None]
+        turns = statistics.fmean(len(s.model_turns) for s in states) if states else 1.0
+        calls = sum(s.tool_calls > 0 for s in states) / len(states) if states else 0.0
+        tool_time = sum(s.tool_seconds for s in states) / seconds if states else 0.0
+        rate = samples / seconds
+        print(
+            f"{label:<12} {seconds:7.2f} {rate:10.1f} {rate / reference:5.2f}x {own:8.1f} {tool:9.1f} {turns:6.2f} "
+            f"{calls:6.0%} {tool_time:9.0%}"
+        )
+
+
+if __name__ == "__main__":
+    main()
