@@ -155,6 +155,7 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     from rewardkit.data import arithmetic
     from rewardkit.rl.config import load_config
+    from rewardkit.rl.plot import plot_run
     from rewardkit.rl.trainer import RLTrainer
     from rewardkit.tiny import load_tiny_tokenizer
     from rewardkit.types import Record
@@ -193,6 +194,7 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
         "rl_episodes_per_s": episodes / rl_seconds,
         "total_seconds": time.perf_counter() - t_start,
         "checkpoint": str(checkpoint),
+        "curves": str(plot_run(out / "grpo", out / "curves.png")),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"[demo-tools] {seed_line(summary)}")

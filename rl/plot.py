@@ -13,6 +13,7 @@ DEFAULT_PANELS = (
     ("accuracy", "training accuracy"),
     ("frac_reward_zero_std", "groups with zero reward std"),
     ("completions/mean_length", "completion length (tokens)"),
+    ("env/tool_call_rate", "episodes calling a tool"),
     ("entropy", "entropy (nats/token)"),
     ("kl", "KL to reference"),
     ("grad_norm", "gradient norm"),

@@ -131,7 +131,7 @@ def test_budget_and_turn_limits_end_as_truncated(tiny_tokenizer):
     )
 
 
-def _trainer(tmp_path, tok, model, backend, *overrides):
+def _trainer(tmp_path, tok, model, backend, *overrides, reward_fns=()):
     cfg = load_config(
         preset="grpo",
         overrides=[
@@ -152,7 +152,14 @@ def _trainer(tmp_path, tok, model, backend, *overrides):
     cfg.env = _env_config()
     records = [Record(id="a", prompt="12*3=", reference="36")]
     return RLTrainer(
-        cfg, model=model, tokenizer=tok, train_records=records, eval_records=[], backend=backend, console=None
+        cfg,
+        model=model,
+        tokenizer=tok,
+        train_records=records,
+        eval_records=[],
+        backend=backend,
+        reward_fns=reward_fns,
+        console=None,
     )
 
 
@@ -238,3 +245,64 @@ def test_config_refuses_bad_env_settings():
     with pytest.raises(ConfigError, match="env.name"):
         load_config(overrides=["env.name=gym"])
     assert isinstance(_env(_env_config()), ToolEnv)
+
+
+QWEN_LIKE = (
+    "{% for m in messages %}"
+    "{% if m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
+    "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_chat_observations_are_the_templates_tool_message(tiny_tokenizer):
+    """With a chat template the observation is what the template writes between an assistant turn and the
+    next: end of turn, the tool message, the next assistant header; an end-of-turn the model already
+    emitted as EOS is not repeated."""
+    import copy
+
+    from rewardkit.envs.rollout import ObservationFormat
+
+    tok = copy.deepcopy(tiny_tokenizer)
+    tok.chat_template = QWEN_LIKE
+    tool_message = (
+        "\n<|im_start|>user\n<tool_response>\n56088\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
+    fmt = ObservationFormat(tok, "unused {output}", chat=True)
+    assert tok.decode(fmt.ids("56088", ended_with_eos=False)) == "<|im_end|>" + tool_message
+    tok.eos_token = "<|im_end|>"  # as Qwen's chat models end a turn
+    fmt = ObservationFormat(tok, "unused {output}", chat=True)
+    assert tok.decode(fmt.ids("56088", ended_with_eos=True)) == tool_message
+    assert tok.decode(fmt.ids("56088", ended_with_eos=False)) == "<|im_end|>" + tool_message
+
+
+def test_rollout_importance_weights_skip_observation_tokens(tmp_path, tiny_tokenizer, tiny_model):
+    """The hf backend's log-probs equal the trainer's on the model's tokens; observation tokens carry the
+    sampler's 0, which would give ratios far from 1 if they entered the correction."""
+
+    class AlwaysObserve(Environment):
+        stop = [chr(c) for c in range(33, 127)]
+
+        def step(self, episodes, turns, last):
+            return [StepResult(done=True, end="max_turns") if last else StepResult("ok") for _ in turns]
+
+    trainer = _trainer(
+        tmp_path,
+        tiny_tokenizer,
+        tiny_model,
+        None,
+        "rollout.max_new_tokens=4",
+        "env.max_tokens=64",
+        "algorithm.rollout_is=token",
+        "algorithm.rollout_is_cap=100.0",
+        "rollout.n=4",
+        "reward.sources=[]",
+        reward_fns=(lambda prompts, completions, references: [float(i) for i in range(len(completions))],),
+    )
+    trainer.env = AlwaysObserve()
+    with trainer:
+        metrics = trainer.train_step()
+    assert metrics["env/observation_tokens"] > 0
+    assert metrics["rollout_is/ratio_max"] == pytest.approx(1.0, abs=1e-3)
+    assert metrics["rollout_is/ratio_min"] == pytest.approx(1.0, abs=1e-3)

@@ -26,6 +26,8 @@ CONSOLE_KEYS = (
     ("frac_reward_zero_std", "zero_std"),
     ("completions/mean_length", "len"),
     ("completions/clipped_ratio", "trunc"),
+    ("env/tool_call_rate", "tools"),
+    ("env/answered", "answered"),
     ("kl", "kl"),
     ("entropy", "ent"),
     ("grad_norm", "gnorm"),
