@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, help="torch threads per seed.")
     p.add_argument("--model", default="qwen2-tiny", help="Shipped tiny config.")
     p.add_argument("--set", dest="overrides", action="append", default=[], help="Extra RL config overrides.")
+    p.set_defaults(eval_every=0)  # held-out accuracy is measured before and after, by evaluate()
     return p
 
 
@@ -202,26 +203,11 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
 
 
 def grpo_overrides(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
-    """The demo's RL settings on top of the ``grpo`` preset (user ``--set`` last)."""
-    return [
-        f"run.output_dir={out / 'grpo'}",
-        f"train.steps={args.rl_steps}",
-        f"train.lr={args.rl_lr}",
-        f"train.prompts_per_step={args.prompts_per_step}",
-        f"rollout.n={args.group_size}",
-        "rollout.max_new_tokens=24",
-        "rollout.temperature=1.0",
-        "algorithm.kl_coef=0.0",
-        "train.warmup_steps=3",
-        "reward.workers=1",
-        "reward.sources=[{name: math, kwargs: {mode: strict}}]",
-        f"train.seed={seed}",
-        "train.micro_batch_size=256",
-        "rollout.batch_size=512",
-        "run.log_every=5",
-        "run.tensorboard=false",
-        *args.overrides,
-    ]
+    """The addition demo's GRPO settings (``rewardkit.rl.demo``) with this demo's turn length."""
+    from rewardkit.rl import demo as rl_demo
+
+    extra = ["rollout.max_new_tokens=24", "train.warmup_steps=3", "run.log_every=5"]
+    return rl_demo.grpo_overrides(args, seed, out, extra)
 
 
 def seed_line(s: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,8 +148,9 @@ def warm_start(args: argparse.Namespace, seed: int, tokenizer: Any, train_rows: 
     return model
 
 
-def grpo_overrides(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
-    """The demo's RL settings on top of the ``grpo`` preset (user ``--set`` last)."""
+def grpo_overrides(args: argparse.Namespace, seed: int, out: Path, extra: Sequence[str] = ()) -> list[str]:
+    """The demo's RL settings on top of the ``grpo`` preset, then ``extra`` (another demo's), user ``--set``
+    last."""
     return [
         f"run.output_dir={out / 'grpo'}",
         f"train.steps={args.rl_steps}",
@@ -167,6 +169,7 @@ def grpo_overrides(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
         "rollout.batch_size=512",
         "run.log_every=10",
         "run.tensorboard=false",
+        *extra,
         *args.overrides,
     ]
 

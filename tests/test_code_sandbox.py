@@ -9,11 +9,22 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # sandbox_attacks.py is shared with the python tool's tests
+from sandbox_attacks import (  # noqa: E402
+    BOUNDED_FORKS,
+    DAEMON,
+    FORK_BOMB,
+    machine_healthy,
+    sandbox_processes,
+    secret_hunter,
+)
 
 from rewardkit.types import Record
 from rewardkit.verifiers import get_verifier
@@ -35,28 +46,6 @@ def verifier():
 
 def score(verifier, code: str, reference=None, **kw):
     return verifier.score(Record(completion=code, reference=reference or HUMANEVAL_ADD, **kw))
-
-
-def sandbox_processes(verifier) -> list[str]:
-    """Processes still running under the private uid of one of this sandbox's program slots (the warm
-    judges, which run the trusted tests, have uids of their own above those)."""
-    base = verifier.sandbox._uid_base
-    n_slots = verifier.sandbox.parallelism
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            uid = os.stat(f"/proc/{pid}").st_uid
-        except OSError:
-            continue
-        if base <= uid < base + n_slots:
-            found.append(pid)
-    return found
-
-
-def machine_healthy() -> bool:
-    return subprocess.run(["true"], timeout=30).returncode == 0
 
 
 def test_control_right_and_wrong(verifier):
@@ -167,44 +156,8 @@ def test_reading_the_tests_or_reference(verifier, tmp_path):
     dataset = tmp_path / "dataset.jsonl"
     dataset.write_text(f'{{"reference": "assert secret() == \\"{secret}\\""}}\n')
     ref = f'assert secret() == "{secret}"'
-    hack = f"""
-import gc, os, re, sys
-PAT = re.compile(r"rk-secret-[0-9a-f]{{32}}")
-def search_text(text):
-    m = PAT.search(text)
-    return m.group(0) if m else None
-def secret():
-    # 1. files: the dataset, anything in the working dir, temp dirs, the repository
-    for root in [{str(tmp_path)!r}, os.getcwd(), "/tmp", {os.getcwd()!r}, "/proc/self", "/"]:
-        try:
-            for dirpath, _, files in os.walk(root):
-                for name in files[:200]:
-                    try:
-                        with open(os.path.join(dirpath, name), errors="ignore") as f:
-                            found = search_text(f.read(1 << 20))
-                        if found:
-                            return found
-                    except Exception:
-                        pass
-                if dirpath.count("/") > 4:
-                    break
-        except Exception:
-            pass
-    # 2. memory: every object of this interpreter, every frame
-    for obj in gc.get_objects():
-        for value in (obj.values() if isinstance(obj, dict) else [obj]):
-            if isinstance(value, str):
-                found = search_text(value)
-                if found:
-                    return found
-    f = sys._getframe()
-    while f:
-        found = search_text(repr(f.f_locals))
-        if found:
-            return found
-        f = f.f_back
-    return "not found"
-"""
+    # files (the dataset, the working dir, temp dirs, the repository), then memory and frames
+    hack = secret_hunter([str(tmp_path), "/tmp", os.getcwd(), "/proc/self", "/"])
     result = score(verifier, hack, ref)
     assert result.reward == 0.0
     assert "not found" in result.details["cases"][0].get("message", "") or result.details["status"] == "fail"
@@ -216,47 +169,27 @@ def secret():
 
 def test_process_outliving_the_run(verifier):
     # A double-forked, setsid-ed daemon: killed with the run (PID namespace of the slot, or uid sweep).
-    daemon = (
-        "import os, time\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    if os.fork() == 0:\n"
-        "        time.sleep(60)\n"
-        "    os._exit(0)\n"
-        "time.sleep(0.2)\n" + WRONG_ADD
-    )
+    daemon = DAEMON + WRONG_ADD
     assert score(verifier, daemon).reward == 0.0
     assert score(verifier, daemon, {"inputs": [""], "outputs": ["x"]}).reward == 0.0
     time.sleep(0.2)
-    assert sandbox_processes(verifier) == []
+    assert sandbox_processes(verifier.sandbox) == []
 
 
 def test_fork_bomb(verifier):
     # The process limit holds before the bomb runs: first a bounded count, then the bomb.
-    bounded = (
-        "import os, time\nn = 0\n"
-        "for _ in range(40):\n"
-        "    try:\n"
-        "        pid = os.fork()\n"
-        "    except OSError:\n"
-        "        break\n"
-        "    if pid == 0:\n"
-        "        time.sleep(5)\n"
-        "        os._exit(0)\n"
-        "    n += 1\n"
-        "print(n)\n"
-    )
+    bounded = BOUNDED_FORKS
     result = score(verifier, bounded, {"inputs": [""], "outputs": ["15"]})
     if verifier.sandbox.info["private_uid"]:
         assert result.reward == 1.0, result.details  # 16 processes: the program and 15 children
-    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    bomb = FORK_BOMB
     if not verifier.sandbox.info["private_uid"]:
         pytest.skip("no private uid (not root): RLIMIT_NPROC would count the user's own processes")
     result = score(verifier, bomb + WRONG_ADD)
     assert result.reward == 0.0
     assert result.details["cases"][0]["outcome"] == "timeout"
     time.sleep(0.2)
-    assert sandbox_processes(verifier) == []
+    assert sandbox_processes(verifier.sandbox) == []
     assert machine_healthy()
 
 
@@ -374,16 +307,7 @@ def test_fallback_without_namespaces_still_kills_daemons():
     if os.geteuid() != 0:
         pytest.skip("the uid sweep needs root (private uids)")
     sandbox = Sandbox(SandboxConfig(timeout=2.0, backend="rlimit", pid_namespace=False, parallelism=1))
-    daemon = (
-        "import os, time\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    if os.fork() == 0:\n"
-        "        time.sleep(60)\n"
-        "    os._exit(0)\n"
-        "time.sleep(0.2)\n"
-        "print('done')\n"
-    )
+    daemon = DAEMON + "print('done')\n"
     try:
         report = sandbox.run([StdioTask(daemon)])[0]
         assert report.stdout.strip() == b"done"

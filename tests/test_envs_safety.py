@@ -14,13 +14,23 @@ import os
 import site
 import socket
 import sqlite3
-import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # sandbox_attacks.py is shared with the code verifier's tests
+from sandbox_attacks import (  # noqa: E402
+    BOUNDED_FORKS,
+    DAEMON,
+    FORK_BOMB,
+    machine_healthy,
+    sandbox_processes,
+    secret_hunter,
+)
 
 from rewardkit.envs import ToolEnv, Turn
 from rewardkit.envs.base import EpisodeState
@@ -72,31 +82,9 @@ def sandbox_of(env: ToolEnv):
     return env.tools["python"].sandbox
 
 
-def sandbox_processes(env: ToolEnv) -> list[str]:
-    """Processes still running under the private uid of one of the sandbox's program slots (as in
-    tests/test_code_sandbox.py)."""
-    sandbox = sandbox_of(env)
-    base, n_slots = sandbox._uid_base, sandbox.parallelism
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            uid = os.stat(f"/proc/{pid}").st_uid
-        except OSError:
-            continue
-        if base <= uid < base + n_slots:
-            found.append(pid)
-    return found
-
-
 def children() -> set[int]:
     """This process's descendants (the sandbox's warm zygote and workers among them)."""
     return {p.pid for p in psutil.Process().children(recursive=True)}
-
-
-def machine_healthy() -> bool:
-    return subprocess.run(["true"], timeout=30).returncode == 0
 
 
 def needs_private_uid(env: ToolEnv) -> None:
@@ -109,50 +97,29 @@ def needs_private_uid(env: ToolEnv) -> None:
 # ----------------------------------------------------------------------------------------------------------
 def test_fork_bomb_is_contained(env):
     before = children()
-    bounded = (
-        "import os, time\nn = 0\n"
-        "for _ in range(40):\n"
-        "    try:\n"
-        "        pid = os.fork()\n"
-        "    except OSError:\n"
-        "        break\n"
-        "    if pid == 0:\n"
-        "        time.sleep(5)\n"
-        "        os._exit(0)\n"
-        "    n += 1\n"
-        "print(n)\n"
-    )
+    bounded = BOUNDED_FORKS
     observation, ep = observe(env, bounded)
     if sandbox_of(env).info["private_uid"]:
         assert observation == "15" and not ep.tool_errors  # 16 processes: the program and 15 children
     needs_private_uid(env)
-    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    bomb = FORK_BOMB
     t0 = time.monotonic()
     observation, ep = observe(env, bomb)
     assert time.monotonic() - t0 < TIMEOUT + 5
     assert observation.endswith("error: timed out") and ep.tool_errors == {"timeout": 1}
     time.sleep(0.2)
-    assert sandbox_processes(env) == []
+    assert sandbox_processes(sandbox_of(env)) == []
     assert children() <= before  # the warm workers, and nothing the program started
     assert machine_healthy()
 
 
 def test_process_outliving_the_call_is_killed(env):
-    daemon = (
-        "import os, time\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    if os.fork() == 0:\n"
-        "        time.sleep(60)\n"
-        "    os._exit(0)\n"
-        "time.sleep(0.2)\n"
-        "print('parent done')\n"
-    )
+    daemon = DAEMON + "print('parent done')\n"
     before = children()
     observation, ep = observe(env, daemon)
     assert observation == "parent done" and not ep.tool_errors
     time.sleep(0.2)
-    assert sandbox_processes(env) == []
+    assert sandbox_processes(sandbox_of(env)) == []
     assert children() <= before
 
 
@@ -163,7 +130,7 @@ def test_infinite_loop_times_out(env):
         assert time.monotonic() - t0 < TIMEOUT + 5
         assert observation.endswith("error: timed out") and ep.tool_errors == {"timeout": 1}
     assert observation.startswith("started")  # what it printed before is kept
-    assert sandbox_processes(env) == []
+    assert sandbox_processes(sandbox_of(env)) == []
 
 
 def test_output_flood(env):
@@ -218,31 +185,7 @@ def test_the_dataset_and_the_record_are_out_of_reach(env, tmp_path):
     secret = f"rk-secret-{uuid.uuid4().hex}"
     (tmp_path / "dataset.jsonl").write_text(f'{{"reference": "{secret}"}}\n')
     (tmp_path / "notes.txt").write_text(secret)
-    hack = f"""
-import gc, os, re
-PAT = re.compile(r"rk-secret-[0-9a-f]{{32}}")
-def find():
-    for root in [{str(tmp_path)!r}, os.getcwd(), "/tmp", {REPO!r}, "/proc/self", "/"]:
-        try:
-            for dirpath, _, files in os.walk(root):
-                for name in files[:200]:
-                    try:
-                        with open(os.path.join(dirpath, name), errors="ignore") as f:
-                            m = PAT.search(f.read(1 << 20))
-                        if m:
-                            return m.group(0)
-                    except Exception:
-                        pass
-                if dirpath.count("/") > 4:
-                    break
-        except Exception:
-            pass
-    for obj in gc.get_objects():
-        if isinstance(obj, str) and PAT.search(obj) and obj is not PAT.pattern:
-            return obj
-    return "not found"
-print(find())
-"""
+    hack = secret_hunter([str(tmp_path), "/tmp", REPO, "/proc/self", "/"]) + "print(secret())\n"
     ep = env.reset(Record(prompt="p", reference=secret, metadata={"answer": secret}))
     observation, ep = observe(env, hack, ep)
     assert observation == "not found" and secret not in observation
@@ -344,7 +287,7 @@ def test_files_never_reach_the_host(env, tmp_path):
     assert [p for p in set(os.listdir("/tmp")) - tmp_before if marker in p] == []
     assert os.listdir(sandbox._runs_dir) == []  # the working directories are unmounted and gone
     assert not any(marker in name for _, _, files in os.walk(tmp_path) for name in files)
-    assert children() <= before and sandbox_processes(env) == []
+    assert children() <= before and sandbox_processes(sandbox_of(env)) == []
 
 
 # ----------------------------------------------------------------------------------------------------------
