@@ -102,3 +102,13 @@ def test_update_weights_from_other_object(tiny_tokenizer):
     assert all(
         torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=False)
     )
+
+
+def test_identical_prompts_sample_independently(tiny_model, tiny_tokenizer):
+    """A seeded call samples identical prompts independently (multi-turn episodes share contexts), and
+    reproducibly."""
+    backend = get_backend("hf", tiny_model, tiny_tokenizer)
+    params = SamplingParams(n=1, temperature=1.0, max_new_tokens=8, seed=5)
+    out = [g[0].token_ids for g in backend.generate(["12+30="] * 6, params)]
+    assert len({tuple(ids) for ids in out}) > 1
+    assert out == [g[0].token_ids for g in backend.generate(["12+30="] * 6, params)]

@@ -165,6 +165,21 @@ def _assert_same_episodes(backend, path):
         assert torch.allclose(ref[own], torch.tensor(g.logprobs)[own], atol=2e-3)
 
 
+def _assert_identical_prompts_sample_independently(backend):
+    """A seeded call samples each prompt independently, identical prompts included (the running episodes of
+    a multi-turn rollout share contexts), and reproducibly."""
+    from rewardkit.rl.rollout import SamplingParams
+
+    params = SamplingParams(n=1, temperature=1.0, max_new_tokens=8, seed=5)
+    out = [g[0].token_ids for g in backend.generate(["12+30="] * 6, params)]
+    assert len({tuple(ids) for ids in out}) > 1
+    assert out == [g[0].token_ids for g in backend.generate(["12+30="] * 6, params)]
+
+
+def test_identical_prompts_sample_independently(engine):
+    _assert_identical_prompts_sample_independently(engine[0])
+
+
 def test_episodes_match_hf(engine):
     backend, path = engine
     _assert_same_episodes(backend, path)
@@ -360,6 +375,7 @@ def test_server_episodes_match_hf(server, tmp_path):
     url, path = server
     backend = _server_backend(url, tmp_path)
     _assert_same_episodes(backend, path)
+    _assert_identical_prompts_sample_independently(backend)
     backend.close()
 
 

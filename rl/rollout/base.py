@@ -42,7 +42,8 @@ class SamplingParams:
             ``finish_reason="length"``.
         stop: Strings that end a sample (``finish_reason="stop"``); the text is cut before the first one.
         seed: Seeds the sampling of this call (the global RNG is left untouched); ``None`` uses the
-            global RNG.
+            global RNG. Every sample of the call is drawn independently, identical prompts included (the
+            vLLM backends seed prompt ``i`` with ``seed + i``).
         logprobs: Report the log-probability of each sampled token.
         include_stop_str_in_output: Keep the matched stop string at the end of ``text``.
     """

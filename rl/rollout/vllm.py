@@ -189,17 +189,27 @@ class VLLMBackend(RolloutBackend):
                 "vLLM sleep level 2 dropped the engine's weights: update_weights must come first"
             )
         self._wake("weights", "kv_cache")
-        sp = VSamplingParams(
-            n=max(1, int(params.n)),
-            temperature=max(0.0, float(params.temperature)),
-            top_p=params.top_p,
-            top_k=params.top_k if params.top_k > 0 else 0,
-            max_tokens=params.max_new_tokens,
-            stop=list(params.stop) or None,
-            seed=params.seed,
-            logprobs=0 if params.logprobs else None,
-            include_stop_str_in_output=params.include_stop_str_in_output,
-            skip_special_tokens=True,
+
+        def sampling(seed: int | None) -> Any:
+            return VSamplingParams(
+                n=max(1, int(params.n)),
+                temperature=max(0.0, float(params.temperature)),
+                top_p=params.top_p,
+                top_k=params.top_k if params.top_k > 0 else 0,
+                max_tokens=params.max_new_tokens,
+                stop=list(params.stop) or None,
+                seed=seed,
+                logprobs=0 if params.logprobs else None,
+                include_stop_str_in_output=params.include_stop_str_in_output,
+                skip_special_tokens=True,
+            )
+
+        # A seed per prompt (seed + i): one seed for all would give identical prompts (the running episodes
+        # of a multi-turn rollout) identical continuations.
+        sp: Any = (
+            sampling(None)
+            if params.seed is None
+            else [sampling(params.seed + i) for i in range(len(prompts))]
         )
         if self.tokenizer is not None:
             inputs: list[Any] = [{"prompt_token_ids": ids} for ids in prompt_ids(self.tokenizer, prompts)]

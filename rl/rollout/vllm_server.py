@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ from rewardkit.rl.rollout.vllm import completion_text, policy_weights
 from rewardkit.training import parallel
 
 SYNC_MODES = ("disk", "nccl")
+MAX_CONCURRENT_REQUESTS = 64
+"""Requests in flight at once when a seeded batch is sent one prompt per request (the server batches them)."""
 MAX_SERVER_STOPS = 4
 """Stop strings one OpenAI-API request may carry; more are applied by the client."""
 """How the trainer's weights reach the server (``rollout.vllm_server_sync``)."""
@@ -142,10 +145,22 @@ class VLLMServerBackend(RolloutBackend):
 
     # -- generation --------------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
+        """One ``/v1/completions`` request for the batch; with a seed, one request per prompt (sent at once)
+        seeded ``seed + i``: a request's seed applies to each of its prompts, so identical prompts (the
+        running episodes of a multi-turn rollout) would otherwise sample identical continuations."""
         if not prompts:
             return []
-        n = max(1, int(params.n))
         ids = prompt_ids(self.tokenizer, prompts)
+        if params.seed is None or len(ids) == 1:
+            return self._complete(ids, params, params.seed)
+        with ThreadPoolExecutor(max_workers=min(len(ids), MAX_CONCURRENT_REQUESTS)) as pool:
+            parts = pool.map(lambda i: self._complete([ids[i]], params, params.seed + i), range(len(ids)))
+            return [group for part in parts for group in part]
+
+    def _complete(
+        self, ids: list[list[int]], params: SamplingParams, seed: int | None
+    ) -> list[list[Generation]]:
+        n = max(1, int(params.n))
         body = {
             "model": self.served_model,
             "prompt": ids,
@@ -156,19 +171,19 @@ class VLLMServerBackend(RolloutBackend):
             "max_tokens": params.max_new_tokens,
             # The OpenAI API takes at most 4 stop strings: the server stops at those, the rest are cut here.
             "stop": list(params.stop)[:MAX_SERVER_STOPS] or None,
-            "seed": params.seed,
+            "seed": seed,
             "logprobs": 0 if params.logprobs else None,
             "return_token_ids": True,
             "skip_special_tokens": True,
             "include_stop_str_in_output": params.include_stop_str_in_output,
         }
         choices = sorted(self._request("POST", "/v1/completions", body)["choices"], key=lambda c: c["index"])
-        if len(choices) != len(prompts) * n:
-            raise ServerError(f"vLLM server returned {len(choices)} completions for {len(prompts)} x {n}")
+        if len(choices) != len(ids) * n:
+            raise ServerError(f"vLLM server returned {len(choices)} completions for {len(ids)} x {n}")
         # vLLM numbers the choices prompt by prompt, n each.
         return [
             [self._generation(c, ids[i], params) for c in choices[i * n : (i + 1) * n]]
-            for i in range(len(prompts))
+            for i in range(len(ids))
         ]
 
     def _generation(self, choice: dict[str, Any], prompt: list[int], params: SamplingParams) -> Generation:
