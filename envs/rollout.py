@@ -56,7 +56,17 @@ class ObservationFormat:
                 {"role": "assistant", "content": _ASSISTANT},
                 {"role": "tool", "content": _OUTPUT},
             ]
-            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            try:
+                text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            except Exception as exc:  # jinja's raise_exception, or no template at all
+                raise ValueError(
+                    f"the tokenizer's chat template cannot render a tool message ({type(exc).__name__}: {exc}); "
+                    "set env.observation_format: text"
+                ) from None
+            if _OUTPUT not in text:
+                raise ValueError(
+                    "the tokenizer's chat template drops tool messages; set env.observation_format: text"
+                )
             template = text[text.index(_ASSISTANT) + len(_ASSISTANT) :].replace(_OUTPUT, "{output}")
         self.before, _, self.after = template.partition("{output}")
         eos = tokenizer.eos_token_id

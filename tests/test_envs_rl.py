@@ -275,6 +275,15 @@ def test_chat_observations_are_the_templates_tool_message(tiny_tokenizer):
     fmt = ObservationFormat(tok, "unused {output}", chat=True)
     assert tok.decode(fmt.ids("56088", ended_with_eos=True)) == tool_message
     assert tok.decode(fmt.ids("56088", ended_with_eos=False)) == "<|im_end|>" + tool_message
+    # a template without a tool role: a clear error, not a silent drop of every observation
+    tok.chat_template = (
+        "{% for m in messages %}{% if m.role != 'tool' %}{{ m.content }}{% endif %}{% endfor %}"
+    )
+    with pytest.raises(ValueError, match="drops tool messages"):
+        ObservationFormat(tok, "unused {output}", chat=True)
+    tok.chat_template = "{{ raise_exception('Conversation roles must alternate') }}"
+    with pytest.raises(ValueError, match="observation_format: text"):
+        ObservationFormat(tok, "unused {output}", chat=True)
 
 
 def test_rollout_importance_weights_skip_observation_tokens(tmp_path, tiny_tokenizer, tiny_model):
