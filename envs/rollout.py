@@ -22,7 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rewardkit.envs.base import END_BUDGET, END_LENGTH, Environment, EpisodeState, Turn
+from rewardkit.envs.base import (
+    END_ANSWER,
+    END_BUDGET,
+    END_LENGTH,
+    Environment,
+    EpisodeState,
+    StepResult,
+    Turn,
+)
 from rewardkit.envs.config import EnvConfig
 from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams
 from rewardkit.types import Record
@@ -39,6 +47,21 @@ class Episode(Generation):
     """Transcript, counters and why it ended."""
     transcript: str = ""
     """Everything after the prompt, decoded: the model's turns and the observations."""
+
+    def summary(self) -> dict[str, Any]:
+        """The episode's counters (what :func:`episode_metrics` reads and ``rewardkit eval`` stores): model
+        turns, tool calls, failed calls by kind, why it ended, tool seconds, own and observation tokens."""
+        state = self.state or EpisodeState(record=Record())
+        mask = self.loss_mask if self.loss_mask is not None else [1] * len(self.token_ids)
+        return {
+            "turns": len(state.model_turns),
+            "tool_calls": state.tool_calls,
+            "tool_errors": dict(state.tool_errors),
+            "end": state.end,
+            "tool_seconds": state.tool_seconds,
+            "tokens": sum(mask),
+            "observation_tokens": len(mask) - sum(mask),
+        }
 
 
 class ObservationFormat:
@@ -87,7 +110,6 @@ class _Buffer:
     tokens: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
     logprobs: list[float] | None = field(default_factory=list)
-    truncated: bool = False
 
     def add(self, ids: Sequence[int], own: bool, logprobs: Sequence[float] | None) -> None:
         self.tokens += ids
@@ -139,62 +161,94 @@ def run_episodes(
     auto``)."""
     n = max(1, int(params.n))
     states = [env.reset(record) for record in records for _ in range(n)]
-    bufs: list[_Buffer] = []
-    fmt = ObservationFormat(
-        tokenizer,
-        cfg.observation_template,
-        cfg.observation_format == "chat" or (cfg.observation_format == "auto" and chat),
-    )
-    eos = tokenizer.eos_token_id
+    chat_observations = cfg.observation_format == "chat" or (cfg.observation_format == "auto" and chat)
+    fmt = ObservationFormat(tokenizer, cfg.observation_template, chat_observations)
     turn_params = replace(
         params, stop=list(dict.fromkeys([*params.stop, *env.stop])), include_stop_str_in_output=True
     )
+    bufs: list[_Buffer] = []
     active = list(range(len(states)))
     for turn in range(1, cfg.max_turns + 1):
         if not active:
             break
-        budgets = [cfg.max_tokens - len(bufs[j].tokens) if bufs else cfg.max_tokens for j in active]
-        p = replace(
-            turn_params,
-            max_new_tokens=max(1, min(params.max_new_tokens, max(budgets))),
-            seed=None if params.seed is None else params.seed + 7919 * (turn - 1),
-        )
-        if turn == 1:  # n episodes per prompt: the backend shares the prompt's prefill
-            gens = [g for group in backend.generate(list(prompts), p) for g in group]
+        gens = _sample_turn(backend, prompts, bufs, active, turn_params, turn, cfg.max_tokens)
+        if turn == 1:
             bufs = [_Buffer(list(g.prompt_token_ids)) for g in gens]
-        else:
-            gens = [g[0] for g in backend.generate([bufs[j].context for j in active], replace(p, n=1))]
-        stepping = []
-        for j, gen, budget in zip(active, gens, budgets, strict=True):
-            gen = _within(gen, budget, tokenizer)
-            bufs[j].add(gen.token_ids, True, gen.logprobs)
-            states[j].turns.append(Turn("model", gen.text))
-            if gen.truncated:
-                _end(states[j], bufs[j], END_LENGTH)
-            else:
-                stepping.append((j, gen))
+        turns = [
+            (j, _add_turn(states[j], bufs[j], gen, tokenizer, cfg.max_tokens))
+            for j, gen in zip(active, gens, strict=True)
+        ]
+        stepping = [(j, gen) for j, gen in turns if gen is not None]
         replies = env.step(
             [states[j] for j, _ in stepping], [g.text for _, g in stepping], turn == cfg.max_turns
         )
-        active = []
-        for (j, gen), reply in zip(stepping, replies, strict=True):
-            if reply.done or reply.observation is None:
-                states[j].done, states[j].end = True, reply.end or "done"
-                continue
-            text = cut_observation(reply.observation, cfg.max_observation_chars)
-            ids = fmt.ids(text, bool(gen.token_ids) and gen.token_ids[-1] == eos)
-            if len(bufs[j].tokens) + len(ids) >= cfg.max_tokens:  # no room left for the model to answer
-                _end(states[j], bufs[j], END_BUDGET)
-                continue
-            bufs[j].add(ids, False, [0.0] * len(ids))
-            states[j].turns.append(Turn("tool", text))
-            active.append(j)
+        active = [
+            j
+            for (j, gen), reply in zip(stepping, replies, strict=True)
+            if _add_observation(states[j], bufs[j], gen, reply, fmt, cfg)
+        ]
     episodes = [_episode(env, state, buf, tokenizer) for state, buf in zip(states, bufs, strict=True)]
     return [episodes[i * n : (i + 1) * n] for i in range(len(records))]
 
 
-def _end(state: EpisodeState, buf: _Buffer, why: str) -> None:
-    state.done, state.end, buf.truncated = True, why, True
+def _sample_turn(
+    backend: RolloutBackend,
+    prompts: Sequence[Prompt],
+    bufs: list[_Buffer],
+    active: list[int],
+    params: SamplingParams,
+    turn: int,
+    max_tokens: int,
+) -> list[Generation]:
+    """The next turn of each running episode: turn 1 samples ``n`` per prompt in one call (the backend
+    shares the prompt's prefill); later turns continue each episode's token-id context, one sample each.
+    A turn is as long as the roomiest episode's budget allows (each is cut to its own afterwards)."""
+    room = max(max_tokens - len(bufs[j].tokens) for j in active) if bufs else max_tokens
+    p = replace(
+        params,
+        max_new_tokens=max(1, min(params.max_new_tokens, room)),
+        seed=None if params.seed is None else params.seed + 7919 * (turn - 1),
+    )
+    if turn == 1:
+        return [g for group in backend.generate(list(prompts), p) for g in group]
+    return [g[0] for g in backend.generate([bufs[j].context for j in active], replace(p, n=1))]
+
+
+def _add_turn(
+    state: EpisodeState, buf: _Buffer, gen: Generation, tokenizer: Any, max_tokens: int
+) -> Generation | None:
+    """Appends the model's turn, cut to the episode's budget; returns it, or ``None`` when the turn was cut
+    (the episode ends truncated and the environment does not see it)."""
+    gen = _within(gen, max_tokens - len(buf.tokens), tokenizer)
+    buf.add(gen.token_ids, True, gen.logprobs)
+    state.turns.append(Turn("model", gen.text))
+    if gen.truncated:
+        state.done, state.end = True, END_LENGTH
+        return None
+    return gen
+
+
+def _add_observation(
+    state: EpisodeState,
+    buf: _Buffer,
+    gen: Generation,
+    reply: StepResult,
+    fmt: ObservationFormat,
+    cfg: EnvConfig,
+) -> bool:
+    """Appends the environment's reply to the turn ``gen`` (loss mask 0); returns whether the episode goes on.
+    An observation that leaves no room for the model to answer ends it (``budget``, truncated)."""
+    if reply.done or reply.observation is None:
+        state.done, state.end = True, reply.end or "done"
+        return False
+    text = cut_observation(reply.observation, cfg.max_observation_chars)
+    ids = fmt.ids(text, bool(gen.token_ids) and gen.token_ids[-1] == fmt.tokenizer.eos_token_id)
+    if len(buf.tokens) + len(ids) >= cfg.max_tokens:
+        state.done, state.end = True, END_BUDGET
+        return False
+    buf.add(ids, False, [0.0] * len(ids))
+    state.turns.append(Turn("tool", text))
+    return True
 
 
 def _episode(env: Environment, state: EpisodeState, buf: _Buffer, tokenizer: Any) -> Episode:
@@ -203,35 +257,33 @@ def _episode(env: Environment, state: EpisodeState, buf: _Buffer, tokenizer: Any
         token_ids=buf.tokens,
         prompt_token_ids=buf.prompt,
         logprobs=buf.logprobs,
-        finish_reason="length" if buf.truncated else "stop",
+        finish_reason="length" if state.end in (END_LENGTH, END_BUDGET) else "stop",
         loss_mask=buf.mask,
         state=state,
         transcript=tokenizer.decode(buf.tokens, skip_special_tokens=False),
     )
 
 
-def episode_metrics(episodes: Sequence[Generation]) -> dict[str, float]:
+def episode_metrics(summaries: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Turns, tool calls, tool errors by kind, tool time, the share of episodes ending with an answer (and
-    each other end), and observation tokens: the ``env/*`` metrics of a step (an empty dict for
-    single-turn samples)."""
-    states = [e.state for e in episodes if isinstance(e, Episode) and e.state is not None]
-    if not states:
+    each other end), and observation tokens: the ``env/*`` metrics over :meth:`Episode.summary` dicts (a
+    step's, or those ``rewardkit eval`` stored; an empty dict for none)."""
+    if not summaries:
         return {}
-    calls = sum(s.tool_calls for s in states)
-    errors: Counter = sum((s.tool_errors for s in states), Counter())
+    count = len(summaries)
+    calls = sum(s["tool_calls"] for s in summaries)
+    errors: Counter = sum((Counter(s["tool_errors"]) for s in summaries), Counter())
     m = {
-        "env/turns": statistics.fmean(len(s.model_turns) for s in states),
-        "env/tool_calls": calls / len(states),
-        "env/tool_call_rate": sum(s.tool_calls > 0 for s in states) / len(states),
+        "env/turns": statistics.fmean(s["turns"] for s in summaries),
+        "env/tool_calls": calls / count,
+        "env/tool_call_rate": sum(s["tool_calls"] > 0 for s in summaries) / count,
         "env/tool_error_rate": sum(errors.values()) / max(calls, 1),
-        "env/tool_seconds": sum(s.tool_seconds for s in states),
-        "env/answered": sum(s.answered for s in states) / len(states),
-        "env/observation_tokens": statistics.fmean(
-            len(e.loss_mask or []) - sum(e.loss_mask or []) for e in episodes if isinstance(e, Episode)
-        ),
+        "env/tool_seconds": sum(s["tool_seconds"] for s in summaries),
+        "env/answered": sum(s["end"] == END_ANSWER for s in summaries) / count,
+        "env/observation_tokens": statistics.fmean(s["observation_tokens"] for s in summaries),
     }
-    for kind, count in sorted(errors.items()):
-        m[f"env/tool_error/{kind}"] = count
-    for end, count in sorted(Counter(s.end for s in states).items()):
-        m[f"env/end/{end}"] = count / len(states)
+    for kind, n in sorted(errors.items()):
+        m[f"env/tool_error/{kind}"] = n
+    for end, n in sorted(Counter(s["end"] for s in summaries).items()):
+        m[f"env/end/{end}"] = n / count
     return m

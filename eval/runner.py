@@ -574,47 +574,11 @@ class Generated(NamedTuple):
 
 
 def episode_info(episode: Any) -> dict[str, Any]:
-    """What ``generations.jsonl`` keeps of an episode: its transcript, model turns, tool calls, failed calls
-    by kind, why it ended, tool seconds, and its own and observation token counts (enough to compute
-    :func:`rewardkit.envs.episode_metrics` again on resume)."""
-    state = episode.state
-    mask = episode.loss_mask if episode.loss_mask is not None else [1] * len(episode.token_ids)
-    return {
-        "transcript": episode.transcript,
-        "turns": len(state.model_turns),
-        "tool_calls": state.tool_calls,
-        "tool_errors": dict(state.tool_errors),
-        "end": state.end,
-        "tool_seconds": round(state.tool_seconds, 6),
-        "tokens": sum(mask),
-        "observation_tokens": len(mask) - sum(mask),
-    }
-
-
-def _episode_from_info(info: dict[str, Any], finish_reason: str | None) -> Any:
-    """An :class:`~rewardkit.envs.Episode` with the counters of a stored :func:`episode_info` (texts left
-    out), for :func:`rewardkit.envs.episode_metrics`."""
-    from rewardkit.envs import Episode, EpisodeState, Turn
-
-    state = EpisodeState(
-        record=Record(),
-        turns=[Turn("model", "")] * int(info.get("turns", 0)),
-        done=True,
-        end=str(info.get("end", "")),
-        tool_calls=int(info.get("tool_calls", 0)),
-        tool_errors=Counter(info.get("tool_errors") or {}),
-        tool_seconds=float(info.get("tool_seconds", 0.0)),
-    )
-    mask = [1] * int(info.get("tokens", 0)) + [0] * int(info.get("observation_tokens", 0))
-    return Episode(
-        text="",
-        token_ids=[0] * len(mask),
-        prompt_token_ids=[],
-        logprobs=None,
-        finish_reason=finish_reason or "stop",
-        loss_mask=mask,
-        state=state,
-    )
+    """What ``generations.jsonl`` keeps of an episode: its transcript and its counters
+    (:meth:`rewardkit.envs.Episode.summary`, enough to compute :func:`rewardkit.envs.episode_metrics` again
+    on resume)."""
+    summary = episode.summary()
+    return {"transcript": episode.transcript, **summary, "tool_seconds": round(summary["tool_seconds"], 6)}
 
 
 def environment_summary(setup: EpisodeSetup, generated: Generated) -> dict[str, Any]:
@@ -622,11 +586,7 @@ def environment_summary(setup: EpisodeSetup, generated: Generated) -> dict[str, 
     :func:`rewardkit.envs.episode_metrics` over every episode of the run (prefix dropped)."""
     from rewardkit.envs import episode_metrics
 
-    episodes = [
-        _episode_from_info(info, reason)
-        for pid, infos in generated.episodes.items()
-        for info, reason in zip(infos or [], generated.finish_reasons[pid], strict=False)
-    ]
+    episodes = [info for infos in generated.episodes.values() for info in infos or []]
     metrics = {name.removeprefix("env/"): value for name, value in episode_metrics(episodes).items()}
     return {
         "name": setup.config.name,

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rewardkit.envs import build_env, episode_metrics, run_episodes
+from rewardkit.envs import Episode, build_env, episode_metrics, run_episodes
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl import packing
 from rewardkit.rl.config import RLConfig, dump_config, validate
@@ -752,7 +752,7 @@ class RLTrainer:
         m.update(r.stats)
         m["completions/mean_terminated_length"] = float(lengths[term].mean()) if term.any() else 0.0
         m["samples/masked_from_loss"] = int((~(r.keep & r.valid)).sum())
-        m.update(episode_metrics(r.gens))
+        m.update(episode_metrics([g.summary() for g in r.gens if isinstance(g, Episode)]))
         return m
 
     # -- the update, stage by stage ----------------------------------------------------------------------

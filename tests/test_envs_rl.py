@@ -91,7 +91,7 @@ def test_episode_layout_and_loss_mask(tiny_tokenizer):
     assert tool.text == ANSWER and tool.finish_reason == "stop" and tool.state.end == "answer"
     assert tool.transcript.startswith(CALL + OUTPUT)
     assert direct.state.tool_calls == 0 and direct.loss_mask == [1] * len(direct.token_ids)
-    m = episode_metrics(group)
+    m = episode_metrics([e.summary() for e in group])
     assert m["env/tool_call_rate"] == 0.5 and m["env/answered"] == 1.0 and m["env/turns"] == 1.5
     assert m["env/observation_tokens"] == len(obs) / 2
 
