@@ -100,6 +100,15 @@ def first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
     return best
 
 
+def cut_at_stop(text: str, params: SamplingParams) -> str:
+    """``text`` cut before its first stop string (after it with ``include_stop_str_in_output``)."""
+    hit = first_stop(text, params.stop)
+    if hit is None:
+        return text
+    idx, stop = hit
+    return text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
+
+
 def stop_end(decode: Any, tokens: Sequence[int], stops: Sequence[str]) -> int | None:
     """The number of tokens up to the one that completes the first stop string in ``decode(tokens)``
     (vLLM's rule: that token ends the sample), or ``None`` when no stop string occurs. Containment only

@@ -24,7 +24,7 @@ from rewardkit.rl.rollout.base import (
     Prompt,
     RolloutBackend,
     SamplingParams,
-    first_stop,
+    cut_at_stop,
     prompt_ids,
     stop_end,
 )
@@ -233,9 +233,7 @@ class HFBackend(RolloutBackend):
         cut = stop_end(self._decode, tokens[:end], params.stop)
         if cut is not None:
             end, reason = cut, "stop"
-            text = self._decode(tokens[:end])
-            idx, stop = first_stop(text, params.stop)  # type: ignore[misc]
-            text = text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
+            text = cut_at_stop(self._decode(tokens[:end]), params)
         if reason == "length" and len(tokens) < params.max_new_tokens:
             # The whole chunk ended early, so generate() saw this sample stop (a stop-string match our
             # decoding did not reproduce): drop its padding.

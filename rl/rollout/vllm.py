@@ -26,7 +26,14 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids
+from rewardkit.rl.rollout.base import (
+    Generation,
+    Prompt,
+    RolloutBackend,
+    SamplingParams,
+    cut_at_stop,
+    prompt_ids,
+)
 from rewardkit.training.lora import adapters_disabled, is_peft_model, merged_weights, plain_model
 from rewardkit.training.parallel import full_tensor, is_sharded
 
@@ -58,13 +65,7 @@ def on_cpu() -> bool:
 def completion_text(tokenizer: Any, token_ids: list[int], params: SamplingParams) -> str:
     """A completion decoded with the trainer's tokenizer, cut at the first stop string as the hf backend
     cuts it (the engine's own text comes from its own detokenizer)."""
-    text = tokenizer.decode(token_ids, skip_special_tokens=True)
-    if params.stop:
-        hits = [(text.find(s), s) for s in params.stop if s and s in text]
-        if hits:
-            idx, stop = min(hits, key=lambda h: (h[0], -len(h[1])))
-            text = text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
-    return text
+    return cut_at_stop(tokenizer.decode(token_ids, skip_special_tokens=True), params)
 
 
 def policy_weights(model: Any) -> Iterator[tuple[str, Any]]:
