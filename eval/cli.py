@@ -118,14 +118,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-_ENV_FLAGS = {
-    "tools": "--tools",
-    "tool_format": "--tool-format",
-    "max_turns": "--max-turns",
-    "max_episode_tokens": "--max-episode-tokens",
-    "tool_timeout": "--tool-timeout",
-    "python_state": "--python-state",
-}
+_ENV_FLAGS = (
+    # (argparse dest, EnvConfig field, flag)
+    ("tools", "tools", "--tools"),
+    ("tool_format", "formats", "--tool-format"),
+    ("max_turns", "max_turns", "--max-turns"),
+    ("max_episode_tokens", "max_tokens", "--max-episode-tokens"),
+    ("tool_timeout", "tool_timeout", "--tool-timeout"),
+    ("python_state", "python_state", "--python-state"),
+)
 
 
 def env_config(args: argparse.Namespace, bench=None):
@@ -133,7 +134,7 @@ def env_config(args: argparse.Namespace, bench=None):
     An ``sql`` tool on an SQL benchmark queries the benchmark's databases (its verifier settings)."""
     from rewardkit.cli import CLIError
 
-    given = [flag for dest, flag in _ENV_FLAGS.items() if getattr(args, dest) not in (None, False)]
+    given = [flag for dest, _, flag in _ENV_FLAGS if getattr(args, dest) not in (None, False)]
     if not args.env:
         if given:
             raise CLIError(f"{given[0]} needs --env")
@@ -143,35 +144,19 @@ def env_config(args: argparse.Namespace, bench=None):
     from rewardkit.envs import EnvConfig
 
     cfg = EnvConfig(name=args.env)
-    for dest, field in (
-        ("tools", "tools"),
-        ("tool_format", "formats"),
-        ("max_turns", "max_turns"),
-        ("max_episode_tokens", "max_tokens"),
-        ("tool_timeout", "tool_timeout"),
-    ):
+    for dest, field, _ in _ENV_FLAGS:
         if getattr(args, dest) is not None:
             setattr(cfg, field, getattr(args, dest))
-    cfg.python_state = args.python_state
     if bench is not None and bench.verifier == "sql" and "sql" in cfg.tools and cfg.name == "tools":
         cfg.tool_options = {"sql": dict(bench.verifier_config)}
     try:
         cfg.check()
     except ValueError as exc:
-        raise CLIError(_flag_names(str(exc))) from None
+        message = str(exc)
+        for _, field, flag in _ENV_FLAGS:  # in the flags' words: env.max_turns -> --max-turns
+            message = message.replace(f"env.{field}", flag)
+        raise CLIError(message) from None
     return cfg
-
-
-def _flag_names(message: str) -> str:
-    """A config check's message in the flags' words (``env.max_turns`` -> ``--max-turns``)."""
-    for field, flag in (
-        ("env.max_turns", "--max-turns"),
-        ("env.max_tokens", "--max-episode-tokens"),
-        ("env.tool_timeout", "--tool-timeout"),
-        ("env.formats", "--tool-format"),
-    ):
-        message = message.replace(field, flag)
-    return message
 
 
 def build_environment(cfg):
