@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import replace
 from typing import Any
 
 
@@ -39,11 +40,7 @@ def parse_args() -> argparse.Namespace:
         choices=["hf", "vllm"],
         help="Rollout backend (vllm: a colocated engine; on CPU in .venv-vllm, scripts/test-vllm).",
     )
-    demo_defaults = demo.build_parser().parse_args([])
-    p.set_defaults(
-        **{k: v for k, v in vars(demo_defaults).items() if k.startswith(("sft_", "tool_share", "model"))}
-    )
-    p.add_argument("--sft-steps", type=int, default=demo_defaults.sft_steps)
+    p.add_argument("--sft-steps", type=int, default=demo.build_parser().parse_args([]).sft_steps)
     return p.parse_args()
 
 
@@ -119,9 +116,7 @@ def main() -> None:
     rows = []
     with build_env(calc) as env:
         stops = list(env.stop)
-    seconds, groups = timed(
-        lambda: backend.generate(prompts, SamplingParams(**{**params.__dict__, "stop": stops})), args.repeats
-    )
+    seconds, groups = timed(lambda: backend.generate(prompts, replace(params, stop=stops)), args.repeats)
     flat = [g for group in groups for g in group]
     rows.append(("single-turn", seconds, flat))
     for label, cfg in (("calculator", calc), ("python", python)):

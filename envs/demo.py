@@ -27,6 +27,7 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,7 @@ def evaluate(model: Any, tokenizer: Any, records: list[Any], samples: int, seed:
     with build_env(cfg) as env:
         episodes = run_episodes(backend, env, records, prompts, params, tokenizer, cfg)
         stops = list(env.stop)
-    alone = backend.generate(prompts, SamplingParams(**{**params.__dict__, "stop": stops}))
+    alone = backend.generate(prompts, replace(params, stop=stops))
     flat = [e for group in episodes for e in group]
     return {
         "accuracy_with_tools": accuracy([[e.text for e in group] for group in episodes]),
