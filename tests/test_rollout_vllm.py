@@ -60,6 +60,20 @@ def _assert_logprobs_match(model, groups):
             assert torch.allclose(ref, torch.tensor(gen.logprobs), atol=2e-3)
 
 
+def _assert_greedy_matches_hf(backend, path):
+    """Greedy samples of ``backend`` equal the hf backend's on the same weights (prompt ids, tokens, text);
+    returns the hf backend."""
+    from rewardkit.rl.rollout import SamplingParams
+
+    hf = _hf(path)
+    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
+    for got, want in zip(backend.generate(PROMPTS, greedy), hf.generate(PROMPTS, greedy), strict=True):
+        assert got[0].prompt_token_ids == want[0].prompt_token_ids
+        assert got[0].token_ids == want[0].token_ids
+        assert got[0].text == want[0].text
+    return hf
+
+
 def _lora_policy_and_merged():
     """A peft LoRA policy with non-zero adapters, and the plain model its merged weights make."""
     import torch
@@ -100,12 +114,7 @@ def test_logprobs_and_greedy_match_hf(engine):
     from rewardkit.rl.rollout import SamplingParams
 
     backend, path = engine
-    hf = _hf(path)
-    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
-    v_out, h_out = backend.generate(PROMPTS, greedy), hf.generate(PROMPTS, greedy)
-    for v, h in zip(v_out, h_out, strict=True):
-        assert v[0].prompt_token_ids == h[0].prompt_token_ids
-        assert v[0].token_ids == h[0].token_ids
+    hf = _assert_greedy_matches_hf(backend, path)
     _assert_logprobs_match(hf.model, backend.generate(PROMPTS, SamplingParams(n=2, max_new_tokens=8, seed=1)))
 
 
@@ -362,13 +371,7 @@ def test_server_generates_what_hf_generates(server, tmp_path):
 
     url, path = server
     backend = _server_backend(url, tmp_path)
-    hf = _hf(path)
-    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
-    s_out, h_out = backend.generate(PROMPTS, greedy), hf.generate(PROMPTS, greedy)
-    for s, h in zip(s_out, h_out, strict=True):
-        assert s[0].prompt_token_ids == h[0].prompt_token_ids
-        assert s[0].token_ids == h[0].token_ids
-        assert s[0].text == h[0].text
+    hf = _assert_greedy_matches_hf(backend, path)
     params = SamplingParams(n=4, max_new_tokens=8, seed=3, stop=["5"])
     sampled = backend.generate(PROMPTS, params)
     assert len(sampled) == 3 and all(len(g) == 4 for g in sampled)
