@@ -25,13 +25,13 @@ from rewardkit.registry import Registry, lazy
 
 @dataclass
 class ToolResult:
-    """What a call returned: the text shown to the model, and an error kind when it failed."""
+    """What a call returned: the text shown to the model, and an error kind when it failed (the environment
+    times each tool's batch of calls itself: ``EpisodeState.tool_seconds``)."""
 
     output: str
     error: str | None = None
     """``timeout``, ``exception``, ``memory``, ``output_limit``, ``killed``, ``sql_<kind>``, ``bad_arguments``,
     ``malformed``, ``unknown_tool``, ``too_many_calls``, ``sandbox``... (``None``: it worked)."""
-    seconds: float = 0.0
 
 
 Call = tuple[EpisodeState, dict[str, Any]]
@@ -177,16 +177,14 @@ class PythonTool(Tool):
             )
             where.append((i, code))
         if tasks:
-            t0 = time.perf_counter()
             reports = self.sandbox.run(tasks, config=replace(self.config, timeout=timeout))
-            seconds = (time.perf_counter() - t0) / len(tasks)
             for (i, code), report in zip(where, reports, strict=True):
-                results[i] = self._result(report, seconds)
+                results[i] = self._result(report)
                 if self.state and results[i].error is None:  # type: ignore[union-attr]
                     calls[i][0].data.setdefault("python_cells", []).append(echo_last_expression(code))
         return results  # type: ignore[return-value]
 
-    def _result(self, report: Any, seconds: float) -> ToolResult:
+    def _result(self, report: Any) -> ToolResult:
         out = report.stdout.decode("utf-8", errors="replace")
         error = None
         if report.error:
@@ -208,7 +206,7 @@ class PythonTool(Tool):
         else:
             note = ""
         text = "\n".join(part for part in (out.rstrip("\n"), note) if part) or "(no output)"
-        return ToolResult(text, error, seconds)
+        return ToolResult(text, error)
 
     def close(self) -> None:
         if self._sandbox is not None:
@@ -250,7 +248,6 @@ class SQLTool(Tool):
         query = _argument(args, "query")
         if query is None:
             return ToolResult("error: the sql tool needs a string argument 'query'", "bad_arguments")
-        t0 = time.perf_counter()
         try:
             engine, databases = self.verifier.record_databases(episode.record)
         except (ValueError, FileNotFoundError) as exc:
@@ -258,13 +255,11 @@ class SQLTool(Tool):
         try:
             out = self.verifier.engine(engine).run(databases[0], query.strip().rstrip(";"), timeout)
         except QueryError as exc:
-            return ToolResult(
-                f"error: {exc.message}", f"sql_{exc.kind.replace(' ', '_')}", time.perf_counter() - t0
-            )
+            return ToolResult(f"error: {exc.message}", f"sql_{exc.kind.replace(' ', '_')}")
         except Exception as exc:  # not the query's fault alone: a broken setup_sql or file, an unknown engine
             first = str(exc).splitlines()[0] if str(exc) else ""
-            return ToolResult(f"error: {type(exc).__name__}: {first}", "sql_error", time.perf_counter() - t0)
-        return ToolResult(self._table(out.columns, out.rows), None, time.perf_counter() - t0)
+            return ToolResult(f"error: {type(exc).__name__}: {first}", "sql_error")
+        return ToolResult(self._table(out.columns, out.rows))
 
     def _table(self, columns: list[str], rows: list[tuple]) -> str:
         shown = rows[: self.max_rows_shown]
@@ -415,22 +410,20 @@ class FunctionTool(Tool):
         for i, thread, box in started:
             thread.join(max(0.0, t0 + timeout - time.perf_counter()))
             if thread.is_alive():
-                out[i] = ToolResult(f"error: timed out after {timeout:g}s", "timeout", timeout)
+                out[i] = ToolResult(f"error: timed out after {timeout:g}s", "timeout")
             elif "error" in box:
                 exc = box["error"]
-                out[i] = ToolResult(f"error: {type(exc).__name__}: {exc}", "exception", box["seconds"])
+                out[i] = ToolResult(f"error: {type(exc).__name__}: {exc}", "exception")
             else:
-                out[i] = ToolResult(box["output"], None, box["seconds"])
+                out[i] = ToolResult(box["output"])
         return out  # type: ignore[return-value]
 
     def _call(self, kwargs: dict[str, Any], box: dict[str, Any]) -> None:
-        t0 = time.perf_counter()
         try:
             value = self.fn(**kwargs)
             box["output"] = "" if value is None else str(value)
         except BaseException as exc:  # the tool's own failure is the model's observation
             box["error"] = exc
-        box["seconds"] = time.perf_counter() - t0
 
 
 # ----------------------------------------------------------------------------------------------------------
