@@ -11,7 +11,6 @@ from __future__ import annotations
 import codecs
 import json
 import os
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +99,9 @@ def open_dataset(path_or_name: str, split: str | None = None) -> Any:
         return _select_split(datasets.load_dataset(str(path)), split, str(path))
     if _looks_local(path_or_name):
         raise FileNotFoundError(f"input not found: {path_or_name}")
-    hub_problem = _hub_problem()
+    from rewardkit.hub import hub_problem as why_no_hub
+
+    hub_problem = why_no_hub(datasets_offline=True)
     if hub_problem:
         raise FileNotFoundError(f"input not found: {path_or_name} is not a local file, and {hub_problem}")
     try:
@@ -112,29 +113,6 @@ def open_dataset(path_or_name: str, split: str | None = None) -> Any:
             ) from exc
         raise
     return _select_split(dataset, split, path_or_name)
-
-
-def _hub_problem(timeout: float = 3.0) -> str | None:
-    """Why the Hugging Face hub can't be asked for a dataset (offline mode, unreachable), or ``None``."""
-    import datasets.config
-    from huggingface_hub import constants
-
-    if (
-        datasets.config.HF_HUB_OFFLINE
-    ):  # what datasets itself decides from HF_DATASETS_OFFLINE / HF_HUB_OFFLINE
-        return "the hub is off (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set)"
-    from urllib.parse import urlparse
-
-    endpoint = urlparse(constants.ENDPOINT)
-    host, port = (
-        endpoint.hostname or "huggingface.co",
-        endpoint.port or (443 if endpoint.scheme == "https" else 80),
-    )
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError:
-        return f"the hub ({host}) is not reachable"
-    return None
 
 
 def _looks_local(path_or_name: str) -> bool:

@@ -245,6 +245,15 @@ def read_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
 def _hub_rows(bench: Benchmark, split: str | None) -> list[dict[str, Any]]:
     from datasets import load_dataset
 
+    from rewardkit.hub import hub_problem
+
+    problem = hub_problem(datasets_offline=True)
+    if problem:
+        sample = f", or use its shipped sample: sample:{bench.name}" if bench.sample_file else ""
+        raise FileNotFoundError(
+            f"benchmark {bench.name!r} comes from the hub ({bench.hub_name}), and {problem}: "
+            f"give its rows with --data{sample}"
+        )
     dataset = load_dataset(bench.hub_name, bench.hub_config, split=split or bench.split)
     return [dict(row) for row in dataset]
 

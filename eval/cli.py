@@ -251,6 +251,9 @@ def run(args: argparse.Namespace) -> int:
             use_chat_template=not args.no_chat_template,
             seed=args.seed,
         )
+        from rewardkit.hub import check_model
+
+        check_model(args.model)
         env = build_environment(env_cfg) if env_cfg is not None else None
         try:
             report = evaluate_model(

@@ -26,6 +26,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from rewardkit.hub import check_model
+
 PRM_CONFIG_FILE = "rewardkit_prm.json"  # written by ProcessRewardModel.save_pretrained
 
 
@@ -365,6 +367,7 @@ def run_train(args: argparse.Namespace) -> int:
         config = _build_config(ORMTrainConfig, values, "rm train --type orm", args.overrides)
         if not config.model or not config.train_file:
             raise CLIError("rm train needs --model and --train-file")
+        check_model(config.model)
         try:
             summary = train_orm(config)
         except (ValueError, KeyError) as exc:
@@ -380,6 +383,7 @@ def run_train(args: argparse.Namespace) -> int:
     config = _build_config(prm["prm"], values, "rm train --type prm", args.overrides)
     if not config.model or not config.train_file:
         raise CLIError("rm train needs --model and --train-file")
+    check_model(config.model)
     try:
         result = train_prm(config)
     except (ValueError, KeyError) as exc:
@@ -424,6 +428,7 @@ def _format_metrics(metrics: dict[str, Any]) -> str:
 def run_eval(args: argparse.Namespace) -> int:
     from rewardkit.cli import CLIError
 
+    check_model(args.model, what="reward model")
     kind = _model_kind(args.model, args.type)
     try:
         if kind == "orm":
@@ -480,7 +485,11 @@ def _key_value(text: str) -> tuple[str, str]:
 
 def reward_model_source(path: str, *, kind: str = "auto", **kwargs: Any):
     """The reward source of a model folder: :class:`RewardModelSource` for an ORM, the PRM's
-    ``ProcessRewardModel`` for a PRM (its folder has ``rewardkit_prm.json``). ``kwargs`` go to the ORM."""
+    ``ProcessRewardModel`` for a PRM (its folder has ``rewardkit_prm.json``). ``kwargs`` go to the ORM.
+
+    Raises:
+        ModelNotFoundError: ``path`` is neither a model folder nor a hub model (one line)."""
+    check_model(path, what="reward model")
     if _model_kind(path, kind) == "prm":
         from rewardkit.rewardmodels.prm import ProcessRewardModel
 
@@ -530,6 +539,7 @@ def run_label_steps(args: argparse.Namespace) -> int:
     from rewardkit.rewardmodels.prm.label import label_steps_with_policy
 
     config = _build_config(prm["label"], _given(args, args._owners), "rm label-steps")
+    check_model(args.policy, what="policy")
     try:
         examples = load_step_examples(args.input, fmt=args.format)
     except (ValueError, KeyError) as exc:

@@ -76,6 +76,9 @@ def load_policy(
         model = build_tiny_model(_tiny_name(path), seed=seed)
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else load_tiny_tokenizer()
     else:
+        from rewardkit.hub import check_model
+
+        check_model(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(dtype))
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or path)
     if tokenizer.pad_token_id is None:
