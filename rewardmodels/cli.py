@@ -249,7 +249,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="BOOL",
         help="ORM: format with the tokenizer's chat template (default: as trained / when present)",
     )
-    ev.add_argument("--group-by", default="subset", help="PRM: metadata field to report metrics by")
+    ev.add_argument(
+        "--group-by",
+        default="subset",
+        metavar="FIELD",
+        help="report metrics per value of this row field (ORM: a column or metadata key; PRM: a metadata key)",
+    )
     ev.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when available)")
     ev.add_argument("--dtype", default="float32", help="ORM: float32, bfloat16, float16, auto")
     ev.add_argument("-o", "--output", default=None, help="write per-row scores to this JSONL file")
@@ -407,21 +412,29 @@ def _write_jsonl(path: str, rows: list[dict[str, Any]]) -> None:
             fh.write(json.dumps(jsonable(row), ensure_ascii=False) + "\n")
 
 
-def _format_metrics(metrics: dict[str, Any]) -> str:
-    def fmt(value: Any) -> str:
-        if isinstance(value, float):
-            return f"{value:.4f}"
-        return str(value)
+def _format_metrics(metrics: dict[str, Any], group_by: str | None = None) -> str:
+    """Text of ``rm eval``'s metrics: the overall line, RewardBench sections, then one line per group
+    (an ORM's ``subsets``, grouped by ``group_by``; a PRM's ``by_<field>``)."""
 
-    keys = [k for k, v in metrics.items() if not isinstance(v, dict)]
-    lines = ["  ".join(f"{k}={fmt(metrics[k])}" for k in keys)]
+    def fmt(value: Any) -> str:
+        return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+    def line(values: dict[str, Any]) -> str:
+        return "  ".join(f"{k}={fmt(v)}" for k, v in values.items() if not isinstance(v, dict))
+
+    lines = [line(metrics)]
     if metrics.get("sections"):
         lines.append(
             "  RewardBench sections: " + "  ".join(f"{k}={fmt(v)}" for k, v in metrics["sections"].items())
         )
-    for name, sub in (metrics.get("subsets") or metrics.get("groups") or {}).items():
-        inner = "  ".join(f"{k}={fmt(v)}" for k, v in sub.items() if not isinstance(v, dict))
-        lines.append(f"  {name}: {inner}")
+    for key, groups in metrics.items():
+        if key == "sections" or not isinstance(groups, dict) or not groups:
+            continue
+        if not all(isinstance(sub, dict) for sub in groups.values()):
+            continue
+        label = key[3:] if key.startswith("by_") else group_by if key == "subsets" and group_by else key
+        lines.append(f"  by {label}:")
+        lines.extend(f"    {name}: {line(sub)}" for name, sub in groups.items())
     return "\n".join(lines)
 
 
@@ -445,6 +458,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 max_tokens=args.token_budget,
                 device=args.device,
                 dtype=args.dtype,
+                group_by=args.group_by,
             )
         else:
             from rewardkit.rewardmodels.prm import ProcessRewardModel, load_step_examples
@@ -470,7 +484,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(metrics, default=float))
     else:
-        print(_format_metrics(metrics))
+        print(_format_metrics(metrics, args.group_by))
     return 0
 
 

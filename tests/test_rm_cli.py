@@ -54,6 +54,37 @@ def test_eval_prints_metrics_and_writes_scores(trained, capsys):
     assert len((trained / "scores.jsonl").read_text().splitlines()) == 40
 
 
+def test_eval_group_by_prints_a_line_per_group(trained, capsys):
+    """`--group-by FIELD`: per-group metrics in the text output too, for any row field (ORM)."""
+    rows = [json.loads(x) for x in (trained / "test.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows):
+        row["generator"] = ["model-a", "model-b"][i % 2]
+    data = _write(trained / "by_generator.jsonl", rows)
+    rc = main(["rm", "eval", "--model", str(trained / "rm"), "--data", data, "--group-by", "generator"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0
+    assert "  by generator:" in lines
+    groups = {line.split(":")[0].strip(): line for line in lines if line.startswith("    ")}
+    assert set(groups) == {"model-a", "model-b"} and all("n=20" in line for line in groups.values())
+    assert (
+        main(
+            [
+                "rm",
+                "eval",
+                "--model",
+                str(trained / "rm"),
+                "--data",
+                data,
+                "--group-by",
+                "generator",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    assert set(json.loads(capsys.readouterr().out)["subsets"]) == {"model-a", "model-b"}
+
+
 def test_rm_score_with_shaping(trained):
     rows = [
         {"prompt": "Q1: ", "completion": c, "metadata": {"group": i // 2}}
@@ -187,6 +218,13 @@ def test_prm_dispatch_train_eval_score(tmp_path, tiny_model_dir, capsys):
     )
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert metrics["kind"] == "prm" and "processbench_f1" in metrics
+    bench = str(data / "arithmetic_processbench.jsonl")
+    assert (
+        main(["rm", "eval", "--model", str(out), "--data", bench, "--limit", "8", "--group-by", "generator"])
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "  by generator:" in text and "    synthetic: " in text and "processbench_f1=" in text
     scored = tmp_path / "scored.jsonl"
     rows = [{"prompt": "Compute 1+1.", "completion": "1+1=2\nThe answer is 2.", "metadata": {"group": 0}}] * 2
     src = _write(tmp_path / "in.jsonl", rows)

@@ -218,12 +218,14 @@ def evaluate_reward_model(
     max_length: int | None = None,
     use_chat_template: bool | None = None,
     n_bins: int = 10,
+    group_by: str = "subset",
     **rm_kwargs: Any,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Evaluates a reward model (path or :class:`.scoring.RewardModel`) on pairwise or pointwise data.
 
     Inputs longer than ``max_length`` are cut from the left for scoring (nothing is dropped, unlike
-    training). Returns ``(metrics, per-row scores)``.
+    training). Metrics are also given per value of ``group_by`` (a row field, else a ``metadata`` key;
+    ``subset`` by default, RewardBench's). Returns ``(metrics, per-row scores)``.
     """
     from .data import detect_kind, load_rows, tokenize_rows
     from .scoring import RewardModel
@@ -240,6 +242,12 @@ def evaluate_reward_model(
     examples, _ = tokenize_rows(
         rows, rm.tokenizer, kind=kind, use_chat_template=rm.use_chat_template, append_eos=rm.append_eos
     )
+    if group_by != "subset":
+        for example, row in zip(examples, rows, strict=True):
+            value = row.get(group_by, (row.get("metadata") or {}).get(group_by))
+            example.pop("subset", None)
+            if value is not None:
+                example["subset"] = str(value)
     if max_length:
         for e in examples:
             for key in ("chosen_ids", "rejected_ids", "input_ids"):
