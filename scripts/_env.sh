@@ -10,16 +10,27 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # shellcheck disable=SC1091
 source .venv/bin/activate
+# pip's output goes to .venv/pip.log and is shown only when an install fails: on success it is notes that
+# need no action (this machine's unused package-index locations; setuptools' "be careful with folders
+# named like your package", printed by every editable install of a multi-folder layout such as ours, where
+# the folders are the package's own sources).
+pip_logged() {
+    if ! python -m pip install -q "$@" >> .venv/pip.log 2>&1; then
+        tail -n 40 .venv/pip.log >&2
+        echo "[setup] pip install $* failed (full log: .venv/pip.log)" >&2
+        return 1
+    fi
+}
 STAMP=.venv/.rewardkit-install-stamp
 WANT="$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     echo "[setup] installing torch==2.13.0 (CPU), then rewardkit[dev] (a few minutes the first time)"
-    python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-    python -m pip install -q torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
-    python -m pip install -q -e ".[dev]" 2>&1 | grep -v -e '^WARNING: Location' -e 'BuildBackendWarning' || true
+    pip_logged --upgrade pip || true
+    pip_logged torch==2.13.0
+    pip_logged -e ".[dev]"
     # Google's IFEval checks as lm-eval ships them: the reference the IFEval tests compare with. Its own
     # dependencies are ~30 packages the checks do not use, hence --no-deps.
-    python -m pip install -q --no-deps lm-eval==0.4.13 2>&1 | grep -v '^WARNING: Location' || true
+    pip_logged --no-deps lm-eval==0.4.13
     python -c "import torch, transformers, rewardkit" || { echo "[setup] install failed" >&2; exit 1; }
     echo "$WANT" > "$STAMP"
 fi
