@@ -167,11 +167,13 @@ class RewardSourceConfig:
     """One reward source: a verifier or a reward model, with a weight."""
 
     name: str = "math"
-    """Verifier name (``math``, ``code``, ``sql``, ``ifeval``, ``format``) or ``rm:PATH`` for a reward model."""
+    """Verifier name (``math``, ``code``, ``sql``, ``ifeval``, ``format``), ``rm:PATH`` for a reward model,
+    ``py:module:fn`` for a reward function, or ``http:URL`` for a reward server (docs/remote.md)."""
     weight: float = 1.0
     """Weight in the summed reward."""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    """Constructor arguments of the verifier / reward model."""
+    """Constructor arguments of the verifier / reward model (an ``http:`` source: ``timeout``, ``batch_size``,
+    ``concurrency``, ``retries``, ``protocol``, ``api_key_env``...)."""
 
 
 @dataclass
@@ -640,6 +642,7 @@ def _check_python_path(spec: str, where: str) -> None:
 
 def _check_sources(cfg: RLConfig) -> None:
     from rewardkit.verifiers import VERIFIERS
+    from rewardkit.verifiers.remote import http_config, is_remote, remote_url
 
     for i, src in enumerate(cfg.reward.sources):
         where = f"reward.sources[{i}].name"
@@ -648,10 +651,17 @@ def _check_sources(cfg: RLConfig) -> None:
         elif src.name.startswith("rm:"):
             if not src.name[3:]:
                 raise ConfigError(f"{where}: rm: needs a reward model path (rm:PATH)")
+        elif is_remote(src.name):
+            try:
+                remote_url(src.name)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            http_config(src.kwargs, f"reward.sources[{i}].kwargs")  # a ConfigError naming the bad key
         elif src.name not in VERIFIERS:
             known = ", ".join(VERIFIERS.names())
             raise ConfigError(
-                f"{where}: unknown reward source {src.name!r} (verifiers: {known}; or rm:PATH, py:module:fn)"
+                f"{where}: unknown reward source {src.name!r} "
+                f"(verifiers: {known}; or rm:PATH, py:module:fn, http:URL)"
             )
         if src.weight != src.weight or abs(src.weight) == float("inf"):
             raise ConfigError(f"reward.sources[{i}].weight must be a finite number, got {src.weight}")

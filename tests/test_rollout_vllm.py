@@ -333,12 +333,16 @@ def test_sleep_mode_frees_and_restores(tmp_path):
 # -- server mode ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """``rewardkit rl serve-vllm`` of the tiny model on a free port; yields (url, model folder)."""
+    """``rewardkit rl serve-vllm`` of the tiny model on a free port; yields (url, model folder). The tiny
+    tokenizer has no chat template: the server gets ChatML, for its chat-completions endpoint (the judge's
+    ``openai`` backend)."""
     from rewardkit.rl.rollout.vllm_server import launch_server
-    from rewardkit.tiny import save_tiny_model
+    from rewardkit.tiny import CHAT_TEMPLATE, save_tiny_model
 
     path = save_tiny_model(tmp_path_factory.mktemp("vllm-server-tiny"))
     log = tmp_path_factory.mktemp("vllm-server-log") / "server.log"
+    template = log.parent / "chatml.jinja"
+    template.write_text(CHAT_TEMPLATE)
     args = [
         "--gpu-memory-utilization",
         "0.1",
@@ -347,6 +351,8 @@ def server(tmp_path_factory):
         "--enforce-eager",
         "--max-model-len",
         "256",
+        "--chat-template",
+        str(template),
     ]
     proc, url = launch_server(path, args, log, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
     try:
@@ -389,6 +395,35 @@ def test_server_episodes_match_hf(server, tmp_path):
     _assert_same_episodes(backend, path)
     _assert_identical_prompts_sample_independently(backend)
     backend.close()
+
+
+def test_judge_through_the_servers_chat_endpoint(server):
+    """The judge's ``openai`` backend against the real server's ``/v1/chat/completions`` (messages through
+    the server's chat template, the model name from ``/v1/models``): every row gets a judgment or its own
+    error (the random tiny model writes no verdict), identical rows are asked once, usage is counted."""
+    from rewardkit.rewardmodels.judge import LLMJudge
+    from rewardkit.types import Record
+
+    url, _ = server
+    api = {"base_url": f"{url}/v1", "timeout": 120.0, "concurrency": 2}
+    judge = LLMJudge(None, backend="openai", backend_kwargs=api, mode="binary", k=2, temperature=1.0, seed=1,
+                     max_new_tokens=8, template="Q: {prompt}\nA: {response}\nVerdict:")  # fmt: skip
+    records = [Record(prompt=f"{i}+{i}=?", completion=str(2 * i)) for i in range(3)]
+    results = judge.score_batch([*records, records[0]])
+    assert len(results) == 4 and results[0].details == results[3].details
+    for result in results:
+        assert result.error is None or result.error.startswith("no verdict"), result.error
+        assert result.details["n_samples"] == 2 and len(result.details["outputs"]) == 2
+    usage = judge.usage()
+    assert usage["failures"] == 0 and usage["cached"] == 1 and usage["requests"] == 4  # 3 chats + /v1/models
+    assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= 3 * 2 * 8
+    # the server's per-token log-probabilities come back (what soft scores read), one per token
+    from rewardkit.rl.rollout import SamplingParams
+
+    messages = [{"role": "user", "content": "1+1=?"}]
+    [group] = judge.backend.generate([messages], SamplingParams(n=1, max_new_tokens=8, seed=2))
+    assert len(group[0].tokens) == len(group[0].logprobs) > 0 and all(lp <= 0 for lp in group[0].logprobs)
+    judge.close()
 
 
 def test_server_disk_sync_pushes_the_policy_and_a_lora_policy_merged(server, tmp_path):

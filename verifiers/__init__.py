@@ -1,4 +1,5 @@
-"""Rule-based verifiers (math, code, SQL, instruction constraints, format) behind one registry.
+"""Rule-based verifiers (math, code, SQL, instruction constraints, format) behind one registry, and
+``get_source``: a verifier or a reward server (``http:URL``) by name.
 
 from rewardkit.verifiers import get_verifier
 math = get_verifier("math", mode="strict")
@@ -30,8 +31,30 @@ def get_verifier(name: str, **config: Any) -> Verifier:
     return VERIFIERS.get(name)(**config)
 
 
+def get_source(name: str, **config: Any) -> Any:
+    """The reward source a name gives: ``http:URL`` a reward server (:mod:`rewardkit.verifiers.remote`), any
+    other name a registered verifier. Every place that turns a user's source name into a source calls this.
+
+    Raises:
+        UnknownNameError: an unknown verifier name. ValueError, TypeError: bad settings.
+    """
+    from rewardkit.verifiers.remote import HTTPRewardSource, is_remote
+
+    if is_remote(name):
+        return HTTPRewardSource(name, **config)
+    return get_verifier(name, **config)
+
+
 def list_verifiers() -> list[str]:
     return VERIFIERS.names()
 
 
-__all__ = ["VERIFIERS", "RewardSource", "Verifier", "get_verifier", "list_verifiers", "register_verifier"]
+__all__ = [
+    "VERIFIERS",
+    "RewardSource",
+    "Verifier",
+    "get_source",
+    "get_verifier",
+    "list_verifiers",
+    "register_verifier",
+]

@@ -33,11 +33,12 @@ COMBINE_MODES = ("sum", "gate", "product", "min")
 
 
 def resolve_part(source: Any, config: dict[str, Any] | None = None) -> Any:
-    """A registered verifier name (built with ``config``) or a reward source, checked for ``score_batch``."""
+    """A source name (a verifier or ``http:URL``, built with ``config``) or a reward source, checked for
+    ``score_batch``."""
     if isinstance(source, str):
-        from rewardkit.verifiers import get_verifier
+        from rewardkit.verifiers import get_source
 
-        return get_verifier(source, **(config or {}))
+        return get_source(source, **(config or {}))
     if not callable(getattr(source, "score_batch", None)):
         raise TypeError(f"not a reward source (needs score_batch and name): {source!r}")
     return source

@@ -46,6 +46,7 @@ from typing import Any
 
 from rewardkit.registry import UnknownNameError
 from rewardkit.types import Record, Result, jsonable, result_reward
+from rewardkit.verifiers.remote import is_remote
 
 BUILD_GRACE_S = 120.0
 """Extra seconds a worker may take to build a source (imports) before its first record's clock starts."""
@@ -109,9 +110,7 @@ def _build(spec: tuple) -> Any:
     if spec[0] == "class":
         return spec[1](**spec[2])
     if spec[0] == "name":
-        from rewardkit.verifiers import get_verifier
-
-        return get_verifier(spec[1], **spec[2])
+        return resolve_source(spec[1], spec[2])
     return spec[1]
 
 
@@ -123,16 +122,17 @@ def _is_pooled(obj: Any) -> bool:
 
 
 def resolve_source(source: Any, config: dict[str, Any] | None = None) -> Any:
-    """The source object for a verifier name (built with ``config``), a Verifier, or any ``score_batch`` object.
+    """The source object for a name (a verifier, or ``http:URL`` for a reward server; built with ``config``), a
+    Verifier, or any ``score_batch`` object.
 
     Raises:
         UnknownNameError: for an unknown verifier name.
-        TypeError: for an object without ``score_batch``.
+        TypeError: for an object without ``score_batch``. ValueError: bad settings of a named source.
     """
     if isinstance(source, str):
-        from rewardkit.verifiers import get_verifier
+        from rewardkit.verifiers import get_source
 
-        return get_verifier(source, **(config or {}))
+        return get_source(source, **(config or {}))
     if not callable(getattr(source, "score_batch", None)):
         raise TypeError(f"a reward source needs score_batch(records); got {type(source).__name__}")
     return source
@@ -471,6 +471,11 @@ class Scorer:
         """The source a row's ``verifier`` names, or an error message when it names none that loads."""
         if not name or name == self.default_name:
             return self.default
+        if is_remote(name):  # an input row must not send rows to a server of its choosing
+            return (
+                f"invalid record: a row's 'verifier' cannot name a reward server ({name!r:.80}); "
+                "pass it as the run's source"
+            )
         if name not in self._by_name:
             try:
                 obj = resolve_source(name)
@@ -719,25 +724,22 @@ def score_records(
     *,
     workers: int = 1,
     timeout: float = 10.0,
-    progress: bool = False,
+    progress: bool | None = False,
     engine: str = "local",
     config: dict[str, Any] | None = None,
     chunk_size: int = 16,
 ) -> list[Result]:
     """Scores ``records`` (Records, dicts, or a ``datasets.Dataset``) with ``source``: one Result per record, in order.
 
-    See :class:`Scorer` for the arguments; ``progress`` shows a tqdm bar.
+    See :class:`Scorer` for the arguments; ``progress`` shows a bar (``None``: only on a terminal).
     """
     total = len(records) if hasattr(records, "__len__") else None
     with Scorer(
         source, workers=workers, timeout=timeout, engine=engine, config=config, chunk_size=chunk_size
     ) as s:
-        stream: Iterable[Result] = s.iter_scores(records)
-        if progress:
-            from tqdm.auto import tqdm
+        from rewardkit.progress import track
 
-            stream = tqdm(stream, total=total, unit="row", desc=f"score[{s.default_name}]")
-        return list(stream)
+        return list(track(s.iter_scores(records), f"score[{s.default_name}]", total=total, enabled=progress))
 
 
 def score_dataset(dataset: Any, source: Any, **kwargs: Any) -> Any:

@@ -21,13 +21,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rewardkit.data.loaders import InvalidRow, count_rows, iter_rows, jsonl_lines, parse_line
+from rewardkit.progress import progress_bar
+from rewardkit.progress import wanted as show_progress
 from rewardkit.scoring.engine import Done, Job, Scorer, _call_score_batch, verifier_field_problem
 from rewardkit.scoring.summary import Summary
 from rewardkit.types import Record, Result, jsonable
@@ -238,10 +239,32 @@ def _write_run_record(output: str | os.PathLike, record: dict[str, Any]) -> None
 
 def mark_shaped(output: str | os.PathLike, shape: list[str]) -> None:
     """Notes in the run record that the output's rewards were shaped (so a resume would not mix them)."""
+    note_run(output, "shaped", list(shape))
+
+
+NOTED_KEYS = ("input", "shaped", "usage")
+"""Run-record keys a resume does not compare: where the input is, and what a run noted after scoring."""
+
+
+def note_run(output: str | os.PathLike, key: str, value: Any) -> None:
+    """Sets ``key`` of the run record after the run (``shaped``; ``usage``: a remote source's request and
+    token counts)."""
     path = run_record_path(output)
     record = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    record["shaped"] = list(shape)
+    record[key] = value
     _write_run_record(output, record)
+
+
+def source_usage(source: Any) -> dict[str, Any] | None:
+    """What a source that calls a server used (``source.usage()``: requests, retries, failures, tokens...)."""
+    usage = getattr(source, "usage", None)
+    if not callable(usage):
+        return None
+    try:
+        value = usage()
+        return dict(value) if value else None
+    except Exception:  # noqa: BLE001 - counts are a report, never a reason to fail a finished run
+        return None
 
 
 def _check_run_record(output: str | os.PathLike, wanted: dict[str, Any]) -> None:
@@ -259,7 +282,7 @@ def _check_run_record(output: str | os.PathLike, wanted: dict[str, Any]) -> None
     if found.get("shaped"):
         raise ScoreError(f"cannot resume {output}: its rewards were already shaped (--shape); {AFRESH}")
     for key in sorted(set(wanted) | set(found)):
-        if key in ("input", "shaped"):
+        if key in NOTED_KEYS:
             continue
         # Compared as written (a tuple is a list in JSON); absent = empty.
         if _canonical(jsonable(found.get(key)) or None) != _canonical(jsonable(wanted.get(key)) or None):
@@ -350,6 +373,7 @@ def score_file(
     batch_size: int = 256,
     limit: int | None = None,
     progress: bool | None = None,
+    progress_desc: str = "score",
     run_info: dict[str, Any] | None = None,
     ray_address: str | None = None,
     row_verifiers: bool = True,
@@ -368,6 +392,7 @@ def score_file(
         split: Dataset split.
         limit: Score the first ``limit`` input rows only (``None``: all).
         progress: Show a progress bar; ``None``: only when stderr is a terminal.
+        progress_desc: The bar's label (the command's name).
         run_info: More settings a resume must match (the CLI adds ``--reward-model`` and ``--shape``).
         row_verifiers: A row's ``verifier`` field chooses its verifier (``False``: ``source`` scores every
             row, as a reward model or a judge does).
@@ -414,22 +439,25 @@ def score_file(
         except OSError as exc:
             raise ScoreError(f"cannot write output {output}: {exc.strerror or exc}") from exc
         with handle:
-            bar = _progress_bar(progress, input, skip, limit)
-            _write_outputs(scorer, items, job, skip, handle, summary, bar)
+            bar = _progress_bar(progress, input, skip, limit, progress_desc)
+            try:
+                _write_outputs(scorer, items, job, skip, handle, summary, bar)
+            finally:
+                summary.usage = source_usage(scorer.default.obj)
+                if summary.usage is not None:
+                    note_run(output, "usage", summary.usage)
     return summary
 
 
-def _progress_bar(progress: bool | None, input: str | os.PathLike, skip: int, limit: int | None) -> Any:
-    if progress is None:
-        progress = sys.stderr.isatty()
-    if not progress:
+def _progress_bar(
+    progress: bool | None, input: str | os.PathLike, skip: int, limit: int | None, desc: str
+) -> Any:
+    if not show_progress(progress):
         return None
-    from tqdm.auto import tqdm
-
     total = count_rows(input)
     if limit is not None:
         total = min(total, limit) if total is not None else limit
-    return tqdm(total=None if total is None else max(0, total - skip), unit="row", desc="score")
+    return progress_bar(None if total is None else max(0, total - skip), desc, enabled=True)
 
 
 def _write_outputs(

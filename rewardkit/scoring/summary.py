@@ -25,6 +25,8 @@ class Summary:
             rows had them; the output keeps them as ``input_<name>``.
         tallies: Verifier-specific running summaries (``name -> object`` with ``add(row)``, ``to_dict()``,
             ``format()``), fed every output row; e.g. IFEval's instruction- and prompt-level accuracies.
+        usage: What a source that calls a server used in this run (requests, retries, failures; a judge's
+            tokens and cache hits), or ``None``.
     """
 
     rows: int = 0
@@ -36,6 +38,7 @@ class Summary:
     seconds: float = 0.0
     moved: Counter = field(default_factory=Counter)
     tallies: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] | None = None
 
     def observe(self, row: dict[str, Any]) -> None:
         """Feeds one output row to the verifier-specific tallies."""
@@ -78,6 +81,7 @@ class Summary:
             "rows_per_s": self.rows_per_s,
             "moved_input_fields": {f"{key} -> input_{key}": n for key, n in self.moved.items()},
             **{name: tally.to_dict() for name, tally in self.tallies.items()},
+            **({"usage": self.usage} if self.usage is not None else {}),
         }
 
     def format(self) -> str:
@@ -98,6 +102,8 @@ class Summary:
         for key, n in self.moved.most_common():
             rows = f"{n} row" + ("s" if n != 1 else "")
             lines.append(f"input field  '{key}' kept as 'input_{key}' ({rows}): scoring writes '{key}'")
+        if self.usage:
+            lines.append("usage        " + ", ".join(f"{key} {value}" for key, value in self.usage.items()))
         lines += [text for text in (tally.format() for tally in self.tallies.values()) if text]
         return "\n".join(lines)
 

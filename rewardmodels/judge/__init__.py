@@ -1,6 +1,6 @@
 """Generative reward models: an LLM judge (pointwise score, yes/no, pairwise A/B) with verdict parsing,
-majority voting and soft scores, and a rule-verifier fallback that calls the judge only when rules cannot
-decide.
+majority voting and soft scores (a local model, or any OpenAI-compatible server: ``backend="openai"``), and a
+rule-verifier fallback that calls the judge only when rules cannot decide.
 
 >>> from rewardkit.rewardmodels.judge import LLMJudge                         # doctest: +SKIP
 >>> judge = LLMJudge("Qwen/Qwen2.5-7B-Instruct", mode="score", k=5, temperature=0.7)  # doctest: +SKIP
@@ -10,7 +10,13 @@ decide.
 from __future__ import annotations
 
 from rewardkit.rewardmodels.judge.fallback import FallbackVerifier
-from rewardkit.rewardmodels.judge.judge import JudgeConfig, Judgment, LLMJudge, verdict_probability
+from rewardkit.rewardmodels.judge.judge import (
+    JudgeConfig,
+    Judgment,
+    LLMJudge,
+    span_probability,
+    verdict_probability,
+)
 from rewardkit.rewardmodels.judge.parse import KINDS, Verdict, VerdictError, parse_verdict, try_parse_verdict
 from rewardkit.rewardmodels.judge.templates import TEMPLATES, get_template, render
 
@@ -26,6 +32,7 @@ __all__ = [
     "get_template",
     "parse_verdict",
     "render",
+    "span_probability",
     "try_parse_verdict",
     "verdict_probability",
 ]

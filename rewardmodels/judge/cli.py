@@ -3,11 +3,13 @@ as the fallback of a rule verifier.
 
     rewardkit rm judge INPUT -o OUTPUT --model PATH [--mode score|binary|pairwise] [--k 5 --temperature 0.7]
     rewardkit rm judge INPUT -o OUTPUT --model PATH --fallback-for math    # judge only what math cannot decide
+    rewardkit rm judge INPUT -o OUTPUT --backend openai --base-url http://host:8000/v1 [--model NAME]
 
 INPUT is JSONL with ``prompt``, ``completion``, optional ``reference`` and, for pairwise, ``completion_b``.
 Output rows are written as ``rewardkit score`` writes them (``scoring.io``): every input field plus ``reward``,
 ``details`` and ``error``, one row per input row in input order, a malformed line as a row with an error;
-``--resume`` continues a stopped run. A summary goes to stderr.
+``--resume`` continues a stopped run. A summary goes to stderr (with ``--backend openai``, also the requests,
+cache hits, retries, failures and tokens used, which the run record keeps too).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 def add_judge_parser(sub: Any) -> None:
     """Adds the ``judge`` subcommand to the ``rm`` subparsers."""
     from rewardkit.rewardmodels.judge.judge import JudgeConfig
+    from rewardkit.rewardmodels.judge.remote import ChatAPIConfig
 
     parser = sub.add_parser(
         "judge",
@@ -36,8 +39,18 @@ def add_judge_parser(sub: Any) -> None:
     parser.add_argument(
         "-o", "--output", required=True, help="output JSONL (every input field plus reward, details, error)"
     )
-    parser.add_argument("--model", required=True, help="judge model folder or hub name")
-    parser.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="generation backend")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="judge model folder or hub name (hf, vllm); openai: the served model's name (default: the first "
+        "the server lists)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["hf", "vllm", "openai"],
+        default="hf",
+        help="generation backend (openai: any OpenAI-compatible chat-completions server, see --base-url)",
+    )
     parser.add_argument(
         "--fallback-for",
         default=None,
@@ -53,7 +66,9 @@ def add_judge_parser(sub: Any) -> None:
     from rewardkit.rewardmodels.cli import add_dataclass_arguments
 
     owners = add_dataclass_arguments(parser, {"judge": JudgeConfig})
-    parser.set_defaults(func=run_judge, _judge_owners=owners)
+    api_group = parser.add_argument_group("openai backend", "Settings of --backend openai.")
+    api_owners = add_dataclass_arguments(api_group, {"openai": ChatAPIConfig})
+    parser.set_defaults(func=run_judge, _judge_owners=owners, _api_owners=api_owners)
 
 
 def run_judge(args: argparse.Namespace) -> int:
@@ -66,9 +81,17 @@ def run_judge(args: argparse.Namespace) -> int:
     from rewardkit.data.loaders import _looks_local
     from rewardkit.rewardmodels.cli import _build_config, _given
     from rewardkit.rewardmodels.judge.judge import JudgeConfig, LLMJudge
+    from rewardkit.rewardmodels.judge.remote import ChatAPIConfig
     from rewardkit.scoring.io import check_paths, score_file
 
     values = _given(args, args._judge_owners)
+    api_values = _given(args, args._api_owners)
+    if api_values and args.backend != "openai":
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(api_values))
+        raise CLIError(f"{flags}: only with --backend openai")
+    if args.model is None and args.backend != "openai":
+        raise CLIError(f"--model is needed with --backend {args.backend}")
+    api_config = _build_config(ChatAPIConfig, api_values, "rm judge") if args.backend == "openai" else None
     if args.fallback_for and "mode" not in values:
         values.update(mode="binary", template=values.get("template") or "math_equivalence")
     config = _build_config(JudgeConfig, values, "rm judge")
@@ -78,8 +101,9 @@ def run_judge(args: argparse.Namespace) -> int:
         check_paths(args.input, args.output)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
+    backend_kwargs = {"config": api_config} if api_config is not None else None
     try:
-        judge = LLMJudge(args.model, config=config, backend=args.backend)
+        judge = LLMJudge(args.model, config=config, backend=args.backend, backend_kwargs=backend_kwargs)
     except (OSError, ValueError) as exc:
         raise CLIError(str(exc).splitlines()[0]) from exc
     source: Any = judge
@@ -93,6 +117,8 @@ def run_judge(args: argparse.Namespace) -> int:
         "fallback_for": args.fallback_for,
         "backend": args.backend,
     }
+    if api_config is not None:  # what changes the judgments; speed settings may change on resume
+        run_info["api"] = {"base_url": api_config.base_url, "logprobs": api_config.logprobs}
     try:
         summary = score_file(
             args.input,
@@ -118,6 +144,8 @@ def run_judge(args: argparse.Namespace) -> int:
     decided = _decided_by(args.output)
     if decided:
         report["decided_by"] = decided
+    if summary.usage:
+        report["usage"] = summary.usage
     print(json.dumps(report), file=sys.stderr)
     return 0
 

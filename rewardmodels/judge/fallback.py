@@ -95,5 +95,10 @@ class FallbackVerifier:
     def score(self, record: Record) -> Result:
         return self.score_batch([record])[0]
 
+    def usage(self) -> dict[str, int] | None:
+        """The judge's server usage (``None`` for a local judge)."""
+        usage = getattr(self.judge, "usage", None)
+        return usage() if callable(usage) else None
+
 
 __all__ = ["FallbackVerifier"]

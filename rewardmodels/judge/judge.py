@@ -19,7 +19,10 @@ binary, P(A) for pairwise (the other verdict taking the remaining mass), and the
 scores. ``details["soft_score"]`` is its mean over samples; ``reward_from="soft"`` makes it the reward.
 
 Generation goes through the rollout backends of ``rewardkit.rl.rollout``: ``hf`` (transformers, CPU or
-GPU) or ``vllm``; an existing backend object can be passed to share a model with an RL run.
+GPU) or ``vllm``; an existing backend object can be passed to share a model with an RL run. ``openai``
+(:mod:`rewardkit.rewardmodels.judge.remote`) asks any OpenAI-compatible chat-completions server instead, with
+no local model or tokenizer: the prompts go as chat messages, and a request that fails for good makes its
+row ``"judge request failed: ..."``.
 """
 
 from __future__ import annotations
@@ -30,9 +33,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardkit.remote import Failed
 from rewardkit.rewardmodels.judge.parse import KINDS, Verdict, try_parse_verdict
 from rewardkit.rewardmodels.judge.templates import get_template, render
 from rewardkit.types import Record, Result
+
+REMOTE_BACKENDS = ("openai",)
+"""Backends that send chat messages to a server (no local model or tokenizer)."""
 
 
 @dataclass
@@ -53,8 +60,9 @@ class JudgeConfig:
         allow_tie: Pairwise: accept a tie verdict (counted as half a vote for each side).
         reward_from: ``"verdict"`` (the voted verdict) or ``"soft"`` (the mean soft score, when
             log-probabilities are available; else the verdict).
-        use_chat_template: Wrap the prompt in the tokenizer's chat template when it has one.
-        system_prompt: Optional system message for the chat template.
+        use_chat_template: Wrap the prompt in the tokenizer's chat template when it has one (the ``openai``
+            backend always sends chat messages: the server applies its template).
+        system_prompt: Optional system message.
         b_field: Pairwise: the metadata key holding response B.
     """
 
@@ -133,11 +141,13 @@ class LLMJudge:
     """A generative reward model (LLM-as-a-judge) usable as a reward source.
 
     Args:
-        model: A model path / hub name, or a loaded causal LM (``hf``).
-        tokenizer: Its tokenizer (loaded from ``model`` when it is a path).
+        model: A model path / hub name, or a loaded causal LM (``hf``); ``openai``: the served model's name
+            (``None``: the first the server lists).
+        tokenizer: Its tokenizer (loaded from ``model`` when it is a path; not used by ``openai``).
         config: A :class:`JudgeConfig`; keyword arguments override its fields.
-        backend: ``"hf"``, ``"vllm"`` or a ready rollout backend object.
-        backend_kwargs: Passed to ``get_backend``.
+        backend: ``"hf"``, ``"vllm"``, ``"openai"`` or a ready backend object.
+        backend_kwargs: Passed to ``get_backend`` (``openai``: :class:`~rewardkit.rewardmodels.judge.remote.
+            ChatAPIConfig` fields, or ``config=ChatAPIConfig(...)``).
     """
 
     name = "judge"
@@ -160,7 +170,13 @@ class LLMJudge:
             config = replace(config, **overrides)
         self.config = config
         self.template = get_template(config.template, config.mode)
-        if isinstance(backend, str):
+        if isinstance(backend, str) and backend in REMOTE_BACKENDS:
+            from rewardkit.rewardmodels.judge.remote import ChatAPIBackend
+
+            if model is not None and not isinstance(model, str):
+                raise ValueError("the openai backend takes the served model's name, not a model object")
+            self.backend = ChatAPIBackend(model, **(backend_kwargs or {}))
+        elif isinstance(backend, str):
             from rewardkit.rl.rollout import get_backend
 
             if tokenizer is None and isinstance(model, str):
@@ -178,13 +194,26 @@ class LLMJudge:
         else:
             self.backend = backend
             tokenizer = tokenizer or getattr(backend, "tokenizer", None)
-        if tokenizer is None:
+        if tokenizer is None and not self.chat_messages:
             raise ValueError("the judge needs a tokenizer")
         self.tokenizer = tokenizer
 
+    @property
+    def chat_messages(self) -> bool:
+        """Whether prompts go to the backend as chat messages (a server applies the template)."""
+        return bool(getattr(self.backend, "takes_messages", False))
+
     # ---- prompts ----------------------------------------------------------------------------------------
 
-    def _wrap(self, text: str) -> str:
+    def _wrap(self, text: str) -> str | list[dict[str, str]]:
+        """A rendered template as the backend's prompt: chat messages, or text in the local chat template."""
+        if self.chat_messages:
+            system = (
+                [{"role": "system", "content": self.config.system_prompt}]
+                if self.config.system_prompt
+                else []
+            )
+            return [*system, {"role": "user", "content": text}]
         if self.config.use_chat_template and getattr(self.tokenizer, "chat_template", None):
             messages = []
             if self.config.system_prompt:
@@ -195,7 +224,7 @@ class LLMJudge:
             return self.config.system_prompt + "\n\n" + text
         return text
 
-    def build_prompts(self, record: Record) -> list[tuple[str, bool]]:
+    def build_prompts(self, record: Record) -> list[tuple[Any, bool]]:
         """The judge prompts of one record: ``(prompt, swapped)`` pairs (two when pairwise with ``swap``)."""
         reference = record.reference if isinstance(record.reference, (str, int, float)) else None
         if self.config.mode != "pairwise":
@@ -255,7 +284,10 @@ class LLMJudge:
             value = "B" if value == "A" else "A"
         judgment.value = value
         logprobs = getattr(generation, "logprobs", None)
-        if logprobs:
+        tokens = getattr(generation, "tokens", None)
+        if logprobs and tokens is not None:  # a server's tokens as text: no tokenizer needed
+            judgment.verdict_prob = span_probability(tokens, logprobs, generation.text, verdict)
+        elif logprobs:
             judgment.verdict_prob = verdict_probability(
                 self.tokenizer, generation.token_ids, logprobs, verdict
             )
@@ -277,7 +309,7 @@ class LLMJudge:
 
         cfg = self.config
         results: list[Result | None] = [None] * len(records)
-        prompts: list[str] = []
+        prompts: list[Any] = []
         owners: list[tuple[int, bool]] = []
         for i, record in enumerate(records):
             try:
@@ -296,11 +328,24 @@ class LLMJudge:
         )
         groups = self.backend.generate(prompts, params) if prompts else []
         per_record: dict[int, list[Judgment]] = {}
+        failed: dict[int, str] = {}
         for (i, swapped), gens in zip(owners, groups, strict=False):
+            if isinstance(gens, Failed):  # a server request that failed for good: this row's error
+                failed.setdefault(i, gens.error)
+                continue
             per_record.setdefault(i, []).extend(self._parse(g, swapped) for g in gens)
         for i, judgments in per_record.items():
-            results[i] = self.decide(judgments)
+            if i not in failed:
+                results[i] = self.decide(judgments)
+        for i, error in failed.items():
+            results[i] = Result.failure(f"judge request failed: {error}")
         return [r if r is not None else Result.failure("judge error: no judgment") for r in results]
+
+    def usage(self) -> dict[str, int] | None:
+        """What a server backend used (requests, cache hits, retries, failures, tokens); ``None`` for local
+        backends."""
+        usage = getattr(self.backend, "usage", None)
+        return usage() if callable(usage) else None
 
     def decide(self, judgments: Sequence[Judgment]) -> Result:
         """The result of one item from its sampled judgments (majority / mean over the parsed ones)."""
@@ -372,4 +417,23 @@ def verdict_probability(
     return math.exp(total) if math.isfinite(total) else None
 
 
-__all__ = ["JudgeConfig", "Judgment", "LLMJudge", "verdict_probability"]
+def span_probability(
+    tokens: Sequence[str], logprobs: Sequence[float], text: str, verdict: Verdict
+) -> float | None:
+    """Probability of the tokens that wrote ``verdict``, from the tokens' texts (a server's ``logprobs.content``):
+    the tokens whose characters overlap the verdict's span. ``None`` when the tokens do not spell ``text``
+    (byte-level pieces of a multi-byte character, a server that strips): no guessing."""
+    if not tokens or len(tokens) != len(logprobs) or "".join(tokens) != text:
+        return None
+    total, offset, found = 0.0, 0, False
+    for token, logprob in zip(tokens, logprobs, strict=True):
+        start, offset = offset, offset + len(token)
+        if offset > verdict.start and start < verdict.end:
+            total += float(logprob)
+            found = True
+    if not found or not math.isfinite(total):
+        return None
+    return math.exp(total)
+
+
+__all__ = ["JudgeConfig", "Judgment", "LLMJudge", "span_probability", "verdict_probability"]
