@@ -93,6 +93,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--bootstrap", type=int, default=1000, help="Bootstrap resamples (0: no intervals).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-resume", action="store_true", help="Generate everything again.")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="No progress bars (default: only on a terminal)."
+    )
     env = parser.add_argument_group(
         "environment",
         "Each sample is a multi-turn episode with tools; its last turn is scored (docs/envs.md).",
@@ -221,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
         bootstrap=args.bootstrap,
         seed=args.seed,
         score_truncated=args.score_truncated,
+        progress=False if args.no_progress else None,
     )
     reward_model = _load_reward_model(args.reward_model) if args.reward_model else None
     if args.completions:
@@ -253,9 +257,9 @@ def run(args: argparse.Namespace) -> int:
         )
         from rewardkit.hub import check_model
 
-        check_model(args.model)
         env = build_environment(env_cfg) if env_cfg is not None else None
         try:
+            check_model(args.model)  # after the flags' checks: a bad tool is named first
             report = evaluate_model(
                 bench,
                 problems,

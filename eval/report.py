@@ -22,13 +22,52 @@ def _families(metrics: dict[str, Any]) -> list[str]:
     return [f for f in order if any(name.startswith(f) for name in metrics)]
 
 
-def metric_table(metrics: dict[str, Any], ks: list[int]) -> list[str]:
+def _covered(metrics: dict[str, Any], k: int) -> int | None:
+    """The number of problems the k-metrics average over (those with at least k samples)."""
+    entry = metrics.get(f"pass@{k}") or {}
+    return entry.get("problems")
+
+
+def metric_table(metrics: dict[str, Any], ks: list[int], num_problems: int | None = None) -> list[str]:
+    """The table over k; with a ``problems`` column when some k covers fewer than ``num_problems``."""
     families = _families(metrics)
-    header = "| k | " + " | ".join(f.rstrip("@_").replace("_", "-") + "@k" for f in families) + " |"
-    lines = [header, "|---|" + "---|" * len(families)]
+    partial = num_problems is not None and any(
+        (_covered(metrics, k) or num_problems) < num_problems for k in ks
+    )
+    names = [f.rstrip("@_").replace("_", "-") + "@k" for f in families]
+    header = "| k | " + ("problems | " if partial else "") + " | ".join(names) + " |"
+    lines = [header, "|---|" + "---|" * (len(families) + partial)]
     for k in ks:
         cells = [_cell(metrics.get(f"{family}{k}")) for family in families]
+        if partial:
+            cells.insert(0, str(_covered(metrics, k)))
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _sample_line(summary: dict[str, Any]) -> str:
+    """``(8 per problem)``, or with different n ``(4-8 per problem: 1 with 4, 1 with 8)``."""
+    per = summary.get("samples_per_problem")
+    counts = summary.get("sample_counts") or {}
+    if len(counts) > 1:
+        spread = ", ".join(f"{count} with {n}" for n, count in counts.items())
+        return f"({per} per problem: {spread})"
+    return f"({per} per problem)"
+
+
+def coverage_notes(summary: dict[str, Any]) -> list[str]:
+    """Lines saying which k cover only some problems, and which requested k were dropped."""
+    metrics, total = summary.get("metrics", {}), summary.get("num_problems")
+    lines = []
+    for k in summary.get("ks", []):
+        covered = _covered(metrics, k)
+        if covered is not None and total is not None and covered < total:
+            names = ", ".join(f"{family.replace('_', '-')}{k}" for family in _families(metrics))
+            lines.append(f"- {names} over {covered} of {total} problems (those with at least {k} samples)")
+    dropped = summary.get("dropped_ks") or []
+    if dropped:
+        listed = ", ".join(map(str, dropped))
+        lines.append(f"- k = {listed} dropped: no problem has that many samples")
     return lines
 
 
@@ -41,7 +80,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         f"# {summary.get('benchmark', 'evaluation')}",
         "",
         f"- problems: {summary.get('num_problems')}, samples: {summary.get('num_samples')} "
-        f"({summary.get('samples_per_problem')} per problem), verifier: `{summary.get('verifier')}`",
+        f"{_sample_line(summary)}, verifier: `{summary.get('verifier')}`",
         f"- mean reward: {_cell(metrics.get('mean_reward'))}",
     ]
     if summary.get("model"):
@@ -51,7 +90,10 @@ def render_markdown(summary: dict[str, Any]) -> str:
     if summary.get("missing_problems"):
         lines.append(f"- problems without completions (left out): {len(summary['missing_problems'])}")
     lines += ["", "Percent, with bootstrap 95% intervals.", ""]
-    lines += metric_table(metrics, ks)
+    lines += metric_table(metrics, ks, summary.get("num_problems"))
+    notes = coverage_notes(summary)
+    if notes:
+        lines += ["", *notes]
     subsets = summary.get("subsets") or {}
     if subsets:
         top = [f"pass@{ks[0]}", f"pass@{ks[-1]}"] if ks else []

@@ -43,14 +43,14 @@ class EvalConfig:
         correct_threshold: A sample counts as correct when its reward is at least this (1.0: all tests pass,
             all instructions followed).
         bootstrap: Bootstrap resamples for the 95% intervals (0 disables them).
-        maj_draws: Random k-subsets averaged for maj@k when k < n.
-        seed: Seed of the bootstrap and of the maj@k subsets.
+        seed: Seed of the bootstrap (maj@k is exact: no sampling).
         shape: Reward-shaping steps (``rewardkit.rewardmodels.shaping`` specs such as ``"clip:0,1"`` or
             ``"length_penalty:weight=0.1"``) applied to the rewards before ``mean_reward``; correctness
             (pass@k, maj@k, best-of-k) always uses the verifier's own reward.
         score_truncated: Score completions that hit the generation limit (``finish_reason == "length"``)
             like any other. Off by default: such a sample is wrong (reward 0, error ``truncated``, no vote
             in maj@k), because text cut off after a box still parses and would be counted as a solve.
+        progress: Progress bars of generation and scoring (``None``: only when stderr is a terminal).
     """
 
     ks: list[int] | None = None
@@ -58,10 +58,10 @@ class EvalConfig:
     timeout: float = 10.0
     correct_threshold: float = 1.0
     bootstrap: int = 1000
-    maj_draws: int = 64
     seed: int = 0
     shape: list[str] | None = None
     score_truncated: bool = False
+    progress: bool | None = None
 
 
 TRUNCATED_ERROR = "truncated: the completion hit the generation limit (finish_reason=length)"
@@ -125,6 +125,7 @@ def score_samples(
             workers=config.workers,
             timeout=config.timeout,
             config=dict(bench.verifier_config) or None,
+            progress=config.progress,
         )
         if records
         else []
@@ -319,7 +320,9 @@ def compute_metrics(
     with_maj: bool,
     with_best_of: bool,
 ) -> dict[str, dict[str, float]]:
-    """pass@k, maj@k, best-of-k and mean reward over problems, each with a bootstrap 95% interval."""
+    """pass@k, maj@k, best-of-k and mean reward over problems, each with a bootstrap 95% interval and
+    ``problems``, the number of problems it is averaged over (a k-metric covers the problems with at least
+    k samples)."""
     pids = list(samples_by_problem)
     if not pids:
         return {}
@@ -336,7 +339,7 @@ def compute_metrics(
             cls = group_answers([s.answer for s in group])
             classes.append(cls)
             good.append({k for k, s in zip(cls, group, strict=True) if k is not None and s.correct})
-        blocks.append(M.maj_at_k_matrix(classes, good, ks, draws=config.maj_draws, seed=config.seed))
+        blocks.append(M.maj_at_k_matrix(classes, good, ks))
         columns += [f"maj@{k}" for k in ks]
     if with_best_of:
         scores = [np.array([_nan(s.rm_score) for s in samples_by_problem[p]]) for p in pids]
@@ -348,10 +351,19 @@ def compute_metrics(
     blocks.append(mean_reward)
     columns.append("mean_reward")
     matrix = np.concatenate(blocks, axis=1)
+    covered = (~np.isnan(matrix)).sum(axis=0)
     if config.bootstrap > 0:
         intervals = M.bootstrap_means(matrix, resamples=config.bootstrap, seed=config.seed)
-        return {name: iv.to_dict() for name, iv in zip(columns, intervals, strict=True)}
-    return {name: {"mean": float(np.nanmean(matrix[:, j]))} for j, name in enumerate(columns)}
+        means = [iv.to_dict() for iv in intervals]
+    else:
+        means = [
+            {"mean": float(np.nanmean(column)) if covered[j] else float("nan")}
+            for j, column in enumerate(matrix.T)
+        ]
+    return {
+        name: {**m, "problems": int(covered[j])}
+        for j, (name, m) in enumerate(zip(columns, means, strict=True))
+    }
 
 
 def _nan(value: float | None) -> float:
@@ -444,8 +456,10 @@ def _finish(
     by_problem: dict[str, list[Sample]] = defaultdict(list)
     for sample in samples:
         by_problem[sample.problem_id].append(sample)
-    n_max = max((len(v) for v in by_problem.values()), default=0)
-    ks = sorted({k for k in (config.ks or default_ks(max(n_max, 1))) if 1 <= k <= max(n_max, 1)})
+    sizes = [len(v) for v in by_problem.values()]
+    ks, dropped, warning = coverage(config.ks, sizes)
+    if warning:
+        logger.warning(warning)
     overall = compute_metrics(by_problem, ks, config, with_maj=bench.math_answers, with_best_of=has_rm)
     problem_meta = {p.id: p.metadata for p in problems}
     subsets: dict[str, dict[str, Any]] = {}
@@ -465,8 +479,10 @@ def _finish(
         "verifier": bench.verifier,
         "num_problems": len(by_problem),
         "num_samples": len(samples),
-        "samples_per_problem": n_max,
+        "samples_per_problem": samples_per_problem(sizes),
+        "sample_counts": {str(n): count for n, count in sorted(Counter(sizes).items())},
         "ks": ks,
+        "dropped_ks": dropped,
         "metrics": overall,
         "subsets": subsets,
         "errors": dict(errors),
@@ -483,6 +499,40 @@ def _finish(
     if run_dir is not None:
         write_run(report, Path(run_dir))
     return report
+
+
+def samples_per_problem(sizes: Sequence[int]) -> int | str:
+    """The samples per problem: the number when all problems have the same, else "MIN-MAX"."""
+    if not sizes:
+        return 0
+    low, high = min(sizes), max(sizes)
+    return low if low == high else f"{low}-{high}"
+
+
+def coverage(
+    requested: Sequence[int] | None, sizes: Sequence[int]
+) -> tuple[list[int], list[int], str | None]:
+    """The k to report for problems with ``sizes`` samples (``requested``, or 1, 2, 4, ... up to the
+    largest n, and n), the requested k dropped because they exceed every problem's n, and a one-line
+    warning (None when there is nothing to say): problems with different n, k that only some problems
+    reach (a k-metric is averaged over the problems with at least k samples), k dropped."""
+    n_min, n_max = min(sizes, default=0), max(sizes, default=0)
+    limit = max(n_max, 1)
+    wanted = sorted({k for k in (requested or default_ks(limit)) if k >= 1})
+    ks = [k for k in wanted if k <= limit]
+    dropped = [k for k in wanted if k > limit]
+    if not sizes:
+        return ks, dropped, None
+    notes = []
+    if n_min != n_max:
+        notes.append(f"problems have different numbers of samples ({n_min}-{n_max} per problem)")
+    partial = [f"k={k} covers {sum(n >= k for n in sizes)} of {len(sizes)}" for k in ks if k > n_min]
+    if partial:
+        notes.append("a k-metric averages over the problems with at least k samples: " + ", ".join(partial))
+    if dropped:
+        listed = ", ".join(map(str, dropped))
+        notes.append(f"k={listed} exceeds every problem's samples (at most {n_max}) and is dropped")
+    return ks, dropped, ("eval: " + "; ".join(notes)) if notes else None
 
 
 def write_run(report: EvalReport, run_dir: Path) -> None:
@@ -639,11 +689,14 @@ def generate(
     *,
     resume: bool = True,
     episodes: EpisodeSetup | None = None,
+    progress: bool | None = None,
 ) -> Generated:
     """Samples ``gen.n`` completions per prompt (with ``episodes``: ``gen.n`` episodes, ``max_new_tokens``
     per turn), appending each problem's to ``generations_path`` as it finishes; problems already in the
     file are not generated again (unless they were made with an environment and this run has none, or the
-    reverse). A batch that fails is written as errors for its problems and the run goes on."""
+    reverse). A batch that fails is written as errors for its problems and the run goes on.
+    ``progress``: a bar of problems done (``None``: only on a terminal)."""
+    from rewardkit.progress import progress_bar
     from rewardkit.rl.rollout import SamplingParams
 
     done: dict[str, dict[str, Any]] = {}
@@ -667,7 +720,8 @@ def generate(
         logprobs=False,
     )
     generations_path.parent.mkdir(parents=True, exist_ok=True)
-    with generations_path.open("a") as handle:
+    bar = progress_bar(len(todo), "generate", unit="problem", enabled=progress)
+    with generations_path.open("a") as handle, bar:
         for start in range(0, len(todo), gen.batch_size):
             batch = todo[start : start + gen.batch_size]
             try:
@@ -688,6 +742,7 @@ def generate(
                 handle.write(json.dumps(row) + "\n")
                 done[row["problem_id"]] = row
             handle.flush()
+            bar.update(len(batch))
     completions = {pid: done[pid]["completions"] for pid in prompts}
     finish = {pid: done[pid].get("finish_reasons") or [None] * len(completions[pid]) for pid in prompts}
     errors = {pid: done[pid]["error"] for pid in prompts if done[pid].get("error")}
@@ -768,7 +823,15 @@ def evaluate_backend(
             records={p.id: problem_record(p) for p in problems},
             chat=gen.use_chat_template and bool(getattr(tokenizer, "chat_template", None)),
         )
-    generated = generate(engine, prompts, gen, run_dir / "generations.jsonl", resume=resume, episodes=setup)
+    generated = generate(
+        engine,
+        prompts,
+        gen,
+        run_dir / "generations.jsonl",
+        resume=resume,
+        episodes=setup,
+        progress=config.progress,
+    )
     samples = score_samples(
         bench,
         problems,

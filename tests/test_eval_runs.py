@@ -1,6 +1,7 @@
 """End-to-end evaluation: completions made elsewhere, and sampling the tiny model, on shipped samples."""
 
 import json
+import logging
 import subprocess
 import sys
 
@@ -50,13 +51,66 @@ def test_completions_path_metrics_and_files(tmp_path):
     # pass@1 = mean(c/n) = (2/4 + 1/4 + 3/4) / 3
     assert metrics["pass@1"]["mean"] == pytest.approx((0.5 + 0.25 + 0.75) / 3)
     assert metrics["pass@4"]["mean"] == pytest.approx(1.0)
-    # maj@4: problem 0 ties 5 (first) vs others -> right; problem 1 majority 8 -> wrong; problem 2 -> right
+    # maj@4: problem 0: 5 has two votes -> right; problem 1 majority 8 -> wrong; problem 2 -> right
     assert metrics["maj@4"]["mean"] == pytest.approx(2 / 3)
     for name in ("samples.jsonl", "summary.json", "report.md", "pass_at_k.png"):
         assert (tmp_path / name).exists()
     rows = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 12 and rows[2]["answer"] == "5"
     assert "subject=" in "".join(report.summary["subsets"])
+
+
+def test_problems_with_different_sample_counts(tmp_path, caplog):
+    # 4 samples for one problem and 8 for the other, k up to 16: pass@8 covers one problem, k = 16 none.
+    bench, problems = load_benchmark("sample:gsm8k", limit=2)
+    answers = [["27", "27", "3", "4"], ["17", "2", "17", "17", "17", "9", "9", "17"]]
+    config = EvalConfig(ks=[1, 4, 8, 16], workers=1, bootstrap=100)
+    with caplog.at_level(logging.WARNING, logger="rewardkit.eval.runner"):
+        report = evaluate_completions(
+            bench, problems, _rows(problems, answers), config=config, run_dir=tmp_path
+        )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["ks"] == [1, 4, 8] and summary["dropped_ks"] == [16]
+    assert summary["samples_per_problem"] == "4-8" and summary["sample_counts"] == {"4": 1, "8": 1}
+    metrics = summary["metrics"]
+    for name in ("pass@1", "maj@1", "pass@4", "maj@4", "mean_reward"):
+        assert metrics[name]["problems"] == 2, name
+    assert metrics["pass@8"]["problems"] == metrics["maj@8"]["problems"] == 1
+    assert metrics["pass@8"]["mean"] == 1.0  # the 8-sample problem alone
+    assert metrics["pass@1"]["mean"] == pytest.approx((2 / 4 + 5 / 8) / 2)
+    assert metrics["maj@1"]["mean"] == pytest.approx(metrics["pass@1"]["mean"], abs=1e-15)
+    # maj@8 (the 8-sample problem alone): 17 has five votes of eight
+    assert metrics["maj@8"]["mean"] == 1.0
+    assert report.summary["metrics"] == summary["metrics"]
+    # one warning line naming the uneven counts, the partial k and the dropped k
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "\n" not in warnings[0]
+    assert "different numbers of samples (4-8 per problem)" in warnings[0]
+    assert "k=8 covers 1 of 2" in warnings[0] and "k=16 exceeds every problem's samples" in warnings[0]
+    text = (tmp_path / "report.md").read_text()
+    assert "(4-8 per problem: 1 with 4, 1 with 8)" in text
+    assert "| k | problems | pass@k | maj@k |" in text and "| 8 | 1 |" in text
+    assert "pass@8, maj@8 over 1 of 2 problems" in text and "k = 16 dropped" in text
+
+
+def test_even_sample_counts_warn_only_about_dropped_k(caplog):
+    bench, problems = load_benchmark("sample:gsm8k", limit=2)
+    rows = _rows(problems, [["27", "1"], ["17", "17"]])
+    with caplog.at_level(logging.WARNING, logger="rewardkit.eval.runner"):
+        report = evaluate_completions(
+            bench, problems, rows, config=EvalConfig(ks=[1, 2], workers=1, bootstrap=0)
+        )
+    assert not caplog.records
+    assert report.summary["samples_per_problem"] == 2 and report.summary["dropped_ks"] == []
+    assert report.summary["metrics"]["pass@2"]["problems"] == 2
+    with caplog.at_level(logging.WARNING, logger="rewardkit.eval.runner"):
+        report = evaluate_completions(
+            bench, problems, rows, config=EvalConfig(ks=[1, 4], workers=1, bootstrap=0)
+        )
+    assert report.summary["ks"] == [1] and report.summary["dropped_ks"] == [4]
+    assert [r.getMessage() for r in caplog.records] == [
+        "eval: k=4 exceeds every problem's samples (at most 2) and is dropped"
+    ]
 
 
 def test_best_of_n_from_given_scores(tmp_path):
