@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rewardkit.progress import quiet_libraries_off_terminal
+
+    quiet_libraries_off_terminal()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -73,6 +73,7 @@ def _rows(tmp_path) -> str:
         ],
         ["rm", "label-steps", "{data}", "-o", "{out}", "--policy", "runs/missing"],
         ["score", "{data}", "-o", "{out}", "--reward-model", "runs/missing"],
+        ["rm", "judge", "{data}", "-o", "{out}", "--model", "runs/missing"],
         ["eval", "--model", "runs/missing", "--benchmark", "sample:gsm8k", "-o", "{out}"],
     ],
     ids=lambda argv: " ".join(argv[:2]),

@@ -101,6 +101,10 @@ def run_judge(args: argparse.Namespace) -> int:
         check_paths(args.input, args.output)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
+    if args.backend != "openai":
+        from rewardkit.hub import check_model
+
+        check_model(args.model, what="judge model")
     backend_kwargs = {"config": api_config} if api_config is not None else None
     try:
         judge = LLMJudge(args.model, config=config, backend=args.backend, backend_kwargs=backend_kwargs)
@@ -129,6 +133,7 @@ def run_judge(args: argparse.Namespace) -> int:
             batch_size=max(1, args.batch_size),
             limit=args.limit,
             progress=False if args.no_progress else None,
+            progress_desc="judge",
             run_info=run_info,
             row_verifiers=False,  # the judge scores every row
         )
