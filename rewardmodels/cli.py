@@ -291,7 +291,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sc.add_argument("--token-budget", type=int, default=16384, help="ORM: tokens per dynamic batch")
     sc.add_argument("--max-length", type=int, default=2048, help="ORM: cut longer inputs from the left")
     sc.add_argument(
-        "--chunk-rows", type=int, default=4096, help="rows per score_batch call (batched by length within)"
+        "--chunk-rows",
+        type=int,
+        default=512,
+        help="rows per score_batch call (batched by length within; the progress bar moves once per chunk)",
     )
     sc.add_argument("--resume", action="store_true", help="keep the rows already in OUTPUT and continue")
     sc.add_argument(
