@@ -258,6 +258,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when available)")
     ev.add_argument("--dtype", default="float32", help="ORM: float32, bfloat16, float16, auto")
     ev.add_argument("-o", "--output", default=None, help="write per-row scores to this JSONL file")
+    ev.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
+    )
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON")
     ev.set_defaults(func=run_eval)
 
@@ -462,6 +465,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 device=args.device,
                 dtype=args.dtype,
                 group_by=args.group_by,
+                progress=False if args.no_progress else None,
             )
         else:
             from rewardkit.rewardmodels.prm import ProcessRewardModel, load_step_examples

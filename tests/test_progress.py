@@ -74,3 +74,15 @@ def test_score_file_bar_is_named_after_the_command(tmp_path, capsys, terminal):
     )
     score_file(str(src), str(tmp_path / "out.jsonl"), "math", workers=0, progress_desc="judge")
     assert "judge: 100%" in capsys.readouterr().err
+
+
+def test_rm_eval_shows_scoring(tmp_path, tiny_model_dir, capsys, terminal):
+    from rewardkit.rewardmodels.orm import synthetic_preferences
+
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in synthetic_preferences(6, seed=0)))
+    assert main(["rm", "eval", "--model", tiny_model_dir, "--data", str(data)]) == 0
+    err = capsys.readouterr().err
+    assert "score: 100%" in err and "12/12" in err  # 6 pairs: 12 sequences
+    assert main(["rm", "eval", "--model", tiny_model_dir, "--data", str(data), "--no-progress"]) == 0
+    assert "score:" not in capsys.readouterr().err

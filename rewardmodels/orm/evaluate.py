@@ -188,21 +188,22 @@ def by_subset(
 
 
 def evaluate_examples(
-    rm: Any, examples: Sequence[dict[str, Any]], kind: str, *, n_bins: int = 10
+    rm: Any, examples: Sequence[dict[str, Any]], kind: str, *, n_bins: int = 10, progress: bool | None = False
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Scores tokenised examples (see :func:`.data.tokenize_rows`) with a :class:`.scoring.RewardModel`;
-    returns ``(metrics, per-row scores)``."""
+    returns ``(metrics, per-row scores)``. ``progress``: a bar of sequences scored (``None``: on a terminal)."""
     subsets = [e.get("subset") for e in examples]
     if kind == "pairwise":
         n = len(examples)
-        scores = rm.score_ids([e["chosen_ids"] for e in examples] + [e["rejected_ids"] for e in examples])
+        sides = [e["chosen_ids"] for e in examples] + [e["rejected_ids"] for e in examples]
+        scores = rm.score_ids(sides, progress=progress)
         chosen, rejected = scores[:n], scores[n:]
         rows = [
             {"chosen_score": c, "rejected_score": r, "subset": s}
             for c, r, s in zip(chosen, rejected, subsets, strict=True)
         ]
         return by_subset("pairwise", chosen, rejected, subsets, n_bins=n_bins), rows
-    scores = rm.score_ids([e["input_ids"] for e in examples])
+    scores = rm.score_ids([e["input_ids"] for e in examples], progress=progress)
     labels = [e["label"] for e in examples]
     rows = [{"score": s, "label": y, "subset": g} for s, y, g in zip(scores, labels, subsets, strict=True)]
     return by_subset("pointwise", scores, labels, subsets, n_bins=n_bins), rows
@@ -219,13 +220,15 @@ def evaluate_reward_model(
     use_chat_template: bool | None = None,
     n_bins: int = 10,
     group_by: str = "subset",
+    progress: bool | None = False,
     **rm_kwargs: Any,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Evaluates a reward model (path or :class:`.scoring.RewardModel`) on pairwise or pointwise data.
 
     Inputs longer than ``max_length`` are cut from the left for scoring (nothing is dropped, unlike
     training). Metrics are also given per value of ``group_by`` (a row field, else a ``metadata`` key;
-    ``subset`` by default, RewardBench's). Returns ``(metrics, per-row scores)``.
+    ``subset`` by default, RewardBench's); ``progress``: a bar of sequences scored (``None``: on a terminal).
+    Returns ``(metrics, per-row scores)``.
     """
     from .data import detect_kind, load_rows, tokenize_rows
     from .scoring import RewardModel
@@ -253,6 +256,6 @@ def evaluate_reward_model(
             for key in ("chosen_ids", "rejected_ids", "input_ids"):
                 if key in e and len(e[key]) > max_length:
                     e[key] = e[key][-max_length:]
-    metrics, scored = evaluate_examples(rm, examples, kind, n_bins=n_bins)
+    metrics, scored = evaluate_examples(rm, examples, kind, n_bins=n_bins, progress=progress)
     metrics["kind"] = kind
     return metrics, scored

@@ -128,10 +128,17 @@ class RewardModel:
         return ids
 
     def score_ids(
-        self, sequences: Sequence[Sequence[int]], *, batches: list[list[int]] | None = None
+        self,
+        sequences: Sequence[Sequence[int]],
+        *,
+        batches: list[list[int]] | None = None,
+        progress: bool | None = False,
     ) -> list[float]:
-        """Scores of token sequences, in input order; ``batches`` overrides the dynamic batching."""
+        """Scores of token sequences, in input order; ``batches`` overrides the dynamic batching;
+        ``progress``: a bar of sequences scored (``None``: only on a terminal)."""
         import torch
+
+        from rewardkit.progress import progress_bar
 
         from .data import pad_batch
 
@@ -141,12 +148,14 @@ class RewardModel:
         pad_id = self.tokenizer.pad_token_id
         device = self.device
         self.model.eval()
-        with torch.inference_mode():
+        bar = progress_bar(len(sequences), "score", unit="seq", enabled=progress)
+        with torch.inference_mode(), bar:
             for batch in batches:
                 ids, mask = pad_batch([sequences[i] for i in batch], pad_id)
                 logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
                 for i, value in zip(batch, logits[:, 0].float().tolist(), strict=True):
                     scores[i] = value
+                bar.update(len(batch))
         return scores
 
     def score(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float]:
