@@ -169,8 +169,8 @@ def _given(args: argparse.Namespace, owners: dict[str, list[str]]) -> dict[str, 
 
 def _prm_classes() -> dict[str, type]:
     try:
+        from rewardkit.rewardmodels.prm.config import PRMTrainConfig
         from rewardkit.rewardmodels.prm.label import LabelConfig
-        from rewardkit.rewardmodels.prm.train import PRMTrainConfig
     except ImportError:  # pragma: no cover - the PRM package is part of rewardkit
         return {}
     return {"prm": PRMTrainConfig, "label": LabelConfig}
@@ -208,6 +208,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--type", choices=["orm", "prm"], default=None, help="which model to train (default orm)"
     )
     train.add_argument("--config", default=None, help="YAML/JSON file of config fields (flags override it)")
+    train.add_argument(
+        "--no-progress", action="store_true", help="PRM: no progress bar (default: only on a terminal)"
+    )
     train.add_argument(
         "--set",
         action="append",
@@ -342,6 +345,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--format", default="auto", help="input layout (auto, stepwise, math_shepherd, prm800k, processbench)"
     )
     lab.add_argument("--limit", type=int, default=None, help="label the first N solutions only")
+    lab.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
+    )
     label_owners = {}
     if "label" in prm:
         label_owners = add_dataclass_arguments(lab, {"label": prm["label"]})
@@ -396,7 +402,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise CLIError("rm train needs --model and --train-file")
     check_model(config.model)
     try:
-        result = train_prm(config)
+        result = train_prm(config, progress=False if args.no_progress else None)
     except (ValueError, KeyError) as exc:
         raise CLIError(str(exc).splitlines()[0]) from exc
     final = result.evals[-1] if result.evals else None
@@ -567,7 +573,14 @@ def run_label_steps(args: argparse.Namespace) -> int:
         raise CLIError(str(exc).splitlines()[0]) from exc
     if args.limit is not None:
         examples = examples[: args.limit]
-    labelled = label_steps_with_policy(examples, args.policy, args.verifier, config, backend=args.backend)
+    labelled = label_steps_with_policy(
+        examples,
+        args.policy,
+        args.verifier,
+        config,
+        backend=args.backend,
+        progress=False if args.no_progress else None,
+    )
     write_step_examples(labelled, args.output)
     print(f"wrote {args.output} ({len(labelled)} solutions, k={config.k})", file=sys.stderr)
     return 0

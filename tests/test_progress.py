@@ -1,4 +1,5 @@
-"""Progress bars: shown on a terminal, quiet in a pipe, off with --no-progress; one style across commands."""
+"""Progress bars: shown on a terminal, quiet in a pipe, off with --no-progress; one style across commands;
+and `rewardkit --help` without torch."""
 
 from __future__ import annotations
 
@@ -86,3 +87,44 @@ def test_rm_eval_shows_scoring(tmp_path, tiny_model_dir, capsys, terminal):
     assert "score: 100%" in err and "12/12" in err  # 6 pairs: 12 sequences
     assert main(["rm", "eval", "--model", tiny_model_dir, "--data", str(data), "--no-progress"]) == 0
     assert "score:" not in capsys.readouterr().err
+
+
+def test_label_steps_in_rounds_with_a_bar(tmp_path, tiny_model_dir, capsys, terminal):
+    """`rm label-steps` shows prefixes labelled; rounds of any size give the same labels (greedy policy)."""
+    from pathlib import Path
+
+    from rewardkit.rewardmodels.prm import load_step_examples
+    from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps_with_policy
+
+    data = Path(__file__).resolve().parent.parent / "data" / "prm" / "arithmetic_processbench.jsonl"
+    out = tmp_path / "labelled.jsonl"
+    argv = ["rm", "label-steps", str(data), "-o", str(out), "--policy", tiny_model_dir, "--limit", "3",
+            "--k", "1", "--max-new-tokens", "4", "--batch-size", "2"]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "label steps: 100%" in err and "prefix/s" in err
+    assert len(out.read_text().splitlines()) == 3
+
+    examples = load_step_examples(str(data))[:3]
+    labels = [
+        [ex.labels for ex in label_steps_with_policy(
+            examples, tiny_model_dir, "math", LabelConfig(k=2, temperature=0.0, max_new_tokens=4, batch_size=size)
+        )]
+        for size in (1, 256)
+    ]  # fmt: skip
+    assert labels[0] == labels[1]
+
+
+def test_help_imports_no_torch():
+    """`rewardkit --help` (every subcommand's parser) stays instant: torch and transformers load only when a
+    command runs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom rewardkit.cli import build_parser\nbuild_parser()\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

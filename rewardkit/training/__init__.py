@@ -14,10 +14,32 @@ The trainers keep only what is theirs: the RL loop (:mod:`rewardkit.rl.trainer`)
 (:mod:`rewardkit.rl.sft`).
 """
 
-from .checkpoint import CheckpointManager, load_state, rng_state, set_rng_state
-from .config import ConfigError
-from .metrics import MetricsLogger, read_metrics
-from .optim import build_optimizer, build_scheduler, optimizer_step
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Names load on first use, so importing ``rewardkit.training.config`` (every CLI's flags) does not import
+# torch, which the other modules need.
+_HOMES = {
+    "CheckpointManager": "checkpoint",
+    "load_state": "checkpoint",
+    "rng_state": "checkpoint",
+    "set_rng_state": "checkpoint",
+    "ConfigError": "config",
+    "MetricsLogger": "metrics",
+    "read_metrics": "metrics",
+    "build_optimizer": "optim",
+    "build_scheduler": "optim",
+    "optimizer_step": "optim",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+
 
 __all__ = [
     "CheckpointManager",

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewardkit.progress import progress_bar
 from rewardkit.rewardmodels.prm.data import StepExample
 from rewardkit.types import Record
 
@@ -56,12 +57,17 @@ class LabelConfig:
     early_stop: bool = False
     """Once a step's soft label is 0, label every later step 0 without rollouts (a saving that assumes no
     later step recovers; off by default, as Math-Shepherd rolls out every step)."""
+    batch_size: int = 256
+    """Step prefixes rolled out and verified per round (bounds the texts held at once; the progress bar
+    moves once per round)."""
 
     def __post_init__(self) -> None:
         if self.label_type not in ("soft", "hard"):
             raise ValueError("label_type must be 'soft' or 'hard'")
         if self.k < 1:
             raise ValueError("k must be at least 1")
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
 
 
 def _prefix_text(tokenizer: Any, prompt: str, config: LabelConfig) -> str:
@@ -81,6 +87,44 @@ def _score(records: list[Record], verifier: Any, config: LabelConfig) -> list[fl
     return [1.0 if (r.error is None and r.reward >= 0.5) else 0.0 for r in results]
 
 
+def _roll_out(
+    prefixes: list[tuple[int, int]],
+    examples: Sequence[StepExample],
+    backend: Any,
+    params: Any,
+    tokenizer: Any,
+    verifier: Any,
+    config: LabelConfig,
+) -> list[float]:
+    """The soft label (share of k completions verified right) of each ``(solution, step)`` prefix."""
+    prompts, partials = [], []
+    for e, i in prefixes:
+        ex = examples[e]
+        partial = config.step_joiner.join(ex.steps[: i + 1]) + config.step_joiner
+        partials.append(partial)
+        prompts.append(_prefix_text(tokenizer, ex.prompt, config) + partial)
+    groups = backend.generate(prompts, params)
+    records = []
+    for (e, i), partial, gens in zip(prefixes, partials, groups, strict=True):
+        ex = examples[e]
+        for g in gens:
+            # Only the rollout's own final answer counts: verifying prefix + rollout would let a fallback
+            # extractor (the last number) read an intermediate result of the prefix when the rollout states
+            # no answer, crediting a wrong step.
+            records.append(
+                Record(
+                    id=f"{ex.id}:{i}",
+                    prompt=ex.prompt,
+                    completion=g.text,
+                    reference=ex.reference,
+                    metadata={"prefix": partial},
+                )
+            )
+    oks = _score(records, verifier, config)
+    k = config.k
+    return [sum(oks[j * k : (j + 1) * k]) / k for j in range(len(prefixes))]
+
+
 def label_steps(
     examples: Sequence[StepExample],
     backend: Any,
@@ -88,6 +132,7 @@ def label_steps(
     config: LabelConfig | None = None,
     *,
     tokenizer: Any = None,
+    progress: bool | None = False,
 ) -> list[StepExample]:
     """Labels every step of ``examples`` by Monte Carlo completion (see the module docstring).
 
@@ -97,6 +142,7 @@ def label_steps(
         verifier: A verifier name or reward source judging a full solution against the reference.
         config: Options.
         tokenizer: The policy's tokenizer (for its chat template); taken from ``backend.tokenizer`` if unset.
+        progress: A bar of step prefixes labelled (``None``: only when stderr is a terminal).
 
     Returns:
         New examples with ``labels`` set and ``metadata`` holding ``soft_labels``, ``hard_labels``,
@@ -143,41 +189,18 @@ def label_steps(
     else:
         waves = [jobs]
     dead: set[int] = set()
-    for wave in waves:
-        wave = [(e, i) for e, i in wave if e not in dead]
-        if not wave:
-            continue
-        prompts, partials = [], []
-        for e, i in wave:
-            ex = examples[e]
-            partial = config.step_joiner.join(ex.steps[: i + 1]) + config.step_joiner
-            partials.append(partial)
-            prompts.append(_prefix_text(tokenizer, ex.prompt, config) + partial)
-        groups = backend.generate(prompts, params)
-        records = []
-        for (e, i), partial, gens in zip(wave, partials, groups, strict=True):
-            ex = examples[e]
-            for g in gens:
-                # Only the rollout's own final answer counts: verifying prefix + rollout would let a
-                # fallback extractor (the last number) read an intermediate result of the prefix when the
-                # rollout states no answer, crediting a wrong step.
-                records.append(
-                    Record(
-                        id=f"{ex.id}:{i}",
-                        prompt=ex.prompt,
-                        completion=g.text,
-                        reference=ex.reference,
-                        metadata={"prefix": partial},
-                    )
-                )
-        oks = _score(records, verifier, config)
-        pos = 0
-        for e, i in wave:
-            n = config.k
-            soft[e][i] = sum(oks[pos : pos + n]) / n
-            pos += n
-            if config.early_stop and soft[e][i] == 0.0:
-                dead.add(e)
+    with progress_bar(len(jobs), "label steps", unit="prefix", enabled=progress) as bar:
+        for wave in waves:
+            alive = [(e, i) for e, i in wave if e not in dead]
+            bar.update(len(wave) - len(alive))
+            for first in range(0, len(alive), config.batch_size):
+                chunk = alive[first : first + config.batch_size]
+                values = _roll_out(chunk, examples, backend, params, tokenizer, verifier, config)
+                for (e, i), value in zip(chunk, values, strict=True):
+                    soft[e][i] = value
+                    if config.early_stop and value == 0.0:
+                        dead.add(e)
+                bar.update(len(chunk))
     out = []
     for e, ex in enumerate(examples):
         s = list(soft[e])
@@ -217,6 +240,7 @@ def label_steps_with_policy(
     tokenizer: Any = None,
     backend: str = "hf",
     backend_kwargs: dict[str, Any] | None = None,
+    progress: bool | None = False,
 ) -> list[StepExample]:
     """:func:`label_steps` with a backend built from a policy (a path / hub name or a loaded model)."""
     from rewardkit.rl.rollout import get_backend
@@ -237,7 +261,7 @@ def label_steps_with_policy(
             model.to("cuda")
     engine = get_backend(backend, model, tokenizer, **(backend_kwargs or {}))
     try:
-        return label_steps(examples, engine, verifier, config, tokenizer=tokenizer)
+        return label_steps(examples, engine, verifier, config, tokenizer=tokenizer, progress=progress)
     finally:
         close = getattr(engine, "close", None)
         if close:

@@ -7,13 +7,31 @@ wrong final answer: exactly the labels Monte Carlo estimation would give (Math-S
 with ``after_error="unlabelled"`` giving ProcessBench's labelling instead (nothing after the first error).
 
 Numbers stay in 0..9 (or a smaller range) so that a tiny character-level model can learn the whole table quickly.
+
+The shipped PRM tour data (``arithmetic_train.jsonl``, ``arithmetic_processbench.jsonl``; see
+:func:`write_samples`) uses :data:`TOUR_TABLE`, the small 0..4 table with +-1 steps, ProcessBench labels
+(nothing after the first error is labelled), 80% flawed training solutions and test problems held out from
+training by :func:`held_out_problem`: what a tiny random-weight model learns in ~160 optimiser steps. Any one
+of the full 0..9 table, Monte Carlo labels (every step from the error on labelled wrong, right-looking ones
+and the final answer included) or 50% flawed solutions (only ~12% of labelled steps wrong, so no score falls
+below 0.5) keeps its ProcessBench F1 under 0.1 after that many steps.
 """
 
 from __future__ import annotations
 
 import random
+import zlib
 
 from rewardkit.rewardmodels.prm.data import StepExample
+
+TOUR_TABLE = {"max_value": 4, "max_delta": 1, "max_ops": 6}
+"""The arithmetic of the shipped PRM tour data: numbers 0..4, +-1, 2 to 6 operations."""
+
+
+def held_out_problem(prompt: str) -> bool:
+    """Whether a problem belongs to the test side of the shipped data (about a quarter of all prompts, by
+    hash): no test problem's solution is ever seen in training, so a PRM must check the arithmetic."""
+    return zlib.crc32(prompt.encode()) % 4 == 0
 
 
 def make_problem(
@@ -150,9 +168,12 @@ def write_samples(folder: str) -> dict[str, int]:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     counts = {}
-    train = make_arithmetic_examples(400, seed=11)
+    # The tour's training and test data (TOUR_TABLE; test problems never appear in training).
+    pool = make_arithmetic_examples(1600, seed=11, error_rate=0.8, after_error="unlabelled", **TOUR_TABLE)
+    train = [ex for ex in pool if not held_out_problem(ex.prompt)]
     write_step_examples(train, out / "arithmetic_train.jsonl")
-    test = make_arithmetic_examples(100, seed=12, after_error="unlabelled")
+    pool = make_arithmetic_examples(800, seed=12, after_error="unlabelled", **TOUR_TABLE)
+    test = [ex for ex in pool if held_out_problem(ex.prompt)][:100]
     rows = [
         {
             "id": ex.id,
@@ -173,8 +194,9 @@ def write_samples(folder: str) -> dict[str, int]:
         "arithmetic_prm800k.jsonl": [_prm800k_row(ex) for ex in make_arithmetic_examples(50, seed=14)],
         "arithmetic_records.jsonl": [
             {"id": ex.id, "prompt": ex.prompt, "completion": "\n".join(ex.steps), "reference": ex.reference}
-            for ex in make_arithmetic_examples(20, seed=16)
-        ],
+            for ex in make_arithmetic_examples(200, seed=16, **TOUR_TABLE)
+            if held_out_problem(ex.prompt)
+        ][:20],
         "arithmetic_unlabelled.jsonl": [
             {"id": ex.id, "prompt": ex.prompt, "completions": ex.steps, "reference": ex.reference}
             for ex in make_arithmetic_examples(20, seed=15)
@@ -193,4 +215,12 @@ if __name__ == "__main__":  # python -m rewardkit.rewardmodels.prm.synthetic dat
     import sys
 
     print(write_samples(sys.argv[1] if len(sys.argv) > 1 else "data/prm"))
-__all__ = ["make_arithmetic_examples", "make_problem", "prompt_text", "solve", "write_samples"]
+__all__ = [
+    "TOUR_TABLE",
+    "held_out_problem",
+    "make_arithmetic_examples",
+    "make_problem",
+    "prompt_text",
+    "solve",
+    "write_samples",
+]

@@ -25,98 +25,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardkit.progress import progress_bar
+from rewardkit.rewardmodels.prm.config import PRMTrainConfig
 from rewardkit.rewardmodels.prm.data import StepExample, load_step_examples
-from rewardkit.rewardmodels.prm.model import PRMConfig, ProcessRewardModel, load_backbone
+from rewardkit.rewardmodels.prm.model import ProcessRewardModel, load_backbone
 from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
 from rewardkit.training import config as config_io
 from rewardkit.training.loop import SupervisedRun, SupervisedState
 from rewardkit.training.optim import optimizer_step
-
-
-@dataclass
-class PRMTrainConfig:
-    """Options of :func:`train_prm` (the ``rewardkit rm train --type prm`` flags)."""
-
-    model: str = ""
-    """Base model or PRM to start from (hub name or local path)."""
-    head: str = "token"
-    """``"token"`` (token-classification head, TRL) or ``"lm"`` ("+"/"-" next token, Math-Shepherd)."""
-    train_file: str = ""
-    """Step-labelled training data (JSONL in any layout of :mod:`.data`)."""
-    eval_file: str | None = None
-    """Held-out data evaluated after every epoch (and every ``eval_every`` steps)."""
-    output_dir: str | None = None
-    """Where the trained PRM is saved (``None``: not saved)."""
-    data_format: str = "auto"
-    """Layout of the data files, ``"auto"`` to detect per row."""
-    labels: str = "soft"
-    """``"soft"`` trains on the labels as given; ``"hard"`` binarises them (> ``hard_threshold``)."""
-    hard_threshold: float = 0.0
-    """Soft labels above it count as right in ``hard`` mode (0.0: any rollout succeeded, Math-Shepherd's
-    hard estimation)."""
-    epochs: int = 1
-    """Passes over the training data."""
-    max_steps: int = 0
-    """Stop after this many optimiser steps (0: no limit)."""
-    learning_rate: float = 2e-5
-    """AdamW learning rate (peak; linear warmup then linear decay)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    warmup_ratio: float = 0.0
-    """Fraction of the optimiser steps spent warming the learning rate up."""
-    batch_size: int = 8
-    """Sequences per micro-batch."""
-    grad_accum: int = 1
-    """Micro-batches per optimiser step."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm (0: no clipping)."""
-    max_length: int = 2048
-    """Longest input in tokens (longer inputs lose prompt tokens, then trailing steps)."""
-    step_marker: str = "\n"
-    """Text after every step whose last token is read (TRL ``"\\n"``; Math-Shepherd ``" ки"``)."""
-    step_joiner: str = ""
-    """Text between a step's marker and the next step."""
-    prompt_separator: str = "\n"
-    """Text between prompt and first step."""
-    good_token: str = "+"
-    """``lm`` head: the "right" token."""
-    bad_token: str = "-"
-    """``lm`` head: the "wrong" token."""
-    aggregation: str = "min"
-    """Default aggregation saved with the model (``min``, ``prod``, ``last``, ``mean``)."""
-    threshold: float = 0.5
-    """Score below which a step counts as wrong in evaluation."""
-    neutral: float = 1.0
-    """Label of PRM800K's neutral (rating 0) steps."""
-    seed: int = 0
-    """Random seed (data order, new head initialisation)."""
-    eval_every: int = 0
-    """Evaluate every this many optimiser steps (0: only after each epoch)."""
-    log_every: int = 0
-    """Print the running loss every this many optimiser steps (0: silent; ``metrics.jsonl`` gets every step)."""
-    save_steps: int = 0
-    """Save a checkpoint (``output_dir/checkpoints/step-N``) every this many optimiser steps (0: none)."""
-    save_total_limit: int | None = None
-    """Checkpoints to keep (oldest deleted first); ``None`` keeps all."""
-    resume_from_checkpoint: str | bool | None = None
-    """A checkpoint folder, or ``True`` / ``"latest"`` for the newest one in ``output_dir``."""
-    tensorboard: bool = True
-    """Also write TensorBoard events to ``output_dir/tb`` when tensorboard is installed."""
-    device: str | None = None
-    """``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available."""
-
-    def prm_config(self) -> PRMConfig:
-        return PRMConfig(
-            head=self.head,
-            step_marker=self.step_marker,
-            step_joiner=self.step_joiner,
-            prompt_separator=self.prompt_separator,
-            good_token=self.good_token,
-            bad_token=self.bad_token,
-            max_length=self.max_length,
-            aggregation=self.aggregation,
-            threshold=self.threshold,
-        )
 
 
 @dataclass
@@ -245,6 +161,8 @@ class _PRMRun(SupervisedRun):
         self, config: PRMTrainConfig, prm: ProcessRewardModel | None, train_examples, eval_examples, callback
     ) -> None:
         self.config, self.eval_examples, self.callback = config, eval_examples, callback
+        self.bar: Any = None  # the progress bar, set by train_prm
+        self.postfix: dict[str, str] = {}  # what the bar shows after the count: the loss, the last eval's F1
         self.checkpoints = (
             CheckpointManager(config.output_dir, keep=config.save_total_limit) if config.output_dir else None
         )
@@ -295,6 +213,10 @@ class _PRMRun(SupervisedRun):
         entry = {"step": self.state.step, "loss": running, "lr": self.state.scheduler.get_last_lr()[0]}
         self.result.history.append(entry)
         self.log.log(entry["step"], {"loss": running, "learning_rate": entry["lr"]})
+        if self.bar is not None:
+            self.postfix["loss"] = f"{running:.4f}"
+            self.bar.set_postfix(self.postfix, refresh=False)
+            self.bar.update(1)
         if self.callback:
             self.callback(entry)
 
@@ -307,6 +229,9 @@ class _PRMRun(SupervisedRun):
             **evaluate_prm(self.prm, self.eval_examples, threshold=self.config.threshold),
         }
         self.result.evals.append(metrics)
+        if self.bar is not None and "processbench_f1" in metrics:
+            self.postfix["pb_f1"] = f"{metrics['processbench_f1']:.3f}"
+            self.bar.set_postfix(self.postfix)
         self.log.log(step, {"event": "eval", **{k: v for k, v in metrics.items() if k != "step"}})
         if self.callback:
             self.callback({"eval": metrics})
@@ -352,6 +277,7 @@ def train_prm(
     prm: ProcessRewardModel | None = None,
     callback: Callable[[dict[str, Any]], None] | None = None,
     stop_after_steps: int | None = None,
+    progress: bool | None = None,
 ) -> PRMTrainResult:
     """Trains a PRM.
 
@@ -362,6 +288,8 @@ def train_prm(
         prm: A PRM to continue training, overriding ``config.model`` (not with ``resume_from_checkpoint``).
         callback: Called with every history entry and every evaluation.
         stop_after_steps: End the run after this step, with a checkpoint (how the resume test interrupts).
+        progress: A bar of optimiser steps on stderr with the last step's loss (``True`` / ``False``;
+            ``None``: only when stderr is a terminal).
     """
     import torch
 
@@ -372,11 +300,14 @@ def train_prm(
         raise ValueError("labels must be 'soft' or 'hard'")
     train_examples, eval_examples = _load_examples(config, train_examples, eval_examples)
     run = _PRMRun(config, prm, train_examples, eval_examples, callback)
+    run.bar = progress_bar(run.total_steps, "train prm", unit="step", enabled=progress)
     try:
+        run.bar.update(run.state.step)  # a resumed run starts where its checkpoint is
         run.prm.model.train()
         if not run.run(stop_after_steps):
             run.finish()
     finally:
+        run.bar.close()
         run.log.close()
     run.result.seconds = time.perf_counter() - started
     return run.result
