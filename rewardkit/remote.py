@@ -122,6 +122,19 @@ class HTTPClient:
         self.stats = {"requests": 0, "retries": 0, "failures": 0}
         """Requests made (retries not counted), extra attempts, and requests that failed for good."""
 
+    @classmethod
+    def from_settings(cls, base_url: str, settings: Any) -> HTTPClient:
+        """A client with the ``timeout``, ``retries``, ``backoff``, ``concurrency`` and ``api_key_env`` of a
+        settings object (the judge backend's and the ``http:`` source's configs)."""
+        return cls(
+            base_url,
+            timeout=settings.timeout,
+            retries=settings.retries,
+            backoff=settings.backoff,
+            concurrency=settings.concurrency,
+            api_key_env=settings.api_key_env,
+        )
+
     def __repr__(self) -> str:  # never the headers: they may hold the API key
         return f"HTTPClient({self.base_url!r}, concurrency={self.concurrency}, timeout={self.timeout})"
 

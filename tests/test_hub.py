@@ -6,10 +6,9 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from http_servers import JSONHandler, serving  # tests/http_servers.py (pytest puts tests/ on the path)
 
 from rewardkit.cli import main
 from rewardkit.hub import ModelNotFoundError, check_model
@@ -95,48 +94,29 @@ def test_benchmark_from_an_unreachable_hub(tmp_path, capsys, offline):
     assert "comes from the hub (openai/gsm8k)" in err[0] and "sample:gsm8k" in err[0]
 
 
-class _FakeHub(BaseHTTPRequestHandler):
+class _FakeHub(JSONHandler):
     """The hub's answer for a repository that does not exist (404 with its error code), or a model's info."""
 
     def do_GET(self):  # noqa: N802 - the stdlib's name
         if self.path.startswith("/api/models/org/exists"):
-            body = json.dumps({"id": "org/exists", "siblings": []}).encode()
-            self.send_response(200)
+            self.send_json(200, {"id": "org/exists", "siblings": []})
         else:
-            body = b'{"error": "Repository not found"}'
-            self.send_response(404)
-            self.send_header("X-Error-Code", "RepoNotFound")
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+            self.send_json(404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"})
 
 
 def test_online_hub_without_such_model(tmp_path):
     """Online: the hub is asked, and its 'repository not found' becomes the one line (a real HTTP server
     stands in for the hub through HF_ENDPOINT, in a child process so the endpoint is read at import)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = {
-        **os.environ,
-        "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
-        "HF_HUB_OFFLINE": "0",
-        "HF_HOME": str(tmp_path / "hf"),
-    }
     script = (
         "from rewardkit.hub import check_model\n"
         "check_model('org/exists')\n"
         "check_model('org/missing', what='reward model')\n"
     )
-    try:
+    with serving(_FakeHub) as url:
+        env = {**os.environ, "HF_ENDPOINT": url, "HF_HUB_OFFLINE": "0", "HF_HOME": str(tmp_path / "hf")}
         proc = subprocess.run(
             [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
         )
-    finally:
-        server.shutdown()
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.endswith(

@@ -2,12 +2,10 @@
 standard library's, in a thread): chat messages with no local template or tokenizer, soft scores from the
 server's token log-probabilities, the concurrency limit, retries, timeouts, 4xx not retried, failed
 requests as error rows, the cache, usage totals, the API key from the environment only, and ``rm judge
---backend openai`` end to end. A real ``vllm serve`` is in tests/test_judge_vllm.py."""
+--backend openai`` end to end. A real ``vllm serve`` is in tests/test_rollout_vllm.py."""
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import json
 import math
 import threading
@@ -15,6 +13,7 @@ import time
 from collections import Counter
 
 import pytest
+from http_servers import JSONHandler, serving  # tests/http_servers.py (pytest puts tests/ on the path)
 
 from rewardkit.rewardmodels.judge import LLMJudge
 from rewardkit.rewardmodels.judge.judge import span_probability
@@ -25,7 +24,7 @@ SECRET = "sk-judge-93be11-never-written"
 LOGPROB = -0.2
 
 
-class _ChatHandler(http.server.BaseHTTPRequestHandler):
+class _ChatHandler(JSONHandler):
     """``/<behaviour>/v1/...``: ``ok``; ``slow`` (0.15 s per request); ``hang`` (3 s); ``flaky`` (503 on a
     request's first attempt); ``poison`` (500 when the response under judgment says POISON); ``bad`` (400);
     ``one`` (ignores ``n``); ``plain`` (no log-probabilities, no usage). The judge says yes when the response
@@ -37,13 +36,12 @@ class _ChatHandler(http.server.BaseHTTPRequestHandler):
     in_flight = 0
     max_in_flight = 0
     lock = threading.Lock()
-    protocol_version = "HTTP/1.1"
 
     def do_GET(self):  # noqa: N802
-        self._send(200, {"object": "list", "data": [{"id": "judge-model", "object": "model"}]})
+        self.send_json(200, {"object": "list", "data": [{"id": "judge-model", "object": "model"}]})
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         behaviour = self.path.split("/")[1]
         with self.lock:
             self.bodies.append(body)
@@ -66,11 +64,11 @@ class _ChatHandler(http.server.BaseHTTPRequestHandler):
         if behaviour == "hang":
             time.sleep(3)
         if behaviour == "flaky" and first:
-            return self._send(503, {"error": {"message": "overloaded"}})
+            return self.send_json(503, {"error": {"message": "overloaded"}})
         if behaviour == "poison" and "POISON" in user:
-            return self._send(500, {"error": {"message": "engine died"}})
+            return self.send_json(500, {"error": {"message": "engine died"}})
         if behaviour == "bad":
-            return self._send(400, {"error": {"message": "max_tokens is too large"}})
+            return self.send_json(400, {"error": {"message": "max_tokens is too large"}})
         verdict = "yes" if "RIGHT" in user else "no"
         tokens = ["The answer", " is fine.", " Verdict", ":", f" {verdict}"]
         n = 1 if behaviour == "one" else body.get("n", 1)
@@ -89,29 +87,13 @@ class _ChatHandler(http.server.BaseHTTPRequestHandler):
         answer = {"id": "x", "object": "chat.completion", "model": body["model"], "choices": choices}
         if behaviour != "plain":
             answer["usage"] = {"prompt_tokens": 100, "completion_tokens": 5 * n, "total_tokens": 100 + 5 * n}
-        self._send(200, answer)
-
-    def _send(self, code, payload):
-        data = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
-            self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(200, answer)
 
 
 @pytest.fixture(scope="module")
 def server():
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serving(_ChatHandler) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,6 @@ run going on; through the Python API, ``rewardkit score``, ``rewardkit eval`` an
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import json
 import random
 import socket
@@ -15,6 +13,7 @@ import time
 from collections import Counter
 
 import pytest
+from http_servers import JSONHandler, serving  # tests/http_servers.py (pytest puts tests/ on the path)
 
 from rewardkit.scoring import score_records
 from rewardkit.types import Record
@@ -23,7 +22,7 @@ from rewardkit.verifiers.remote import HTTPRewardSource, is_remote, parse_answer
 SECRET = "sk-test-4f1c9a-never-written"
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(JSONHandler):
     """One behaviour per path; the reward of a record is 1.0 when its completion equals its reference, and
     ``/id`` answers each record's id as its reward (to check the order)."""
 
@@ -32,10 +31,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     in_flight = 0
     max_in_flight = 0
     lock = threading.Lock()
-    protocol_version = "HTTP/1.1"
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         path = self.path
         with self.lock:
             self.hits[path] += 1
@@ -53,10 +51,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         records = body.get("records", [])
         rewards = [float(r["completion"] == r["reference"]) for r in records]
         if path == "/ok":
-            return self._send(200, {"rewards": rewards})
+            return self.send_json(200, {"rewards": rewards})
         if path == "/id":
             time.sleep(random.uniform(0, 0.05))  # batches finish out of order
-            return self._send(200, {"rewards": [r["id"] for r in records]})
+            return self.send_json(200, {"rewards": [r["id"] for r in records]})
         if path == "/results":
             results = [
                 {"reward": x, "details": {"seen": r["completion"]}}
@@ -64,65 +62,45 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             ]
             results[0] = {"error": "no answer found", "details": {"why": "empty"}}
             results[1] = {"score": 0.25}  # verl's compute_score dict
-            return self._send(200, {"results": results})
+            return self.send_json(200, {"results": results})
         if path == "/hang":
             time.sleep(3)
-            return self._send(200, {"rewards": rewards})
+            return self.send_json(200, {"rewards": rewards})
         if path == "/500-once" and hit == 1 or path == "/500":
-            return self._send(500, {"detail": "internal error"})
+            return self.send_json(500, {"detail": "internal error"})
         if path == "/500-once":
-            return self._send(200, {"rewards": rewards})
+            return self.send_json(200, {"rewards": rewards})
         if path == "/429-once":
             if hit == 1:
-                return self._send(429, {"detail": "slow down"}, {"Retry-After": "0"})
-            return self._send(200, {"rewards": rewards})
+                return self.send_json(429, {"detail": "slow down"}, {"Retry-After": "0"})
+            return self.send_json(200, {"rewards": rewards})
         if path == "/400":
-            return self._send(400, {"detail": "bad request"})
+            return self.send_json(400, {"detail": "bad request"})
         if path == "/malformed":
-            return self._send_raw(200, b'{"rewards": [1.0, ')
+            return self.send_raw(200, b'{"rewards": [1.0, ')
         if path == "/short":
-            return self._send(200, {"rewards": rewards[:-1]})
+            return self.send_json(200, {"rewards": rewards[:-1]})
         if path == "/drop":
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return None
         if path == "/nonnumber":
-            return self._send(200, {"rewards": [1.0, "high", None, True, float("nan")][: len(records)]})
+            return self.send_json(200, {"rewards": [1.0, "high", None, True, float("nan")][: len(records)]})
         if path == "/boom-batch":  # a batch holding a "boom" completion fails; the others are fine
             if any(r["completion"] == "boom" for r in records):
-                return self._send(500, {"detail": "boom"})
-            return self._send(200, {"rewards": rewards})
+                return self.send_json(500, {"detail": "boom"})
+            return self.send_json(200, {"rewards": rewards})
         if path == "/openrlhf":
             assert set(body) == {"query", "prompts", "labels"}
             out = [float(q.endswith(label)) for q, label in zip(body["query"], body["labels"], strict=True)]
-            return self._send(200, {"rewards": out})
-        return self._send(404, {"detail": "no such path"})
-
-    def _send(self, code, payload, headers=None):
-        self._send_raw(code, json.dumps(payload).encode(), headers)
-
-    def _send_raw(self, code, data, headers=None):
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
-            self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+            return self.send_json(200, {"rewards": out})
+        return self.send_json(404, {"detail": "no such path"})
 
 
 @pytest.fixture(scope="module")
 def server():
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serving(_Handler) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

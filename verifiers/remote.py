@@ -108,18 +108,9 @@ class HTTPRewardSource:
         self.url = remote_url(name)
         self.name = name if name.startswith("http:") else f"http:{name}"
         self.settings = http_config(config)
-        self.config = asdict(
-            self.settings
-        )  # what a run record writes (the key's variable name, not its value)
-        s = self.settings
-        self.client = HTTPClient(
-            self.url,
-            timeout=s.timeout,
-            retries=s.retries,
-            backoff=s.backoff,
-            concurrency=s.concurrency,
-            api_key_env=s.api_key_env,
-        )
+        # What a run record writes: the settings, the key's variable name, never its value.
+        self.config = asdict(self.settings)
+        self.client = HTTPClient.from_settings(self.url, self.settings)
 
     # -- the reward-source interface ------------------------------------------------------------------------
     def score_batch(self, records: Sequence[Record]) -> list[Result]:

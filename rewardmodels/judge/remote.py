@@ -107,14 +107,7 @@ class ChatAPIBackend:
             config = replace(config, **overrides)
         self.config = config
         self.model = model
-        self.client = HTTPClient(
-            config.base_url,
-            timeout=config.timeout,
-            retries=config.retries,
-            backoff=config.backoff,
-            concurrency=config.concurrency,
-            api_key_env=config.api_key_env,
-        )
+        self.client = HTTPClient.from_settings(config.base_url, config)
         self.url = f"{self.client.base_url}/chat/completions"
         self.cache = (
             None
