@@ -244,11 +244,9 @@ def _choice(choice: Any) -> dict[str, Any]:
         try:
             out["tokens"] = [str(item["token"]) for item in content]
             out["logprobs"] = [float(item["logprob"]) for item in content]
-        except (KeyError, TypeError, ValueError):
-            (
-                out.pop("tokens", None),
-                out.pop("logprobs", None),
-            )  # unreadable log-probabilities: no soft score, the verdict still counts
+        except (KeyError, TypeError, ValueError):  # unreadable: no soft score, the verdict still counts
+            out.pop("tokens", None)
+            out.pop("logprobs", None)
     return out
 
 
