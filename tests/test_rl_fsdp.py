@@ -113,6 +113,7 @@ def _equivalence_worker(rank: int, port: int, out_dir: str) -> None:
             weights = parallel.full_state_dict(tr.policy)
         if rank == 0:
             torch.save({"weights": weights, "grad_norms": norms}, os.path.join(out_dir, "fsdp.pt"))
+        dist.barrier()  # no rank leaves while the other may still talk to it (a rank once died in teardown)
     finally:
         dist.destroy_process_group()
 
@@ -182,6 +183,7 @@ def _resume_worker(rank: int, port: int, root: str) -> None:
         else:
             assert not results["full"]["policy"], "only rank 0 holds the gathered weights"
             assert pushed.keys() >= {"lm_head.weight"}
+        dist.barrier()  # both ranks tear gloo down together
     finally:
         dist.destroy_process_group()
 
