@@ -209,7 +209,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     train.add_argument("--config", default=None, help="YAML/JSON file of config fields (flags override it)")
     train.add_argument(
-        "--no-progress", action="store_true", help="PRM: no progress bar (default: only on a terminal)"
+        "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
     )
     train.add_argument(
         "--set",
@@ -386,7 +386,7 @@ def run_train(args: argparse.Namespace) -> int:
             raise CLIError("rm train needs --model and --train-file")
         check_model(config.model)
         try:
-            summary = train_orm(config)
+            summary = train_orm(config, progress=False if args.no_progress else None)
         except (ValueError, KeyError) as exc:
             raise CLIError(str(exc).splitlines()[0]) from exc
         summary.pop("model", None)

@@ -128,3 +128,28 @@ def test_help_imports_no_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_reward_model_training_shows_steps(tmp_path, tiny_model_dir, capsys, terminal):
+    """`rm train` (ORM and PRM alike, through the shared supervised loop): a bar of optimiser steps with the
+    loss and the last evaluation."""
+    from pathlib import Path
+
+    from rewardkit.rewardmodels.orm import synthetic_preferences
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps(row) + "\n" for row in synthetic_preferences(16, seed=0)))
+    orm = ["rm", "train", "--model", tiny_model_dir, "--train-file", str(pairs), "--eval-file", str(pairs),
+           "--output-dir", str(tmp_path / "orm"), "--max-steps", "3", "--save-steps", "0", "--eval-steps", "2"]  # fmt: skip
+    assert main(orm) == 0
+    err = capsys.readouterr().err
+    assert "train orm: 100%" in err and "3/3" in err and "loss=" in err and "eval_acc=" in err
+    steps = Path(__file__).resolve().parent.parent / "data" / "prm" / "arithmetic_train.jsonl"
+    prm = ["rm", "train", "--type", "prm", "--model", tiny_model_dir, "--train-file", str(steps),
+           "--output-dir", str(tmp_path / "prm"), "--max-steps", "2", "--batch-size", "4"]  # fmt: skip
+    assert main(prm) == 0
+    err = capsys.readouterr().err
+    assert "train prm: 100%" in err and "2/2" in err and "loss=" in err
+    assert main([*prm[:-6], "--output-dir", str(tmp_path / "prm2"), "--max-steps", "2", "--batch-size", "4",
+                 "--no-progress"]) == 0  # fmt: skip
+    assert "train prm:" not in capsys.readouterr().err

@@ -87,7 +87,8 @@ class SupervisedRun:
 
     A subclass sets ``state`` (:class:`SupervisedState`), ``total_steps``, ``batch_size``, ``grad_accum`` and
     ``save_steps``, and implements :meth:`order_of_epoch`, :meth:`train_step`, :meth:`after_step` and
-    :meth:`save`.
+    :meth:`save`. :meth:`run` shows a progress bar of optimiser steps (``progress``: ``None`` only on a
+    terminal); the subclass puts its loss and evaluation next to the count with :meth:`show`.
     """
 
     state: SupervisedState
@@ -95,6 +96,16 @@ class SupervisedRun:
     batch_size: int
     grad_accum: int
     save_steps: int
+    bar: Any = None
+    """The progress bar while :meth:`run` runs."""
+    shown: dict[str, str]
+    """What the bar shows after its count."""
+
+    def show(self, **values: str) -> None:
+        """Values shown after the bar's count (kept until replaced: the last loss, the last evaluation)."""
+        if self.bar is not None:
+            self.shown.update(values)
+            self.bar.set_postfix(self.shown, refresh=False)
 
     def order_of_epoch(self, epoch: int) -> list[int]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -114,16 +125,24 @@ class SupervisedRun:
         """Whether ``after_step`` writes a checkpoint at ``step`` (every ``save_steps``)."""
         return bool(self.save_steps and step % self.save_steps == 0)
 
-    def run(self, stop_after_steps: int | None = None) -> bool:
+    def run(
+        self, stop_after_steps: int | None = None, *, progress: bool | None = None, name: str = "train"
+    ) -> bool:
         """Trains up to ``total_steps``; returns True when it stopped at ``stop_after_steps`` instead (with a
-        checkpoint at that step, so a later run resumes there)."""
+        checkpoint at that step, so a later run resumes there). ``progress``: a bar named ``name``."""
+        from rewardkit.progress import progress_bar
+
         groups = optimizer_groups(self.order_of_epoch, self.batch_size, self.grad_accum, self.state.position)
-        while self.state.step < self.total_steps:
-            group, ends_epoch = next(groups)
-            self.train_step(group)
-            self.after_step(ends_epoch)
-            if stop_after_steps is not None and self.state.step >= stop_after_steps:
-                if not self.saves_at(self.state.step):
-                    self.save()
-                return True
+        self.shown = {}
+        with progress_bar(self.total_steps, name, unit="step", enabled=progress) as self.bar:
+            self.bar.update(self.state.step)  # a resumed run starts at its checkpoint's step
+            while self.state.step < self.total_steps:
+                group, ends_epoch = next(groups)
+                self.train_step(group)
+                self.after_step(ends_epoch)
+                self.bar.update(1)
+                if stop_after_steps is not None and self.state.step >= stop_after_steps:
+                    if not self.saves_at(self.state.step):
+                        self.save()
+                    return True
         return False

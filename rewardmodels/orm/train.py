@@ -269,6 +269,7 @@ class _ORMRun(SupervisedRun):
             self.window.add(loss.item(), acc, len(idx))
         optimizer_step(self.params, self.state.optimizer, self.state.scheduler, self.config.max_grad_norm)
         self.state.step += 1
+        self.show(loss=f"{loss.item():.4f}")
 
     def emit(self, event: dict[str, Any]) -> None:
         self.log.log(event["step"], {k: v for k, v in event.items() if k != "step"})
@@ -277,6 +278,8 @@ class _ORMRun(SupervisedRun):
 
     def evaluate(self) -> None:
         self.last_eval = _evaluate(self.model, self.tokenizer, self.data, self.config)
+        if isinstance(self.last_eval.get("accuracy"), float):
+            self.show(eval_acc=f"{self.last_eval['accuracy']:.3f}")
         self.emit({"event": "eval", "step": self.state.step, **self.last_eval})
 
     def save(self) -> Path:
@@ -322,11 +325,13 @@ def train_orm(
     eval_rows: list[dict[str, Any]] | None = None,
     stop_after_steps: int | None = None,
     callback: Callable[[dict[str, Any]], None] | None = None,
+    progress: bool | None = None,
 ) -> dict[str, Any]:
     """Trains an outcome reward model; returns a summary (final eval metrics, steps, paths, timings).
 
     ``train_rows`` / ``eval_rows`` replace the files; ``stop_after_steps`` ends the run early after saving
-    a checkpoint at that step (how the resume test interrupts a run); ``callback`` gets every log event.
+    a checkpoint at that step (how the resume test interrupts a run); ``callback`` gets every log event;
+    ``progress``: a bar of optimiser steps (``None``: only on a terminal).
     """
     from .model import load_tokenizer
 
@@ -336,7 +341,7 @@ def train_orm(
     run = _ORMRun(config, tokenizer, _load_data(config, tokenizer, train_rows, eval_rows), callback)
     try:
         run.model.train()
-        if run.run(stop_after_steps):
+        if run.run(stop_after_steps, progress=progress, name="train orm"):
             checkpoint = str(run.checkpoints.path(run.state.step))
             return {**run.summary(stopped_early=True), "checkpoint": checkpoint}
         step = run.state.step

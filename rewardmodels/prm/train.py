@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardkit.progress import progress_bar
 from rewardkit.rewardmodels.prm.config import PRMTrainConfig
 from rewardkit.rewardmodels.prm.data import StepExample, load_step_examples
 from rewardkit.rewardmodels.prm.model import ProcessRewardModel, load_backbone
@@ -161,8 +160,6 @@ class _PRMRun(SupervisedRun):
         self, config: PRMTrainConfig, prm: ProcessRewardModel | None, train_examples, eval_examples, callback
     ) -> None:
         self.config, self.eval_examples, self.callback = config, eval_examples, callback
-        self.bar: Any = None  # the progress bar, set by train_prm
-        self.postfix: dict[str, str] = {}  # what the bar shows after the count: the loss, the last eval's F1
         self.checkpoints = (
             CheckpointManager(config.output_dir, keep=config.save_total_limit) if config.output_dir else None
         )
@@ -213,10 +210,7 @@ class _PRMRun(SupervisedRun):
         entry = {"step": self.state.step, "loss": running, "lr": self.state.scheduler.get_last_lr()[0]}
         self.result.history.append(entry)
         self.log.log(entry["step"], {"loss": running, "learning_rate": entry["lr"]})
-        if self.bar is not None:
-            self.postfix["loss"] = f"{running:.4f}"
-            self.bar.set_postfix(self.postfix, refresh=False)
-            self.bar.update(1)
+        self.show(loss=f"{running:.4f}")
         if self.callback:
             self.callback(entry)
 
@@ -229,9 +223,8 @@ class _PRMRun(SupervisedRun):
             **evaluate_prm(self.prm, self.eval_examples, threshold=self.config.threshold),
         }
         self.result.evals.append(metrics)
-        if self.bar is not None and "processbench_f1" in metrics:
-            self.postfix["pb_f1"] = f"{metrics['processbench_f1']:.3f}"
-            self.bar.set_postfix(self.postfix)
+        if "processbench_f1" in metrics:
+            self.show(pb_f1=f"{metrics['processbench_f1']:.3f}")
         self.log.log(step, {"event": "eval", **{k: v for k, v in metrics.items() if k != "step"}})
         if self.callback:
             self.callback({"eval": metrics})
@@ -300,14 +293,11 @@ def train_prm(
         raise ValueError("labels must be 'soft' or 'hard'")
     train_examples, eval_examples = _load_examples(config, train_examples, eval_examples)
     run = _PRMRun(config, prm, train_examples, eval_examples, callback)
-    run.bar = progress_bar(run.total_steps, "train prm", unit="step", enabled=progress)
     try:
-        run.bar.update(run.state.step)  # a resumed run starts where its checkpoint is
         run.prm.model.train()
-        if not run.run(stop_after_steps):
+        if not run.run(stop_after_steps, progress=progress, name="train prm"):
             run.finish()
     finally:
-        run.bar.close()
         run.log.close()
     run.result.seconds = time.perf_counter() - started
     return run.result
