@@ -62,4 +62,4 @@ def quiet_libraries_off_terminal() -> None:
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 
-__all__ = ["progress_bar", "quiet_libraries_off_terminal", "track", "wanted"]
+__all__ = ["on_terminal", "progress_bar", "quiet_libraries_off_terminal", "track", "wanted"]

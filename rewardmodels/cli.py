@@ -474,22 +474,25 @@ def run_eval(args: argparse.Namespace) -> int:
                 progress=False if args.no_progress else None,
             )
         else:
-            from rewardkit.rewardmodels.prm import ProcessRewardModel, load_step_examples
-            from rewardkit.rewardmodels.prm.train import evaluate_prm
+            from rewardkit.rewardmodels.prm import (
+                ProcessRewardModel,
+                evaluate_step_scores,
+                load_step_examples,
+            )
 
             examples = load_step_examples(args.data)
             if args.limit is not None:
                 examples = examples[: args.limit]
             prm = ProcessRewardModel.from_pretrained(args.model, device=args.device)
-            metrics = evaluate_prm(prm, examples, group_by=args.group_by)
+            scores = prm.score_examples(examples)  # once, for the metrics and the -o rows
+            metrics = evaluate_step_scores(
+                scores, examples, threshold=prm.config.threshold, group_by=args.group_by
+            )
             metrics["kind"] = "prm"
-            rows = []
-            if args.output:
-                scores = prm.score_examples(examples)
-                rows = [
-                    {"id": ex.id, "step_scores": s, "labels": ex.labels}
-                    for ex, s in zip(examples, scores, strict=True)
-                ]
+            rows = [
+                {"id": ex.id, "step_scores": s, "labels": ex.labels}
+                for ex, s in zip(examples, scores, strict=True)
+            ]
     except (ValueError, KeyError) as exc:
         raise CLIError(str(exc).splitlines()[0]) from exc
     if args.output:
