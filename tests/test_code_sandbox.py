@@ -12,12 +12,9 @@ import shutil
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))  # sandbox_attacks.py is shared with the python tool's tests
-from sandbox_attacks import (  # noqa: E402
+from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on the path)
     BOUNDED_FORKS,
     DAEMON,
     FORK_BOMB,
@@ -480,7 +477,6 @@ def _visible(verifier, paths: list[str]) -> list[str]:
 
 def test_only_stdlib_and_allowed_packages(verifier):
     import site
-    import sys
 
     imports = "import importlib.util\nprint(importlib.util.find_spec(NAME) is not None)\n"
     stdio_true = {"inputs": [""], "outputs": ["True"]}
@@ -519,7 +515,6 @@ def test_layout_mounts_the_allow_list_only():
     """The root's mounts (native and bwrap): single package entries under /site-packages, never a whole
     site-packages directory; editable checkouts and missing packages refused; dataset files hidden."""
     import site
-    import sys
 
     from rewardkit.verifiers.code import Sandbox, SandboxConfig
     from rewardkit.verifiers.code.layout import SITE, build_layout
