@@ -16,9 +16,9 @@ each problem), so 1,000 problems x 100 samples with every k and bootstrap interv
   counts 1/m, so a tie of m classes of which one is correct scores 1/m. Unlike "the class seen first
   wins" (:func:`majority_vote`, for picking one answer), it depends on the subset alone, not on the
   order of its samples; it is that rule averaged over random orders of the samples, since each of m
-  tied classes, having the same number of votes, is equally likely to be seen first. Hence maj@1 is the share of samples whose answer is in a
-  correct class (pass@1 when exactly those samples are the correct ones), and maj@n the vote over all n
-  samples with the same rule.
+  tied classes, having the same number of votes, is equally likely to be seen first. Hence maj@1 is the
+  share of samples whose answer is in a correct class (pass@1 when exactly those samples are the correct
+  ones), and maj@n the vote over all n samples with the same rule.
 
   Counting: a subset's winners have some number v >= 1 of votes each. For each v, every class j
   contributes the generating polynomial L_j(x) + y E_j(x), with L_j = sum_{u<v} C(a_j, u) x^u (fewer
