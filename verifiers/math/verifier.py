@@ -337,7 +337,13 @@ class MathVerifier(Verifier):
                 "no answer found", **details, extracted=None, mode=_mode_name(self.settings.mode), **why
             )
         pred = _Answer.of(reading.answer)
-        details.update(extracted=pred.raw, extracted_by=pred.extracted_by, normalized=pred.normalized)
+        details.update(
+            extracted=pred.raw,
+            extracted_by=pred.extracted_by,
+            # where the answer sits in the completion text, [start, end) (rewardkit view highlights it)
+            extracted_span=[reading.answer.start, reading.answer.end],
+            normalized=pred.normalized,
+        )
         try:
             problem = (
                 reading.problem or pred.issue or _hedge(pred) or self._disagreement(pred, reading.must_agree)
