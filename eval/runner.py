@@ -8,8 +8,11 @@ Two entry points:
   With an environment (``rewardkit.envs``) each sample is a multi-turn episode whose answer is scored.
 
 A run folder holds ``generations.jsonl`` (model runs only; appended problem by problem, so an interrupted
-run resumes without re-generating), ``samples.jsonl`` (one scored row per sample), ``summary.json``,
-``report.md`` and ``pass_at_k.png``. With an environment, ``generations.jsonl`` also keeps each episode's
+run resumes without re-generating), ``samples.jsonl`` (one scored row per sample), ``problems.jsonl`` (one
+row per problem, in order: ``problem_id``, ``prompt``, ``reference``, ``subset`` and ``metadata`` when the
+problem has them; the prompt is the text the model was sent (template, few-shot examples, chat template)
+in model runs, the problem's own prompt for completions made elsewhere), ``summary.json``, ``report.md`` and
+``pass_at_k.png``. With an environment, ``generations.jsonl`` also keeps each episode's
 transcript and counters, and the summary an ``environment`` section (``rewardkit.envs.episode_metrics``).
 """
 
@@ -380,6 +383,26 @@ class EvalReport:
     summary: dict[str, Any]
     samples: list[Sample]
     run_dir: str | None = None
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    """``problems.jsonl``'s rows (:func:`problem_rows`)."""
+
+
+def problem_rows(problems: Sequence[Problem], prompts: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per problem for ``problems.jsonl`` (so a viewer can show what ``samples.jsonl``'s
+    ``problem_id`` was asked): ``prompts`` holds the text sent to the model, else the problem's own prompt."""
+    rows = []
+    for p in problems:
+        row: dict[str, Any] = {
+            "problem_id": p.id,
+            "prompt": (prompts or {}).get(p.id, p.prompt),
+            "reference": p.reference,
+        }
+        if "subset" in p.metadata:
+            row["subset"] = p.metadata["subset"]
+        if p.metadata:
+            row["metadata"] = p.metadata
+        rows.append(row)
+    return rows
 
 
 def evaluate_completions(
@@ -452,6 +475,7 @@ def _finish(
     has_rm: bool,
     run_dir: str | Path | None,
     extra: dict[str, Any] | None = None,
+    prompts: dict[str, str] | None = None,
 ) -> EvalReport:
     by_problem: dict[str, list[Sample]] = defaultdict(list)
     for sample in samples:
@@ -495,7 +519,12 @@ def _finish(
         "config": asdict(config),
         **(extra or {}),
     }
-    report = EvalReport(summary=summary, samples=samples, run_dir=str(run_dir) if run_dir else None)
+    report = EvalReport(
+        summary=summary,
+        samples=samples,
+        run_dir=str(run_dir) if run_dir else None,
+        problems=problem_rows(problems, prompts),
+    )
     if run_dir is not None:
         write_run(report, Path(run_dir))
     return report
@@ -536,12 +565,15 @@ def coverage(
 
 
 def write_run(report: EvalReport, run_dir: Path) -> None:
+    """Writes the run folder's files (``samples.jsonl``, ``problems.jsonl``, summary, report, plot)."""
     from rewardkit.eval.report import plot_pass_at_k, render_markdown
 
     run_dir.mkdir(parents=True, exist_ok=True)
     with (run_dir / "samples.jsonl").open("w") as handle:
         for sample in report.samples:
             handle.write(json.dumps(jsonable(asdict(sample))) + "\n")
+    with (run_dir / "problems.jsonl").open("w") as handle:
+        handle.writelines(json.dumps(jsonable(row)) + "\n" for row in report.problems)
     (run_dir / "summary.json").write_text(json.dumps(jsonable(report.summary), indent=2) + "\n")
     (run_dir / "report.md").write_text(render_markdown(report.summary))
     plot_pass_at_k(report.summary, run_dir / "pass_at_k.png")
@@ -844,7 +876,8 @@ def evaluate_backend(
     summary_extra = {**(extra or {}), "generation": asdict(gen)}
     if setup is not None:
         summary_extra["environment"] = environment_summary(setup, generated)
-    return _finish(bench, problems, samples, config, reward_model is not None, run_dir, extra=summary_extra)
+    has_rm = reward_model is not None
+    return _finish(bench, problems, samples, config, has_rm, run_dir, extra=summary_extra, prompts=prompts)
 
 
 def _load_model(model: str, backend: str):

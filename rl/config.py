@@ -340,7 +340,7 @@ class RunConfig:
     """Logging, checkpoints, evaluation, devices."""
 
     output_dir: str = "runs/rl"
-    """Where metrics.jsonl, checkpoints and plots go."""
+    """Where metrics.jsonl, rollouts.jsonl, checkpoints and plots go."""
     save_every: int = 0
     """Checkpoint every N steps (0: only at the end)."""
     keep_checkpoints: int = 2
@@ -349,6 +349,10 @@ class RunConfig:
     """Greedy pass@1 on the eval set every N steps (0: only before and after)."""
     log_every: int = 1
     """Console line every N steps (JSONL gets every step)."""
+    log_completions: int = 16
+    """Completions logged per step to ``OUTPUT/rollouts.jsonl`` (prompt, completion, rewards, advantage, the
+    first source's details), taken as whole groups (rounded up to a multiple of ``rollout.n``), the first
+    groups of the step's rollout; 0 turns logging off. Follows TRL's ``log_completions``."""
     tensorboard: bool = True
     """Also write TensorBoard events when tensorboard is installed."""
     device: str = "auto"
@@ -617,6 +621,7 @@ _RANGES: list[tuple[str, Any, str]] = [
     ("run.keep_checkpoints", lambda v: v >= 0, ">= 0 (0: all)"),
     ("run.eval_every", lambda v: v >= 0, ">= 0 (0: before and after)"),
     ("run.log_every", lambda v: v >= 1, "at least 1"),
+    ("run.log_completions", lambda v: v >= 0, ">= 0 (0: off)"),
     ("run.num_threads", lambda v: v >= 0, ">= 0 (0: torch's default)"),
 ]
 

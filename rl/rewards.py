@@ -68,6 +68,15 @@ class ScoredBatch:
     """Error kinds counted over all sources (timeouts, crashes, unparseable answers)."""
     num_errors: int = 0
     """Samples with at least one scoring error."""
+    details: list[dict[str, Any]] = field(default_factory=list)
+    """Per sample: the first source's ``details`` (``rollouts.jsonl``; ``{}`` when it gave none)."""
+    sample_errors: list[str | None] = field(default_factory=list)
+    """Per sample: the first scoring error (``"source: error"`` with several sources), ``None``: none."""
+
+    def __post_init__(self) -> None:
+        # A batch built without the per-sample fields still selects and concatenates.
+        self.details = self.details or [{} for _ in self.rewards]
+        self.sample_errors = self.sample_errors or [None] * len(self.rewards)
 
     def select(self, idx: Sequence[int]) -> ScoredBatch:
         """The samples ``idx``; the error counts stay the whole batch's (they are logged before selection)."""
@@ -77,6 +86,8 @@ class ScoredBatch:
             [self.correct[i] for i in idx],
             self.errors,
             self.num_errors,
+            [self.details[i] for i in idx],
+            [self.sample_errors[i] for i in idx],
         )
 
     @staticmethod
@@ -89,6 +100,8 @@ class ScoredBatch:
             sum((p.correct for p in parts), []),
             sum((p.errors for p in parts), Counter()),
             sum(p.num_errors for p in parts),
+            sum((p.details for p in parts), []),
+            sum((p.sample_errors for p in parts), []),
         )
 
 
@@ -208,18 +221,22 @@ class RewardSources:
         """Scores and combines; the sum is ``None`` where a source has no reward (see :class:`CombinedSource`)."""
         parts: PartScores = self.combined.score_parts(records)
         errors: Counter = Counter()
-        errored = [False] * len(records)
-        for results in parts.results.values():
+        first_error: list[str | None] = [None] * len(records)
+        several = len(parts.results) > 1
+        for name, results in parts.results.items():
             for i, res in enumerate(results):
                 if res.error is not None:
                     errors[error_kind(res.error) or "error"] += 1
-                    errored[i] = True
+                    if first_error[i] is None:
+                        first_error[i] = f"{name}: {res.error}" if several else res.error
         first = self.combined.names[0]
         correct = [
             _first_correct(res, value)
             for res, value in zip(parts.results[first], parts.values[first], strict=True)
         ]
-        return ScoredBatch(parts.rewards, parts.values, correct, errors, sum(errored))
+        details = [dict(res.details or {}) for res in parts.results[first]]
+        num_errors = sum(e is not None for e in first_error)
+        return ScoredBatch(parts.rewards, parts.values, correct, errors, num_errors, details, first_error)
 
     def close(self) -> None:
         self.combined.close()

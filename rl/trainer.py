@@ -14,7 +14,8 @@ rewards come from one :class:`rewardkit.rl.rewards.RewardPipeline` (sources thro
    rollout), reference log-probs (only when ``kl_coef > 0``) and values (PPO);
 5. advantages, then ``epochs`` x ``minibatches`` optimiser steps with gradient accumulation over
    micro-batches, the loss normalised by the token / sequence count of the whole optimiser step;
-6. push the weights to the rollout backend and log metrics.
+6. push the weights to the rollout backend and log metrics; rank 0 also appends the first
+   ``run.log_completions`` samples (whole groups) of the step's first rollout to ``rollouts.jsonl``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from rewardkit.training import (
 from rewardkit.training import device as dev
 from rewardkit.training.checkpoint import load_state
 from rewardkit.training.device import resolve_dtype
+from rewardkit.training.metrics import SampleLogger
 from rewardkit.training.optim import optimizer_step
 from rewardkit.types import Record
 
@@ -363,6 +365,8 @@ class RLTrainer:
         self.num_tokens = 0
         self._order = self._epoch_order(0)
         self.initial_eval: dict[str, Any] = {}
+        self.sample_logger: SampleLogger | None = None  # train() opens it on rank 0 (run.log_completions)
+        self._sample_advantages: dict[int, float | None] = {}
 
     def _setup_models(self, model: Any | None, tokenizer: Any | None) -> None:
         """The policy (loaded unless given), the reference (only with a KL term) and PPO's critic, wrapped
@@ -639,6 +643,7 @@ class RLTrainer:
         timings = {"generate": 0.0, "score": 0.0, "train": 0.0}
         t_step = time.perf_counter()
         metrics: dict[str, Any] = {}
+        self._sample_advantages = {}
 
         # 1-3. Rollout, scoring, dynamic sampling.
         rollout = self._rollout(self._next_prompts(tc.prompts_per_step), 0, timings)
@@ -677,8 +682,44 @@ class RLTrainer:
             metrics.update(self._update(train_rollout))
             timings["train"] += time.perf_counter() - t0
         self.step += 1
+        if self.sample_logger is not None:
+            # dynamic sampling: the first round is logged; its dropped groups have no advantage
+            self.sample_logger.log(self._sample_rows(rollout))
         metrics.update(self._throughput_metrics(all_parts, timings, time.perf_counter() - t_step))
         return metrics
+
+    def _sample_rows(self, r: Rollout) -> list[dict[str, Any]]:
+        """``rollouts.jsonl``'s rows of this step: the first ``run.log_completions`` samples of ``r``, rounded
+        up to whole groups (the advantages are those :meth:`_update` stashed, ``None`` outside the update)."""
+        n = self.cfg.rollout.n
+        count = min(len(r.gens), -(-self.cfg.run.log_completions // n) * n)
+        prompts = {gi: self._prompt_text(r.records[gi * n]) for gi in range(-(-count // n))}
+        return [self._sample_row(r, i, prompts[i // n]) for i in range(count)]
+
+    def _sample_row(self, r: Rollout, i: int, prompt: str) -> dict[str, Any]:
+        """One sample as a ``rollouts.jsonl`` row (see docs/rl.md)."""
+        n, gen, scored = self.cfg.rollout.n, r.gens[i], r.scored
+        details = scored.details[i]
+        answer = next((details[k] for k in ("extracted", "answer") if details.get(k) is not None), None)
+        return {
+            "step": self.step,
+            "group": i // n,
+            "index": i % n,
+            "prompt": prompt,
+            "completion": gen.text,
+            "reference": r.records[i].reference,
+            "reward": scored.rewards[i],
+            "shaped_reward": float(r.rewards[i]),
+            "rewards": {name: values[i] for name, values in scored.per_source.items()},
+            "advantage": self._sample_advantages.get(id(gen)),
+            "length": len(gen.token_ids),
+            "truncated": bool(r.reward.truncated[i]),
+            "correct": bool(scored.correct[i]),
+            "answer": None if answer is None else str(answer),
+            "details": details,
+            "error": scored.sample_errors[i],
+            "finish_reason": gen.finish_reason,
+        }
 
     def _dynamic_sampling(
         self, rollout: Rollout, timings: dict[str, float], metrics: dict[str, Any]
@@ -769,12 +810,25 @@ class RLTrainer:
         self._token_rewards(u, r, m)
         self._advantages(u, r)
         self._importance_weights(u, m)
+        if self.sample_logger is not None:
+            self._stash_advantages(u, r)
         m.update(self._optimise(u))
         self.backend.update_weights(self.policy)
         if "kl" in m:
             self.kl_ctrl.update(m["kl"], u.size)
         m["kl_coef"] = self.kl_ctrl.value
         return m
+
+    def _stash_advantages(self, u: UpdateBatch, r: Rollout) -> None:
+        """Each sample's mean advantage over its loss tokens, keyed by its generation (the logged samples
+        come from the first rollout, the update's from dynamic sampling's selection); ``None``: no loss
+        token."""
+        tokens = u.mask.sum(-1)
+        means = (u.advantages * u.mask).sum(-1) / tokens.clamp(min=1)
+        self._sample_advantages = {
+            id(g): float(m) if t > 0 else None
+            for g, m, t in zip(r.gens, means.tolist(), tokens.tolist(), strict=True)
+        }
 
     @property
     def _single_pass(self) -> bool:
@@ -1130,6 +1184,8 @@ class RLTrainer:
             if main
             else None
         )
+        if main and cfg.run.log_completions:
+            self.sample_logger = SampleLogger(run_dir / "rollouts.jsonl", resume_step=resume_step)
         last: dict[str, Any] = {}
         end = cfg.train.steps if steps is None else self.step + steps
         takes_part = main or self._sharded  # under FSDP evaluating and saving are collectives: every rank
@@ -1155,6 +1211,9 @@ class RLTrainer:
         finally:
             if logger:
                 logger.close()
+            if self.sample_logger is not None:
+                self.sample_logger.close()
+                self.sample_logger = None
         return last
 
     def close(self) -> None:

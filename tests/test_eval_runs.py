@@ -60,6 +60,22 @@ def test_completions_path_metrics_and_files(tmp_path):
     assert "subject=" in "".join(report.summary["subsets"])
 
 
+def test_runs_write_one_problem_row_per_problem(tmp_path):
+    bench, problems = load_benchmark("sample:math500", limit=4)
+    evaluate_completions(
+        bench,
+        problems,
+        _rows(problems, [["5"], ["7"]]),  # problems 2 and 3 without completions are listed too
+        config=EvalConfig(ks=[1], workers=1, bootstrap=0),
+        run_dir=tmp_path,
+    )
+    rows = [json.loads(line) for line in (tmp_path / "problems.jsonl").read_text().splitlines()]
+    assert [r["problem_id"] for r in rows] == [p.id for p in problems]
+    for row, problem in zip(rows, problems, strict=True):
+        assert row["prompt"] == problem.prompt and row["reference"] == problem.reference
+        assert row["metadata"] == problem.metadata and "subject" in row["metadata"]
+
+
 def test_problems_with_different_sample_counts(tmp_path, caplog):
     # 4 samples for one problem and 8 for the other, k up to 16: pass@8 covers one problem, k = 16 none.
     bench, problems = load_benchmark("sample:gsm8k", limit=2)
@@ -203,6 +219,11 @@ def test_model_eval_on_tiny_model_is_resumable(tmp_path, tiny_model_dir):
     new_lines = (run_dir / "generations.jsonl").read_text().splitlines()
     assert new_lines[:2] == lines[:2] and len(new_lines) == 3
     assert again.summary["truncated_fraction"] is not None
+    # problems.jsonl keeps the prompt as sent (gsm8k's template around the question)
+    sent = [json.loads(line)["prompt"] for line in (run_dir / "problems.jsonl").read_text().splitlines()]
+    assert len(sent) == 3 and all(
+        p.prompt in t and t != p.prompt for p, t in zip(problems, sent, strict=True)
+    )
 
 
 def test_best_of_n_with_a_reward_model(tmp_path, tiny_model_dir):

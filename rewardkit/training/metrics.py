@@ -1,6 +1,7 @@
 """Every trainer's metrics: one JSON line per step or event, a console line, TensorBoard when installed.
 
-RL, ORM, PRM and SFT training all log through :class:`MetricsLogger` into ``OUTPUT_DIR/metrics.jsonl``.
+RL, ORM, PRM and SFT training all log through :class:`MetricsLogger` into ``OUTPUT_DIR/metrics.jsonl``;
+the RL trainer also logs sample completions through :class:`SampleLogger` into ``OUTPUT_DIR/rollouts.jsonl``.
 RL names follow TRL's ``GRPOTrainer`` where the quantity is the same (``reward``, ``reward_std``,
 ``rewards/NAME/mean``, ``frac_reward_zero_std``, ``kl``, ``entropy``, ``clip_ratio/low_mean``,
 ``clip_ratio/high_mean``, ``completions/mean_length``, ``completions/clipped_ratio``, ``grad_norm``,
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -51,6 +53,18 @@ def is_timing_key(key: str) -> bool:
     return key.startswith(TIMING_PREFIXES)
 
 
+def open_step_log(path: Path, resume_step: int | None) -> TextIO:
+    """``path`` (a JSONL file of rows with a ``step``) opened for appending: on resume without the rows of
+    steps after ``resume_step`` (the interrupted run wrote them; the resumed run writes them again), on a
+    fresh start (``None``) emptied, so that the file holds each step once."""
+    if resume_step is not None and path.exists():
+        kept = [row for row in read_metrics(path) if row.get("step", 0) <= resume_step]
+        path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+    elif resume_step is None and path.exists():
+        path.unlink()
+    return path.open("a")
+
+
 class MetricsLogger:
     """Writes each step's metrics to ``RUN_DIR/metrics.jsonl``, the console and TensorBoard.
 
@@ -81,12 +95,7 @@ class MetricsLogger:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
-        if resume_step is not None and self.path.exists():
-            kept = [row for row in read_metrics(self.path) if row.get("step", 0) <= resume_step]
-            self.path.write_text("".join(json.dumps(row) + "\n" for row in kept))
-        elif resume_step is None and self.path.exists():
-            self.path.unlink()
-        self._file = self.path.open("a")
+        self._file = open_step_log(self.path, resume_step)
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -128,6 +137,40 @@ class MetricsLogger:
             self._tb.close()
 
     def __enter__(self) -> MetricsLogger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SampleLogger:
+    """Writes logged samples (the RL trainer's ``rollouts.jsonl``: one JSON line per completion, each with
+    its ``step``) for viewers; flushed after each step so a run in progress can be read.
+
+    Args:
+        path: The JSONL file (its folder is created).
+        resume_step: As :class:`MetricsLogger`'s: on resume, rows of later steps are dropped; ``None`` starts
+            the file anew.
+    """
+
+    def __init__(self, path: str | Path, *, resume_step: int | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: TextIO | None = open_step_log(self.path, resume_step)
+
+    def log(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Appends ``rows`` (made JSON-able) and flushes."""
+        if self._file is None:
+            return
+        self._file.writelines(json.dumps({k: jsonable(v) for k, v in row.items()}) + "\n" for row in rows)
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> SampleLogger:
         return self
 
     def __exit__(self, *exc: object) -> None:
