@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "rm": "rewardkit.rewardmodels.cli",
     "rl": "rewardkit.rl.cli",
     "eval": "rewardkit.eval.cli",
+    "view": "rewardkit.view.cli",
 }
 
 

@@ -1,0 +1,430 @@
+"""A JSONL file as a table the viewer can page, filter and sort without holding the file.
+
+``RowIndex`` keeps, per row, only the byte offset of its line and a few columns (id, reward, error, ...);
+a page reads its rows' lines back from disk. The first index of a file is built by DuckDB's JSON reader (a
+million rows in well under a second on two cores); lines appended later (a run in progress) are indexed with
+orjson, and so is the whole file whenever DuckDB's reading cannot be matched line by line (a line DuckDB
+rejects, a file it cannot read). A line that is not a JSON object is a *malformed* row: it stays in the
+table, in its place, with its text.
+
+Nothing here writes anywhere: the viewer never touches the files it shows.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+MALFORMED = "malformed row"
+"""The error kind of a line that is not a JSON object."""
+
+_CHUNK = 1 << 24
+_BLANK = b" \t\r\n"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the index: ``key`` is the row's field, ``kind`` one of ``text``, ``number``, ``length``
+    (the length of the field's text, or of its JSON when it is not text)."""
+
+    name: str
+    key: str
+    kind: str = "text"
+
+
+SCORED_COLUMNS = (
+    Column("id", "id"),
+    Column("reward", "reward", "number"),
+    Column("error", "error"),
+    Column("verifier", "verifier"),
+    Column("prompt_chars", "prompt", "length"),
+    Column("completion_chars", "completion", "length"),
+)
+"""The columns of ``rewardkit score`` output (also eval ``samples.jsonl``, with ``problem_id`` added)."""
+
+
+def error_kind(error: Any) -> str:
+    """The short kind of an error message: its text before the first ``:`` (``timeout``, ``no answer
+    found``, ``judge request failed``); ``""`` for no error."""
+    if error is None or error == "":
+        return ""
+    text = error if isinstance(error, str) else orjson.dumps(error).decode()
+    return text.split(":", 1)[0].strip()[:60] or "error"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading lines
+# ----------------------------------------------------------------------------------------------------------
+def _lines(data: Any, begin: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(starts, ends, line numbers counted from 0) of the non-blank lines of ``data[begin:end]``, which ends
+    with a newline, and how many lines (blank ones included) it holds."""
+    view = np.frombuffer(data, dtype=np.uint8)
+    newlines = [np.flatnonzero(view[s : min(s + _CHUNK, end)] == 10) + s for s in range(begin, end, _CHUNK)]
+    ends = np.concatenate(newlines).astype(np.int64) if newlines else np.zeros(0, dtype=np.int64)
+    starts = np.concatenate([[begin], ends[:-1] + 1]).astype(np.int64) if len(ends) else ends
+    keep = _not_blank(data, starts, ends)
+    return starts[keep], ends[keep], np.flatnonzero(keep), len(ends)
+
+
+def _not_blank(data: Any, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    keep = np.ones(len(starts), dtype=bool)
+    for i in np.flatnonzero(ends - starts <= 8):  # only short lines can be blank: check those by hand
+        keep[i] = bool(bytes(data[starts[i] : ends[i]]).strip(_BLANK))
+    return keep
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def _cell(row: dict, column: Column) -> Any:
+    value = row.get(column.key)
+    if column.kind == "number":
+        return float(value) if isinstance(value, int | float) else np.nan
+    if column.kind == "length":
+        text = _as_text(value)
+        return -1 if text is None else len(text)
+    return _as_text(value)
+
+
+def parse_line(raw: bytes) -> dict[str, Any] | None:
+    """The row of a line, or ``None`` when it is not a JSON object."""
+    try:
+        row = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Columns
+# ----------------------------------------------------------------------------------------------------------
+@dataclass
+class _Columns:
+    """Per-row columns; ``malformed`` marks lines that are not JSON objects."""
+
+    values: dict[str, list | np.ndarray]
+    malformed: np.ndarray
+
+    @classmethod
+    def empty(cls, columns: Sequence[Column]) -> _Columns:
+        types = {"text": object, "number": np.float64, "length": np.int64}
+        return cls({c.name: np.zeros(0, dtype=types[c.kind]) for c in columns}, np.zeros(0, dtype=bool))
+
+
+def _python_columns(data: Any, starts: np.ndarray, ends: np.ndarray, columns: Sequence[Column]) -> _Columns:
+    values: dict[str, list] = {c.name: [] for c in columns}
+    malformed = np.zeros(len(starts), dtype=bool)
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        row = parse_line(data[s:e])
+        malformed[i] = row is None
+        for c in columns:
+            values[c.name].append(_cell(row or {}, c))
+    return _Columns(values, malformed)
+
+
+_DUCK_TYPES = {"text": "VARCHAR", "number": "DOUBLE", "length": "VARCHAR"}
+
+
+def _duckdb_columns(
+    path: Path, data: Any, starts: np.ndarray, ends: np.ndarray, columns: Sequence[Column]
+) -> _Columns | None:
+    """The columns read by DuckDB, or ``None`` when its rows cannot be matched to the lines one to one."""
+    import duckdb
+
+    keys = {c.key: _DUCK_TYPES[c.kind] for c in columns}
+    spec = "{" + ", ".join(f"'{k}': '{t}'" for k, t in keys.items()) + "}"
+    selects = ", ".join(f'length("{c.key}")' if c.kind == "length" else f'"{c.key}"' for c in columns)
+    nulls = " and ".join(f'"{k}" is null' for k in keys)
+    query = (
+        f"select {selects}, ({nulls}) from read_json(?, format='newline_delimited', columns={spec}, "
+        "ignore_errors=true)"
+    )
+    try:
+        with duckdb.connect() as con:
+            result = con.execute(query, [str(path)]).fetchnumpy()
+    except duckdb.Error:
+        return None
+    arrays = list(result.values())
+    if len(arrays[-1]) != len(starts):
+        return None
+    return _from_duckdb(arrays, data, starts, ends, columns)
+
+
+def _from_duckdb(arrays: list, data: Any, starts: np.ndarray, ends: np.ndarray, columns) -> _Columns:
+    values: dict[str, np.ndarray] = {}
+    for array, c in zip(arrays, columns, strict=False):
+        filled = array.filled(np.nan if c.kind == "number" else -1) if np.ma.isMaskedArray(array) else array
+        if c.kind == "number":
+            values[c.name] = np.asarray(filled, dtype=np.float64)
+        elif c.kind == "length":
+            values[c.name] = np.asarray(filled, dtype=np.int64)
+        else:
+            values[c.name] = np.asarray(array.data if np.ma.isMaskedArray(array) else array, dtype=object)
+            if np.ma.isMaskedArray(array):
+                values[c.name][np.ma.getmaskarray(array)] = None
+    malformed = np.zeros(len(starts), dtype=bool)
+    # every column null: a malformed line, a row without these fields, or one DuckDB would not read (over
+    # its object size limit): orjson decides, and fills the columns of a row it reads
+    for i in np.flatnonzero(np.asarray(arrays[-1], dtype=bool)):
+        row = parse_line(data[starts[i] : ends[i]])
+        malformed[i] = row is None
+        for c in columns:
+            values[c.name][i] = _cell(row or {}, c)
+    return _Columns(values, malformed)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The index
+# ----------------------------------------------------------------------------------------------------------
+@dataclass
+class Query:
+    """What a table view asks for; every field comes from the page's URL query string."""
+
+    reward_min: float | None = None
+    reward_max: float | None = None
+    error: str | None = None
+    """An error kind; ``any``: every row with an error; ``none``: rows without one."""
+    verifier: str | None = None
+    q: str | None = None
+    """Free text, searched case-insensitively in the row's JSON line."""
+    equals: dict[str, str] = field(default_factory=dict)
+    """Other columns that must equal a value (``problem_id``, ``step``)."""
+    sort: str | None = None
+    desc: bool = False
+
+    def key(self) -> tuple:
+        return (
+            self.reward_min, self.reward_max, self.error, self.verifier, self.q,
+            tuple(sorted(self.equals.items())), self.sort, self.desc,
+        )  # fmt: skip
+
+
+class RowIndex:
+    """The rows of one JSONL file: offsets, columns, and the queries over them (see the module docstring).
+
+    Thread-safe: the web server calls it from several threads. ``refresh`` picks up appended lines.
+    """
+
+    def __init__(
+        self, path: str | Path, columns: Sequence[Column] = SCORED_COLUMNS, default: dict | None = None
+    ):
+        self.path = Path(path)
+        self.columns = tuple(columns)
+        self.default = dict(default or {})
+        """Column values for rows that lack them (``verifier`` of a run's default)."""
+        self._lock = threading.RLock()
+        self._results: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._reset()
+        self.refresh()
+
+    def _reset(self) -> None:
+        self.starts = np.zeros(0, dtype=np.int64)
+        self.ends = np.zeros(0, dtype=np.int64)
+        self.line_numbers = np.zeros(0, dtype=np.int64)
+        self._cols = _Columns.empty(self.columns)
+        self._indexed = 0  # bytes indexed (up to the last newline)
+        self._lines_before = 0
+        self._identity: tuple | None = None
+        self._results.clear()
+        self._errors: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    # -- building ------------------------------------------------------------------------------------------
+    def refresh(self) -> bool:
+        """Indexes lines appended since the last call; starts over if the file was replaced or shrank.
+        Returns whether anything changed."""
+        with self._lock:
+            stat = self.path.stat()
+            if (
+                self._identity
+                and (stat.st_ino, stat.st_dev) != self._identity[:2]
+                or stat.st_size < self._indexed
+            ):
+                self._reset()
+            if self._identity == (stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns):
+                return False
+            self._identity = (stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns)
+            if stat.st_size > self._indexed:
+                self._index_from(self._indexed, stat.st_size)
+            return True
+
+    def _index_from(self, begin: int, size: int) -> None:
+        with self.path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            last_newline = data.rfind(b"\n", begin, size)
+            end = last_newline + 1 if last_newline >= 0 else begin  # a line still being written waits
+            if end == begin:
+                return
+            starts, ends, numbers, count = _lines(data, begin, end)
+            cols = None
+            if begin == 0 and end == size:
+                cols = _duckdb_columns(self.path, data, starts, ends, self.columns)
+            if cols is None:
+                cols = _python_columns(data, starts, ends, self.columns)
+            self._append(starts, ends, cols, numbers + self._lines_before + 1)
+            self._indexed = end
+            self._lines_before += count
+
+    def _append(self, starts: np.ndarray, ends: np.ndarray, cols: _Columns, lines: np.ndarray) -> None:
+        self.starts = np.concatenate([self.starts, starts])
+        self.ends = np.concatenate([self.ends, ends])
+        self.line_numbers = np.concatenate([self.line_numbers, lines])
+        for c in self.columns:
+            new = np.asarray(cols.values[c.name], dtype=object if c.kind == "text" else None)
+            if c.kind == "text" and c.name in self.default:
+                new[np.equal(new, None)] = self.default[c.name]
+            self._cols.values[c.name] = np.concatenate([self._cols.values[c.name], new])
+        self._cols.malformed = np.concatenate([self._cols.malformed, cols.malformed])
+        self._results.clear()
+        self._errors = None
+
+    # -- reading -------------------------------------------------------------------------------------------
+    def raw(self, i: int) -> bytes:
+        """Row ``i``'s line as bytes."""
+        with self.path.open("rb") as handle:
+            handle.seek(int(self.starts[i]))
+            return handle.read(int(self.ends[i] - self.starts[i]))
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Row ``i`` parsed; a malformed line is ``{"error": "malformed row: ...", "_line": text}``."""
+        raw = self.raw(i)
+        row = parse_line(raw)
+        if row is None:
+            return {
+                "error": f"{MALFORMED}: not a JSON object",
+                "_malformed": True,
+                "_line": raw.decode(errors="replace"),
+            }
+        return row
+
+    def column(self, name: str) -> np.ndarray:
+        """A column as an array (text columns as object arrays, with the defaults filled in)."""
+        return self._cols.values[name]
+
+    def error_kinds(self) -> np.ndarray:
+        """Each row's error kind (``""``: none); malformed lines are ``malformed row``."""
+        if self._errors is None:
+            raw = self._cols.values["error"].tolist() if "error" in self._cols.values else [None] * len(self)
+            kinds = {text: error_kind(text) for text in set(raw)}
+            errors = np.array([kinds[text] for text in raw], dtype=object)
+            errors[self._cols.malformed] = MALFORMED
+            self._errors = errors
+        return self._errors
+
+    def facets(self) -> dict[str, dict[str, int]]:
+        """Counts of each error kind and each verifier (the filter menus)."""
+        with self._lock:
+            out = {"error": dict(Counter(self.error_kinds().tolist()).most_common())}
+            if "verifier" in self._cols.values:
+                out["verifier"] = dict(
+                    Counter(v for v in self.column("verifier").tolist() if v).most_common()
+                )
+            return out
+
+    # -- querying ------------------------------------------------------------------------------------------
+    def query(self, query: Query) -> np.ndarray:
+        """Row numbers matching ``query``, in its order (cached: paging through a result is slicing)."""
+        with self._lock:
+            key = query.key()
+            if key in self._results:
+                self._results.move_to_end(key)
+                return self._results[key]
+            result = self._order(np.flatnonzero(self._mask(query)), query)
+            self._results[key] = result
+            while len(self._results) > 16:
+                self._results.popitem(last=False)
+            return result
+
+    def _mask(self, query: Query) -> np.ndarray:
+        mask = np.ones(len(self), dtype=bool)
+        if "reward" in self._cols.values and (query.reward_min is not None or query.reward_max is not None):
+            reward = self.column("reward")
+            with np.errstate(invalid="ignore"):
+                if query.reward_min is not None:
+                    mask &= reward >= query.reward_min
+                if query.reward_max is not None:
+                    mask &= reward <= query.reward_max
+        if query.error:
+            errors = self.error_kinds()
+            if query.error == "any":
+                mask &= errors != ""
+            else:
+                mask &= errors == ("" if query.error == "none" else query.error)
+        if query.verifier:
+            mask &= self.column("verifier") == query.verifier
+        for name, value in query.equals.items():
+            mask &= self._equal(name, value)
+        if query.q:
+            mask &= self._search(query.q)
+        return mask
+
+    def _equal(self, name: str, value: str) -> np.ndarray:
+        column = self.column(name)
+        if column.dtype == object:
+            return np.array([str(v) for v in column], dtype=object) == value
+        try:
+            return column == float(value)
+        except ValueError:
+            return np.zeros(len(self), dtype=bool)
+
+    def _search(self, text: str) -> np.ndarray:
+        """Rows whose JSON line contains ``text`` (as written, or JSON-escaped), ignoring case."""
+        forms = {text.encode(), orjson.dumps(text)[1:-1], _ascii_json(text)}
+        pattern = re.compile(b"|".join(re.escape(f) for f in forms if f), re.IGNORECASE)
+        hit = np.zeros(len(self), dtype=bool)
+        if not len(self):
+            return hit
+        with self.path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            positions = np.fromiter(
+                (m.start() for m in pattern.finditer(data, 0, int(self.ends[-1]))), np.int64
+            )
+        rows = np.searchsorted(self.starts, positions, side="right") - 1
+        rows = rows[(rows >= 0) & (positions < self.ends[np.clip(rows, 0, None)])]
+        hit[rows] = True
+        return hit
+
+    def _order(self, rows: np.ndarray, query: Query) -> np.ndarray:
+        if not query.sort or query.sort == "row":
+            return rows[::-1] if query.desc else rows
+        if query.sort == "error":
+            keys = self.error_kinds()[rows]
+        else:
+            keys = self.column(query.sort)[rows]
+        if keys.dtype == object:
+            keys = np.array(["" if k is None else str(k) for k in keys], dtype=object)
+            order = np.argsort(keys, kind="stable")
+        else:  # NaN (no reward) last either way
+            order = np.argsort(-keys if query.desc else keys, kind="stable")
+            return rows[order]
+        return rows[order[::-1]] if query.desc else rows[order]
+
+
+def _ascii_json(text: str) -> bytes:
+    import json
+
+    return json.dumps(text)[1:-1].encode()
+
+
+def is_row_file(path: Path) -> bool:
+    """Whether ``path`` looks like scored rows: a ``.jsonl`` file whose first object has ``reward``."""
+    if path.suffix != ".jsonl" or not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                row = parse_line(raw)
+                return row is not None and "reward" in row
+    return False

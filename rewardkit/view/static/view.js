@@ -1,0 +1,266 @@
+// rewardkit view: the pages' behaviour. Tables are Tabulator (remote paging, sorting and filtering: the
+// server holds the rows), curves are uPlot. Every filter lives in the page's query string, so a view is a
+// link. Text from rows is untrusted (completions written by a policy): it is only ever set as textContent.
+"use strict";
+const rk = (() => {
+  const params = () => new URLSearchParams(location.search);
+
+  async function getJSON(url) {
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`${url}: ${response.status} ${await response.text()}`);
+    return response.json();
+  }
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (k === "text") node.textContent = v;
+      else if (k === "class") node.className = v;
+      else node.setAttribute(k, v);
+    }
+    for (const child of children) if (child) node.append(child);
+    return node;
+  }
+
+  function fillForm(form, query) {
+    for (const input of form.elements) {
+      if (!input.name || !query.has(input.name)) continue;
+      if (input.type === "checkbox") input.checked = true;
+      else input.value = query.get(input.name);
+    }
+  }
+
+  function showError(where, error) {
+    document.querySelector(where).replaceChildren(el("p", {class: "bad", text: String(error)}));
+  }
+
+  // ---- tables of rows (scored files, eval samples) ---------------------------------------------------
+  async function fillFacets(sid, form) {
+    const facets = await getJSON(`/api/s/${sid}/facets`);
+    for (const [name, counts] of Object.entries(facets)) {
+      const select = form.elements[name];
+      if (!select) continue;
+      for (const [value, n] of Object.entries(counts)) {
+        if (value) select.add(new Option(`${value} (${n})`, value));
+      }
+    }
+    fillForm(form, params()); // the options exist now
+  }
+
+  function rewardCell(cell) {
+    const v = cell.getValue();
+    const span = el("span", {text: v === null || v === undefined ? "—" : String(+v.toFixed(4))});
+    span.className = v === null || v === undefined ? "muted" : v > 0 ? "ok" : "bad";
+    return span;
+  }
+
+  function linkCell(sid) {
+    return (cell) => el("a", {href: `/s/${sid}/row/${cell.getRow().getData().row}`, class: "rowlink", text: String(cell.getValue())});
+  }
+
+  const COLUMNS = {
+    scored: (sid) => [
+      {title: "#", field: "row", width: 70, headerSort: true},
+      {title: "id", field: "id", formatter: linkCell(sid), width: 180},
+      {title: "reward", field: "reward", formatter: rewardCell, width: 90, hozAlign: "right"},
+      {title: "error", field: "error", width: 170},
+      {title: "verifier", field: "verifier", width: 100},
+      {title: "prompt chars", field: "prompt_chars", width: 110, hozAlign: "right"},
+      {title: "completion chars", field: "completion_chars", width: 130, hozAlign: "right"},
+      {title: "completion", field: "preview", headerSort: false},
+    ],
+    eval: (sid) => [
+      {title: "#", field: "row", width: 70},
+      {title: "problem", field: "id", formatter: linkCell(sid), width: 150},
+      {title: "sample", field: "sample", width: 80, hozAlign: "right"},
+      {title: "reward", field: "reward", formatter: rewardCell, width: 90, hozAlign: "right"},
+      {title: "answer", field: "answer", width: 110},
+      {title: "error", field: "error", width: 150},
+      {title: "finish", field: "finish_reason", width: 80},
+      {title: "completion chars", field: "completion_chars", width: 130, hozAlign: "right"},
+      {title: "completion", field: "preview", headerSort: false},
+    ],
+  };
+
+  function rowsTable({sid, el: where, kind}) {
+    const form = document.querySelector("#filters");
+    const start = params();
+    fillForm(form, start);
+    fillFacets(sid, form).catch((e) => showError("#count", e));
+    const table = new Tabulator(where, {
+      layout: "fitColumns",
+      pagination: true,
+      paginationMode: "remote",
+      paginationSize: +(start.get("size") || 50),
+      paginationInitialPage: +(start.get("page") || 1),
+      paginationSizeSelector: [25, 50, 100, 200],
+      paginationCounter: "rows",
+      sortMode: "remote",
+      ajaxURL: `/api/s/${sid}/rows`,
+      ajaxURLGenerator: (url, config, p) => {
+        const query = params();
+        query.set("page", p.page);
+        query.set("size", p.size);
+        query.delete("sort");
+        query.delete("dir");
+        if (p.sort && p.sort.length) {
+          query.set("sort", p.sort[0].field);
+          query.set("dir", p.sort[0].dir);
+        }
+        history.replaceState(null, "", `?${query}`);
+        return `${url}?${query}`;
+      },
+      ajaxResponse: (url, p, response) => {
+        document.querySelector("#count").textContent = `${response.last_row} of ${response.total} rows`;
+        return response;
+      },
+      initialSort: start.get("sort") ? [{column: start.get("sort"), dir: start.get("dir") || "asc"}] : [],
+      columns: COLUMNS[kind](sid),
+      placeholder: "no rows match these filters",
+    });
+    table.on("rowClick", (e, row) => {
+      if (e.target.tagName !== "A") location.href = `/s/${sid}/row/${row.getData().row}`;
+    });
+    return table;
+  }
+
+  // ---- eval runs ----------------------------------------------------------------------------------------
+  async function evalPage({sid}) {
+    const start = params();
+    if (start.get("problem")) document.querySelector("#problem-label").textContent = `of problem ${start.get("problem")}`;
+    rowsTable({sid, el: "#rows", kind: "eval"});
+    try {
+      const {data} = await getJSON(`/api/s/${sid}/problems`);
+      const metricCols = Object.keys(data[0] || {}).filter((k) => k.includes("@"));
+      const problems = new Tabulator("#problems", {
+        data,
+        layout: "fitColumns",
+        pagination: true,
+        paginationSize: 10,
+        paginationCounter: "rows",
+        columns: [
+          {title: "problem", field: "id"},
+          {title: "samples", field: "samples", hozAlign: "right"},
+          {title: "correct", field: "correct", hozAlign: "right"},
+          ...metricCols.map((k) => ({title: k, field: k, hozAlign: "right",
+            formatter: (c) => (c.getValue() === null ? "—" : c.getValue().toFixed(3))})),
+        ],
+      });
+      problems.on("rowClick", (e, row) => {
+        const query = params();
+        query.set("problem", row.getData().id);
+        query.delete("page");
+        location.search = query.toString();
+      });
+    } catch (e) {
+      showError("#problems", e);
+    }
+  }
+
+  // ---- RL runs ------------------------------------------------------------------------------------------
+  const DEFAULT_KEYS = [/^rewards?\/.*mean$/, /^reward\/mean$/, /^eval\/pass@1$/, /response_length\/mean$/, /^kl$/, /clip/];
+
+  function defaultKeys(keys) {
+    const chosen = [];
+    for (const pattern of DEFAULT_KEYS) {
+      for (const k of keys) if (pattern.test(k) && !chosen.includes(k) && chosen.length < 6) chosen.push(k);
+    }
+    return chosen.length ? chosen : keys.slice(0, 4);
+  }
+
+  function drawCurves(metrics, keys) {
+    const box = document.querySelector("#curves");
+    box.replaceChildren();
+    for (const key of keys) {
+      const cell = el("div", {class: "curve"});
+      box.append(cell);
+      const opts = {
+        title: key, width: 460, height: 220,
+        scales: {x: {time: false}},
+        series: [{label: "step"}, {label: key, stroke: "#2563eb", width: 1.5, spanGaps: true, points: {show: false}}],
+        axes: [{label: "step"}, {}],
+      };
+      new uPlot(opts, [metrics.steps, metrics.series[key]], cell);
+    }
+  }
+
+  function sampleCard(s) {
+    const card = el("div", {class: "sample" + (s.flags && s.flags.length ? " flagged" : "")});
+    if (s.malformed) {
+      card.append(el("p", {class: "bad", text: "malformed line"}), el("pre", {text: s.raw}));
+      return card;
+    }
+    const num = (v) => (v === null || v === undefined ? "—" : String(+(+v).toFixed(4)));
+    const head = `group ${s.group} · sample ${s.index} · reward ${num(s.reward)} · advantage ${num(s.advantage)} · ${s.length} tokens` + (s.truncated ? " · truncated" : "");
+    card.append(el("div", {class: "head", text: head}));
+    const sources = Object.entries(s.rewards || {}).map(([k, v]) => `${k}: ${num(v)}`).join("  ");
+    if (sources) card.append(el("div", {class: "muted", text: sources}));
+    if (s.flags && s.flags.length) {
+      const list = el("ul", {class: "flags"});
+      for (const f of s.flags) list.append(el("li", {text: `⚑ ${f}`}));
+      card.append(list);
+    }
+    const prompt = el("details", {}, el("summary", {text: "prompt"}), el("pre", {text: s.prompt || ""}));
+    const completion = el("pre", {class: "completion"});
+    for (const part of s.parts) completion.append(part.answer ? el("mark", {class: "answer", text: part.text}) : part.text);
+    card.append(prompt, completion);
+    return card;
+  }
+
+  async function showStep(where, sid, step, flaggedOnly) {
+    const box = document.querySelector(where);
+    if (step === null || step === undefined || step === "") {
+      box.replaceChildren(el("p", {class: "muted", text: "no samples logged (run.log_completions)"}));
+      return;
+    }
+    const {samples} = await getJSON(`/api/s/${sid}/samples?step=${encodeURIComponent(step)}`);
+    const shown = flaggedOnly ? samples.filter((s) => s.flags && s.flags.length) : samples;
+    const flagged = samples.filter((s) => s.flags && s.flags.length).length;
+    box.replaceChildren(el("h3", {text: `step ${step}: ${samples.length} samples, ${flagged} flagged`}), ...shown.map(sampleCard));
+  }
+
+  async function rlPage({sid}) {
+    const start = params();
+    try {
+      const metrics = await getJSON(`/api/s/${sid}/metrics`);
+      const keys = Object.keys(metrics.series);
+      const chosen = start.get("keys") ? start.get("keys").split(",").filter((k) => keys.includes(k)) : defaultKeys(keys);
+      const list = document.querySelector("#keys");
+      for (const key of keys) {
+        const box = el("input", {type: "checkbox", value: key});
+        box.checked = chosen.includes(key);
+        box.addEventListener("change", () => {
+          const picked = [...list.querySelectorAll("input:checked")].map((b) => b.value);
+          const query = params();
+          query.set("keys", picked.join(","));
+          history.replaceState(null, "", `?${query}`);
+          document.querySelector("#keys-field").value = picked.join(",");
+          drawCurves(metrics, picked);
+        });
+        list.append(el("label", {}, box, ` ${key}`));
+      }
+      document.querySelector("#keys-field").value = chosen.join(",");
+      if (metrics.malformed) list.append(el("p", {class: "bad", text: `${metrics.malformed} malformed line(s) in metrics.jsonl skipped`}));
+      drawCurves(metrics, chosen);
+    } catch (e) {
+      showError("#curves", e);
+    }
+    try {
+      const {steps} = await getJSON(`/api/s/${sid}/steps`);
+      const a = start.get("a") || steps[0];
+      const b = start.get("b") || steps[steps.length - 1];
+      for (const [id, value] of [["#step-a", a], ["#step-b", b]]) {
+        const select = document.querySelector(id);
+        for (const s of steps) select.add(new Option(`step ${s}`, s));
+        if (value !== undefined) select.value = value;
+      }
+      const flaggedOnly = start.get("flagged") === "1";
+      document.querySelector("#flagged").checked = flaggedOnly;
+      await Promise.all([showStep("#side-a", sid, a, flaggedOnly), showStep("#side-b", sid, b, flaggedOnly)]);
+    } catch (e) {
+      showError("#side-a", e);
+    }
+  }
+
+  return {rowsTable, evalPage, rlPage};
+})();
