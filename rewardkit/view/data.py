@@ -145,7 +145,7 @@ class SourceData:
     def _describe(self, row: dict[str, Any], i: int, line: int) -> dict[str, Any]:
         completion = F.completion_text(row.get(self.fields.completion))
         details = row.get("details") if isinstance(row.get("details"), dict) else {}
-        span = F.answer_span(completion, details)
+        span = F.answer_span(row.get(self.fields.completion), details)
         prompt = row.get(self.fields.prompt)
         reference = row.get(self.fields.reference)
         if self.source.kind == "eval":
@@ -178,7 +178,9 @@ class SourceData:
             "instructions": details.get("instructions")
             if isinstance(details.get("instructions"), list)
             else None,
-            "flags": F.sample_flags({**row, "completion": completion, "details": details}),
+            "flags": F.sample_flags(
+                {**row, "completion": row.get(self.fields.completion), "details": details}
+            ),
             "other": {k: v for k, v in row.items() if k not in known},
         }
 
@@ -254,7 +256,7 @@ class SourceData:
         if sample.get("_malformed"):
             return {"malformed": True, "raw": sample["_line"], "flags": [], "parts": []}
         text = F.completion_text(sample.get("completion"))
-        span = F.answer_span(text, sample.get("details"))
+        span = F.answer_span(sample.get("completion"), sample.get("details"))
         keep = {k: v for k, v in sample.items() if k not in ("details", "completion")}
         return {**keep, "flags": found, "parts": _split(text, span)}
 

@@ -90,8 +90,11 @@ def _as_text(value: Any) -> str | None:
 
 def _cell(row: dict, column: Column) -> Any:
     value = row.get(column.key)
-    if column.kind == "number":
-        return float(value) if isinstance(value, int | float) else np.nan
+    if column.kind == "number":  # as DuckDB reads a DOUBLE: numbers, booleans and numeric strings
+        try:
+            return float(value) if isinstance(value, int | float | str) else np.nan
+        except ValueError:
+            return np.nan
     if column.kind == "length":
         text = _as_text(value)
         return -1 if text is None else len(text)
@@ -235,6 +238,7 @@ class RowIndex:
         self.line_numbers = np.zeros(0, dtype=np.int64)
         self._cols = _Columns.empty(self.columns)
         self._indexed = 0  # bytes indexed (up to the last newline)
+        self._seal = b""  # the bytes just before ``_indexed``: unchanged when lines were only appended
         self._lines_before = 0
         self._identity: tuple | None = None
         self._results.clear()
@@ -245,19 +249,22 @@ class RowIndex:
 
     # -- building ------------------------------------------------------------------------------------------
     def refresh(self) -> bool:
-        """Indexes lines appended since the last call; starts over if the file was replaced or shrank.
-        Returns whether anything changed."""
+        """Indexes lines appended since the last call; starts over when the file was replaced (another
+        inode, or it shrank, or it changed without growing). Returns whether anything changed."""
         with self._lock:
             stat = self.path.stat()
-            if (
-                self._identity
-                and (stat.st_ino, stat.st_dev) != self._identity[:2]
+            current = (stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns)
+            previous = self._identity
+            if current == previous:
+                return False
+            if previous is not None and (
+                current[:2] != previous[:2]
                 or stat.st_size < self._indexed
+                or stat.st_size == previous[2]
+                or self._read(self._indexed - len(self._seal), self._indexed) != self._seal
             ):
                 self._reset()
-            if self._identity == (stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns):
-                return False
-            self._identity = (stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns)
+            self._identity = current
             if stat.st_size > self._indexed:
                 self._index_from(self._indexed, stat.st_size)
             return True
@@ -276,6 +283,7 @@ class RowIndex:
                 cols = _python_columns(data, starts, ends, self.columns)
             self._append(starts, ends, cols, numbers + self._lines_before + 1)
             self._indexed = end
+            self._seal = bytes(data[max(0, end - 256) : end])
             self._lines_before += count
 
     def _append(self, starts: np.ndarray, ends: np.ndarray, cols: _Columns, lines: np.ndarray) -> None:
@@ -292,11 +300,14 @@ class RowIndex:
         self._errors = None
 
     # -- reading -------------------------------------------------------------------------------------------
+    def _read(self, begin: int, end: int) -> bytes:
+        with self.path.open("rb") as handle:
+            handle.seek(begin)
+            return handle.read(end - begin)
+
     def raw(self, i: int) -> bytes:
         """Row ``i``'s line as bytes."""
-        with self.path.open("rb") as handle:
-            handle.seek(int(self.starts[i]))
-            return handle.read(int(self.ends[i] - self.starts[i]))
+        return self._read(int(self.starts[i]), int(self.ends[i]))
 
     def row(self, i: int) -> dict[str, Any]:
         """Row ``i`` parsed; a malformed line is ``{"error": "malformed row: ...", "_line": text}``."""
@@ -383,7 +394,8 @@ class RowIndex:
     def _search(self, text: str) -> np.ndarray:
         """Rows whose JSON line contains ``text`` (as written, or JSON-escaped), ignoring case."""
         forms = {text.encode(), orjson.dumps(text)[1:-1], _ascii_json(text)}
-        pattern = re.compile(b"|".join(re.escape(f) for f in forms if f), re.IGNORECASE)
+        # a raw newline never occurs inside a JSON line: a form holding one would match across two rows
+        pattern = re.compile(b"|".join(re.escape(f) for f in forms if f and b"\n" not in f), re.IGNORECASE)
         hit = np.zeros(len(self), dtype=bool)
         if not len(self):
             return hit

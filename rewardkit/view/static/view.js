@@ -107,6 +107,9 @@ const rk = (() => {
           query.set("sort", p.sort[0].field);
           query.set("dir", p.sort[0].dir);
         }
+        // the form's hidden fields follow, so submitting a filter keeps a sort chosen by a header click
+        form.elements.sort.value = query.get("sort") || "";
+        form.elements.dir.value = query.get("dir") || "";
         history.replaceState(null, "", `?${query}`);
         return `${url}?${query}`;
       },
@@ -158,7 +161,9 @@ const rk = (() => {
   }
 
   // ---- RL runs ------------------------------------------------------------------------------------------
-  const DEFAULT_KEYS = [/^rewards?\/.*mean$/, /^reward\/mean$/, /^eval\/pass@1$/, /response_length\/mean$/, /^kl$/, /clip/];
+  // what tells first whether a run learns or games its reward: reward, held-out accuracy, length, truncation
+  const DEFAULT_KEYS = [/^reward$/, /^rewards\/.*\/mean$/, /^eval\/pass@1$/, /^completions\/mean_length$/,
+    /^completions\/clipped_ratio$/, /^frac_reward_zero_std$/, /^entropy$/, /^kl$/];
 
   function defaultKeys(keys) {
     const chosen = [];
@@ -175,7 +180,7 @@ const rk = (() => {
       const cell = el("div", {class: "curve"});
       box.append(cell);
       const opts = {
-        title: key, width: 460, height: 220,
+        title: key, width: 420, height: 200,
         scales: {x: {time: false}},
         series: [{label: "step"}, {label: key, stroke: "#2563eb", width: 1.5, spanGaps: true, points: {show: false}}],
         axes: [{label: "step"}, {}],
@@ -200,7 +205,11 @@ const rk = (() => {
       for (const f of s.flags) list.append(el("li", {text: `⚑ ${f}`}));
       card.append(list);
     }
-    const prompt = el("details", {}, el("summary", {text: "prompt"}), el("pre", {text: s.prompt || ""}));
+    const reference = typeof s.reference === "string" ? s.reference : JSON.stringify(s.reference);
+    const short = (s.prompt || "").length <= 100 && !(s.prompt || "").includes("\n");
+    const prompt = short
+      ? el("div", {class: "muted", text: `prompt ${s.prompt || ""} · reference ${reference}`})
+      : el("details", {}, el("summary", {text: `prompt · reference ${reference}`}), el("pre", {text: s.prompt || ""}));
     const completion = el("pre", {class: "completion"});
     for (const part of s.parts) completion.append(part.answer ? el("mark", {class: "answer", text: part.text}) : part.text);
     card.append(prompt, completion);
