@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,8 @@ class Viewer:
 def create_app(path: str | Path) -> FastAPI:
     """The app serving everything under ``path`` (raises FileNotFoundError when it does not exist)."""
     viewer = Viewer(path)
+    if len(viewer.data) == 1:  # index while the server starts and the page loads
+        threading.Thread(target=viewer.data[0].index, name="rewardkit-view-open", daemon=True).start()
     app = FastAPI(title="rewardkit view", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.viewer = viewer
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")

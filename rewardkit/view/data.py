@@ -96,7 +96,7 @@ class SourceData:
                 if not self.rows_path.is_file():
                     return None
                 default = {"verifier": self.default_verifier} if self.default_verifier else {}
-                self._index = RowIndex(self.rows_path, self._columns(), default)
+                self._index = RowIndex(self.rows_path, self._columns(), default, background=True)
             else:
                 self._index.refresh()
             return self._index
@@ -119,11 +119,12 @@ class SourceData:
         }
 
     def _table_row(self, index: RowIndex, i: int) -> dict[str, Any]:
-        out = {c.name: _finite(index.column(c.name)[i]) for c in index.columns}
+        """A table row's cells, read from its line (a page is shown before the columns are indexed)."""
+        row = index.row(i)
+        out = {name: _finite(value) for name, value in index.cells(row).items()}
         out["row"] = i
         out["line"] = int(index.line_numbers[i])
-        out["error"] = index.error_kinds()[i] or None
-        row = index.row(i)
+        out["error"] = out["error"] or None
         out["id"] = out.get("id") if out.get("id") is not None else f"line {out['line']}"
         text = (
             row.get("_line") if row.get("_malformed") else F.completion_text(row.get(self.fields.completion))

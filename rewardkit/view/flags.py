@@ -13,6 +13,7 @@ policies are known to find (the demo's GRPO policy ended with truncated completi
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,8 +99,8 @@ def group_flags(group: Sequence[dict[str, Any]]) -> list[list[str]]:
     ``reward_without_new_answer``."""
     texts = [completion_text(s.get("completion")) for s in group]
     rewards = [s.get("reward") if isinstance(s.get("reward"), int | float) else None for s in group]
-    known = sorted(r for r in rewards if r is not None)
-    median = known[len(known) // 2] if known else None
+    known = [r for r in rewards if r is not None]
+    median = statistics.median(known) if known else None
     out = []
     for i, sample in enumerate(group):
         flags = sample_flags(sample)

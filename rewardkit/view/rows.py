@@ -1,10 +1,12 @@
 """A JSONL file as a table the viewer can page, filter and sort without holding the file.
 
 ``RowIndex`` keeps, per row, only the byte offset of its line and a few columns (id, reward, error, ...);
-a page reads its rows' lines back from disk. The first index of a file is built by DuckDB's JSON reader (a
-million rows in well under a second on two cores); lines appended later (a run in progress) are indexed with
-orjson, and so is the whole file whenever DuckDB's reading cannot be matched line by line (a line DuckDB
-rejects, a file it cannot read). A line that is not a JSON object is a *malformed* row: it stays in the
+a page reads its rows' lines back from disk. The line offsets come first (a numpy scan for newlines: about
+0.4 s per GB), so the file can be paged at once; the columns of the first index are read by DuckDB's JSON
+reader, in a thread when the index is built for the web server (``bench/view_load.py``: about 1.7 s for a
+million 1.1 KB rows on two cores); lines appended later (a run in progress) are indexed with orjson, and so is
+the whole file whenever DuckDB's reading cannot be matched line by line (a line DuckDB rejects, a file it
+cannot read). A line that is not a JSON object is a *malformed* row: it stays in the
 table, in its place, with its text.
 
 Nothing here writes anywhere: the viewer never touches the files it shows.
@@ -13,7 +15,6 @@ Nothing here writes anywhere: the viewer never touches the files it shows.
 from __future__ import annotations
 
 import mmap
-import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -214,25 +215,45 @@ class Query:
         )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """The index as one query sees it (arrays are replaced on append, never changed in place, so a query
+    can run on a snapshot without holding the index's lock)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    values: dict[str, np.ndarray]
+    errors: np.ndarray | None
+
+
 class RowIndex:
     """The rows of one JSONL file: offsets, columns, and the queries over them (see the module docstring).
 
-    Thread-safe: the web server calls it from several threads. ``refresh`` picks up appended lines.
+    Thread-safe: the web server calls it from several threads. ``refresh`` picks up appended lines. With
+    ``background``, the first build's columns are read in a thread: rows can be paged at once (``cells``
+    reads a row's values from its line), and filters, sorts and facets wait for the columns.
     """
 
     def __init__(
-        self, path: str | Path, columns: Sequence[Column] = SCORED_COLUMNS, default: dict | None = None
+        self,
+        path: str | Path,
+        columns: Sequence[Column] = SCORED_COLUMNS,
+        default: dict | None = None,
+        *,
+        background: bool = False,
     ):
         self.path = Path(path)
         self.columns = tuple(columns)
         self.default = dict(default or {})
         """Column values for rows that lack them (``verifier`` of a run's default)."""
+        self.background = background
         self._lock = threading.RLock()
         self._results: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._reset()
         self.refresh()
 
     def _reset(self) -> None:
+        self._wait()
         self.starts = np.zeros(0, dtype=np.int64)
         self.ends = np.zeros(0, dtype=np.int64)
         self.line_numbers = np.zeros(0, dtype=np.int64)
@@ -241,6 +262,7 @@ class RowIndex:
         self._seal = b""  # the bytes just before ``_indexed``: unchanged when lines were only appended
         self._lines_before = 0
         self._identity: tuple | None = None
+        self._generation = getattr(self, "_generation", 0) + 1
         self._results.clear()
         self._errors: np.ndarray | None = None
 
@@ -257,6 +279,7 @@ class RowIndex:
             previous = self._identity
             if current == previous:
                 return False
+            self._wait()
             if previous is not None and (
                 current[:2] != previous[:2]
                 or stat.st_size < self._indexed
@@ -276,20 +299,26 @@ class RowIndex:
             if end == begin:
                 return
             starts, ends, numbers, count = _lines(data, begin, end)
-            cols = None
-            if begin == 0 and end == size:
-                cols = _duckdb_columns(self.path, data, starts, ends, self.columns)
-            if cols is None:
-                cols = _python_columns(data, starts, ends, self.columns)
-            self._append(starts, ends, cols, numbers + self._lines_before + 1)
+            self.starts = np.concatenate([self.starts, starts])
+            self.ends = np.concatenate([self.ends, ends])
+            self.line_numbers = np.concatenate([self.line_numbers, numbers + self._lines_before + 1])
             self._indexed = end
             self._seal = bytes(data[max(0, end - 256) : end])
             self._lines_before += count
+            self._generation += 1
+            whole = begin == 0 and end == size  # DuckDB reads whole files only
+            if whole and self.background:
+                self._pending = _ColumnBuild(self.path, starts, ends, self.columns)
+            else:
+                self._add_columns(_read_columns(self.path, data, starts, ends, self.columns, duck=whole))
 
-    def _append(self, starts: np.ndarray, ends: np.ndarray, cols: _Columns, lines: np.ndarray) -> None:
-        self.starts = np.concatenate([self.starts, starts])
-        self.ends = np.concatenate([self.ends, ends])
-        self.line_numbers = np.concatenate([self.line_numbers, lines])
+    def _wait(self) -> None:
+        """Waits for a background build of columns and adds them."""
+        pending, self._pending = getattr(self, "_pending", None), None
+        if pending is not None:
+            self._add_columns(pending.result())
+
+    def _add_columns(self, cols: _Columns) -> None:
         for c in self.columns:
             new = np.asarray(cols.values[c.name], dtype=object if c.kind == "text" else None)
             if c.kind == "text" and c.name in self.default:
@@ -298,6 +327,7 @@ class RowIndex:
         self._cols.malformed = np.concatenate([self._cols.malformed, cols.malformed])
         self._results.clear()
         self._errors = None
+        self._generation += 1
 
     # -- reading -------------------------------------------------------------------------------------------
     def _read(self, begin: int, end: int) -> bytes:
@@ -321,107 +351,183 @@ class RowIndex:
             }
         return row
 
+    def cells(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A parsed row's column values, as the index holds them (no need to wait for the columns)."""
+        out = {c.name: _cell(row, c) for c in self.columns}
+        for name, value in self.default.items():
+            if out.get(name) is None:
+                out[name] = value
+        out["error"] = MALFORMED if row.get("_malformed") else error_kind(row.get("error"))
+        return out
+
     def column(self, name: str) -> np.ndarray:
         """A column as an array (text columns as object arrays, with the defaults filled in)."""
-        return self._cols.values[name]
+        with self._lock:
+            self._wait()
+            return self._cols.values[name]
 
     def error_kinds(self) -> np.ndarray:
         """Each row's error kind (``""``: none); malformed lines are ``malformed row``."""
-        if self._errors is None:
-            raw = self._cols.values["error"].tolist() if "error" in self._cols.values else [None] * len(self)
-            kinds = {text: error_kind(text) for text in set(raw)}
-            errors = np.array([kinds[text] for text in raw], dtype=object)
-            errors[self._cols.malformed] = MALFORMED
-            self._errors = errors
-        return self._errors
+        with self._lock:
+            self._wait()
+            if self._errors is None:
+                raw = (
+                    self._cols.values["error"].tolist()
+                    if "error" in self._cols.values
+                    else [None] * len(self)
+                )
+                kinds = {text: error_kind(text) for text in set(raw)}
+                errors = np.array([kinds[text] for text in raw], dtype=object)
+                errors[self._cols.malformed] = MALFORMED
+                self._errors = errors
+            return self._errors
 
     def facets(self) -> dict[str, dict[str, int]]:
         """Counts of each error kind and each verifier (the filter menus)."""
-        with self._lock:
-            out = {"error": dict(Counter(self.error_kinds().tolist()).most_common())}
-            if "verifier" in self._cols.values:
-                out["verifier"] = dict(
-                    Counter(v for v in self.column("verifier").tolist() if v).most_common()
-                )
-            return out
+        out = {"error": dict(Counter(self.error_kinds().tolist()).most_common())}
+        if "verifier" in self._cols.values:
+            out["verifier"] = dict(Counter(v for v in self.column("verifier").tolist() if v).most_common())
+        return out
 
     # -- querying ------------------------------------------------------------------------------------------
     def query(self, query: Query) -> np.ndarray:
-        """Row numbers matching ``query``, in its order (cached: paging through a result is slicing)."""
+        """Row numbers matching ``query``, in its order (cached: paging through a result is slicing). The
+        plain file order needs no columns; anything else runs on a snapshot, outside the lock, so one slow
+        search does not hold up other pages."""
+        if query.key() == Query().key() or query.key() == Query(desc=True).key():
+            rows = np.arange(len(self))
+            return rows[::-1] if query.desc else rows
         with self._lock:
+            self._wait()
             key = query.key()
             if key in self._results:
                 self._results.move_to_end(key)
                 return self._results[key]
-            result = self._order(np.flatnonzero(self._mask(query)), query)
-            self._results[key] = result
-            while len(self._results) > 16:
-                self._results.popitem(last=False)
-            return result
+            errors = self.error_kinds() if query.error or query.sort == "error" else None
+            snapshot = _Snapshot(self.starts, self.ends, dict(self._cols.values), errors)
+            generation = self._generation
+        result = _order(snapshot, np.flatnonzero(_mask(snapshot, query, self.path)), query)
+        with self._lock:
+            if generation == self._generation:
+                self._results[key] = result
+                while len(self._results) > 16:
+                    self._results.popitem(last=False)
+        return result
 
-    def _mask(self, query: Query) -> np.ndarray:
-        mask = np.ones(len(self), dtype=bool)
-        if "reward" in self._cols.values and (query.reward_min is not None or query.reward_max is not None):
-            reward = self.column("reward")
-            with np.errstate(invalid="ignore"):
-                if query.reward_min is not None:
-                    mask &= reward >= query.reward_min
-                if query.reward_max is not None:
-                    mask &= reward <= query.reward_max
-        if query.error:
-            errors = self.error_kinds()
-            if query.error == "any":
-                mask &= errors != ""
-            else:
-                mask &= errors == ("" if query.error == "none" else query.error)
-        if query.verifier:
-            mask &= self.column("verifier") == query.verifier
-        for name, value in query.equals.items():
-            mask &= self._equal(name, value)
-        if query.q:
-            mask &= self._search(query.q)
-        return mask
 
-    def _equal(self, name: str, value: str) -> np.ndarray:
-        column = self.column(name)
-        if column.dtype == object:
-            return np.array([str(v) for v in column], dtype=object) == value
+class _ColumnBuild:
+    """The columns of a whole file, read in a thread (the first build of a ``background`` index)."""
+
+    def __init__(self, path: Path, starts: np.ndarray, ends: np.ndarray, columns: tuple[Column, ...]) -> None:
+        self._args = (path, starts, ends, columns)
+        self._cols: _Columns | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="rewardkit-view-index", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        path, starts, ends, columns = self._args
         try:
-            return column == float(value)
-        except ValueError:
-            return np.zeros(len(self), dtype=bool)
+            with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                self._cols = _read_columns(path, data, starts, ends, columns, duck=True)
+        except BaseException as exc:  # re-raised in the thread that waits for the columns
+            self._error = exc
 
-    def _search(self, text: str) -> np.ndarray:
-        """Rows whose JSON line contains ``text`` (as written, or JSON-escaped), ignoring case."""
-        forms = {text.encode(), orjson.dumps(text)[1:-1], _ascii_json(text)}
-        # a raw newline never occurs inside a JSON line: a form holding one would match across two rows
-        pattern = re.compile(b"|".join(re.escape(f) for f in forms if f and b"\n" not in f), re.IGNORECASE)
-        hit = np.zeros(len(self), dtype=bool)
-        if not len(self):
-            return hit
-        with self.path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            positions = np.fromiter(
-                (m.start() for m in pattern.finditer(data, 0, int(self.ends[-1]))), np.int64
-            )
-        rows = np.searchsorted(self.starts, positions, side="right") - 1
-        rows = rows[(rows >= 0) & (positions < self.ends[np.clip(rows, 0, None)])]
-        hit[rows] = True
-        return hit
+    def result(self) -> _Columns:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._cols is not None
+        return self._cols
 
-    def _order(self, rows: np.ndarray, query: Query) -> np.ndarray:
-        if not query.sort or query.sort == "row":
-            return rows[::-1] if query.desc else rows
-        if query.sort == "error":
-            keys = self.error_kinds()[rows]
+
+def _read_columns(
+    path: Path, data: Any, starts: np.ndarray, ends: np.ndarray, columns: Sequence[Column], *, duck: bool
+) -> _Columns:
+    cols = _duckdb_columns(path, data, starts, ends, columns) if duck else None
+    return cols if cols is not None else _python_columns(data, starts, ends, columns)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Queries on a snapshot
+# ----------------------------------------------------------------------------------------------------------
+def _mask(s: _Snapshot, query: Query, path: Path) -> np.ndarray:
+    mask = np.ones(len(s.starts), dtype=bool)
+    if "reward" in s.values and (query.reward_min is not None or query.reward_max is not None):
+        with np.errstate(invalid="ignore"):
+            if query.reward_min is not None:
+                mask &= s.values["reward"] >= query.reward_min
+            if query.reward_max is not None:
+                mask &= s.values["reward"] <= query.reward_max
+    if query.error and s.errors is not None:
+        if query.error == "any":
+            mask &= s.errors != ""
         else:
-            keys = self.column(query.sort)[rows]
-        if keys.dtype == object:
-            keys = np.array(["" if k is None else str(k) for k in keys], dtype=object)
-            order = np.argsort(keys, kind="stable")
-        else:  # NaN (no reward) last either way
-            order = np.argsort(-keys if query.desc else keys, kind="stable")
-            return rows[order]
-        return rows[order[::-1]] if query.desc else rows[order]
+            mask &= s.errors == ("" if query.error == "none" else query.error)
+    if query.verifier and "verifier" in s.values:
+        mask &= s.values["verifier"] == query.verifier
+    for name, value in query.equals.items():
+        mask &= _equal(s.values[name], value)
+    if query.q:
+        mask &= _search(s, path, query.q)
+    return mask
+
+
+def _equal(column: np.ndarray, value: str) -> np.ndarray:
+    if column.dtype == object:
+        return np.array([str(v) for v in column], dtype=object) == value
+    try:
+        return column == float(value)
+    except ValueError:
+        return np.zeros(len(column), dtype=bool)
+
+
+_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_SEARCH_CHUNK = 1 << 26
+
+
+def _search(s: _Snapshot, path: Path, text: str) -> np.ndarray:
+    """Rows whose JSON line contains ``text`` (as written, or JSON-escaped), ignoring ASCII case. The file
+    is lowered chunk by chunk and searched with ``bytes.find``, skipping to the next row after a hit."""
+    forms = {text.encode(), orjson.dumps(text)[1:-1], _ascii_json(text)}
+    # a raw newline never occurs inside a JSON line: a form holding one would match across two rows
+    needles = sorted({f.translate(_LOWER) for f in forms if f and b"\n" not in f})
+    hit = np.zeros(len(s.starts), dtype=bool)
+    if not len(s.starts) or not needles:
+        return hit
+    end, overlap = int(s.ends[-1]), max(map(len, needles)) - 1
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        for begin in range(0, end, _SEARCH_CHUNK):
+            stop = min(begin + _SEARCH_CHUNK, end)
+            chunk = data[begin : min(stop + overlap, end)].translate(_LOWER)
+            for needle in needles:
+                _mark_hits(chunk, needle, begin, stop, s, hit)
+    return hit
+
+
+def _mark_hits(chunk: bytes, needle: bytes, begin: int, stop: int, s: _Snapshot, hit: np.ndarray) -> None:
+    at = chunk.find(needle)
+    while at >= 0 and begin + at < stop:
+        row = int(np.searchsorted(s.starts, begin + at, side="right")) - 1
+        if row >= 0 and begin + at < s.ends[row]:
+            hit[row] = True
+            at = chunk.find(needle, int(s.ends[row]) - begin)
+        else:  # a blank line between rows
+            at = chunk.find(needle, at + 1)
+
+
+def _order(s: _Snapshot, rows: np.ndarray, query: Query) -> np.ndarray:
+    if not query.sort or query.sort == "row":
+        return rows[::-1] if query.desc else rows
+    column = s.errors if query.sort == "error" else s.values.get(query.sort)
+    if column is None:
+        return rows
+    keys = column[rows]
+    if keys.dtype != object:  # NaN (no reward) last either way
+        return rows[np.argsort(-keys if query.desc else keys, kind="stable")]
+    texts = ["" if k is None else str(k) for k in keys.tolist()]
+    order = sorted(range(len(texts)), key=texts.__getitem__, reverse=query.desc)
+    return rows[np.array(order, dtype=np.int64)]
 
 
 def _ascii_json(text: str) -> bytes:

@@ -196,7 +196,8 @@ const rk = (() => {
       return card;
     }
     const num = (v) => (v === null || v === undefined ? "—" : String(+(+v).toFixed(4)));
-    const head = `group ${s.group} · sample ${s.index} · reward ${num(s.reward)} · advantage ${num(s.advantage)} · ${s.length} tokens` + (s.truncated ? " · truncated" : "");
+    const shaped = s.shaped_reward !== undefined && s.shaped_reward !== s.reward ? ` (shaped ${num(s.shaped_reward)})` : "";
+    const head = `group ${s.group} · sample ${s.index} · reward ${num(s.reward)}${shaped} · advantage ${num(s.advantage)} · ${s.length} tokens` + (s.truncated ? " · truncated" : "");
     card.append(el("div", {class: "head", text: head}));
     const sources = Object.entries(s.rewards || {}).map(([k, v]) => `${k}: ${num(v)}`).join("  ");
     if (sources) card.append(el("div", {class: "muted", text: sources}));
