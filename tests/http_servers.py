@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -47,3 +48,16 @@ def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Stops a server started in a subprocess (terminate, then kill if it lingers) and closes its pipes."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()

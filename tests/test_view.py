@@ -21,6 +21,7 @@ import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from http_servers import stop_process
 
 from rewardkit.cli import main
 from rewardkit.eval.metrics import pass_at_k_single
@@ -802,11 +803,4 @@ def test_cli_serves_a_real_server(tmp_path):
         assert body and [r["id"] for r in body["data"]] == ["a", "b"]
         assert httpx.get(url, timeout=5).status_code in (302, 307)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        proc.stdout.close()
-        proc.stderr.close()
+        stop_process(proc)

@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from http_servers import stop_process
 
 from rewardkit.eval import load_benchmark
 
@@ -195,12 +196,7 @@ def server(browser, view_root):
         assert set(sids) == set(SOURCES), f"the index lists {sorted(sids)}"
         yield url.rstrip("/"), sids
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 @pytest.fixture

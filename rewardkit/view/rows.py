@@ -249,6 +249,8 @@ class RowIndex:
         self.background = background
         self._lock = threading.RLock()
         self._results: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._pending: _ColumnBuild | None = None
+        self._generation = 0  # counts changes: a query computed on an older index is not cached
         self._reset()
         self.refresh()
 
@@ -262,7 +264,7 @@ class RowIndex:
         self._seal = b""  # the bytes just before ``_indexed``: unchanged when lines were only appended
         self._lines_before = 0
         self._identity: tuple | None = None
-        self._generation = getattr(self, "_generation", 0) + 1
+        self._generation += 1
         self._results.clear()
         self._errors: np.ndarray | None = None
 
@@ -314,7 +316,7 @@ class RowIndex:
 
     def _wait(self) -> None:
         """Waits for a background build of columns and adds them."""
-        pending, self._pending = getattr(self, "_pending", None), None
+        pending, self._pending = self._pending, None
         if pending is not None:
             self._add_columns(pending.result())
 
