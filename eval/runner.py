@@ -30,7 +30,7 @@ import numpy as np
 
 from rewardkit.eval import metrics as M
 from rewardkit.eval.benchmarks import Benchmark, Problem, render_prompt
-from rewardkit.types import Record, Result, as_reward, error_kind, jsonable
+from rewardkit.types import Record, Result, as_reward, details_answer, error_kind, jsonable
 
 logger = logging.getLogger(__name__)
 
@@ -186,26 +186,9 @@ def problem_record(problem: Problem, completion: str = "", id: str | None = None
     )
 
 
-_ANSWER_KEYS = ("extracted_answer", "extracted", "prediction", "pred", "answer")
-
-
 def extracted_answer(result: Result) -> str | None:
     """The answer the verifier extracted from the completion (for majority voting), if it reports one."""
-    details = result.details or {}
-    for key in _ANSWER_KEYS:
-        value = details.get(key)
-        if isinstance(value, dict):
-            value = value.get("completion") or value.get("text")
-        if isinstance(value, (list, tuple)):
-            value = value[-1] if value else None
-        if value not in (None, ""):
-            return str(value)
-    extraction = details.get("completion")
-    if isinstance(extraction, dict):
-        for key in ("extracted", "answer", "text", "raw"):
-            if extraction.get(key) not in (None, ""):
-                return str(extraction[key])
-    return None
+    return details_answer(result.details or {})
 
 
 # ---------------------------------------------------------------------------------------------- metrics

@@ -152,6 +152,28 @@ def result_reward(result: Result) -> float | None:
     return reward
 
 
+_ANSWER_KEYS = ("extracted_answer", "extracted", "prediction", "pred", "answer")
+
+
+def details_answer(details: dict[str, Any]) -> str | None:
+    """The answer a verifier's ``details`` report it extracted from the completion, if any (eval's majority
+    vote, RL's ``rollouts.jsonl``)."""
+    for key in _ANSWER_KEYS:
+        value = details.get(key)
+        if isinstance(value, dict):
+            value = value.get("completion") or value.get("text")
+        if isinstance(value, (list, tuple)):
+            value = value[-1] if value else None
+        if value not in (None, ""):
+            return str(value)
+    extraction = details.get("completion")
+    if isinstance(extraction, dict):
+        for key in ("extracted", "answer", "text", "raw"):
+            if extraction.get(key) not in (None, ""):
+                return str(extraction[key])
+    return None
+
+
 INVALID_LINE_KINDS = ("invalid JSON", "invalid UTF-8")
 """Error kinds of an input line that is not a row (the message is ``"<kind> at line N"``)."""
 

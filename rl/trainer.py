@@ -52,7 +52,7 @@ from rewardkit.training.checkpoint import load_state
 from rewardkit.training.device import resolve_dtype
 from rewardkit.training.metrics import SampleLogger
 from rewardkit.training.optim import optimizer_step
-from rewardkit.types import Record
+from rewardkit.types import Record, details_answer
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -700,7 +700,6 @@ class RLTrainer:
         """One sample as a ``rollouts.jsonl`` row (see docs/rl.md)."""
         n, gen, scored = self.cfg.rollout.n, r.gens[i], r.scored
         details = scored.details[i]
-        answer = next((details[k] for k in ("extracted", "answer") if details.get(k) is not None), None)
         return {
             "step": self.step,
             "group": i // n,
@@ -715,7 +714,7 @@ class RLTrainer:
             "length": len(gen.token_ids),
             "truncated": bool(r.reward.truncated[i]),
             "correct": bool(scored.correct[i]),
-            "answer": None if answer is None else str(answer),
+            "answer": details_answer(details),
             "details": details,
             "error": scored.sample_errors[i],
             "finish_reason": gen.finish_reason,

@@ -1,5 +1,5 @@
 """What each page of the viewer shows, as plain data: table pages, a row, an eval run's problems, an RL run's
-curves and samples. The web layer (``app.py``) only turns these into JSON and HTML.
+curves and samples. The web layer (``app.py``) only turns these into JSON (NaN as null, there) and HTML.
 """
 
 from __future__ import annotations
@@ -35,13 +35,6 @@ RL_COLUMNS = (
     Column("completion_chars", "completion", "length"),
 )
 PREVIEW_CHARS = 160
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN: a missing number is ``None``."""
-    if isinstance(value, float | np.floating) and not math.isfinite(value):
-        return None
-    return value.item() if isinstance(value, np.generic) else value
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -121,7 +114,7 @@ class SourceData:
     def _table_row(self, index: RowIndex, i: int) -> dict[str, Any]:
         """A table row's cells, read from its line (a page is shown before the columns are indexed)."""
         row = index.row(i)
-        out = {name: _finite(value) for name, value in index.cells(row).items()}
+        out = index.cells(row)
         out["row"] = i
         out["line"] = int(index.line_numbers[i])
         out["error"] = out["error"] or None
@@ -298,8 +291,8 @@ def problem_metrics(index: RowIndex, ks: list[int]) -> list[dict[str, Any]]:
             "id": p,
             "samples": int(n[j]),
             "correct": int(c[j]),
-            **{f"pass@{k}": _finite(float(pass_k[j, m])) for m, k in enumerate(usable)},
-            **{f"maj@{k}": _finite(float(maj_k[j, m])) for m, k in enumerate(usable)},
+            **{f"pass@{k}": float(pass_k[j, m]) for m, k in enumerate(usable)},
+            **{f"maj@{k}": float(maj_k[j, m]) for m, k in enumerate(usable)},
         }
         for j, p in enumerate(pids)
     ]
@@ -309,7 +302,7 @@ def metric_series(rows: list[dict[str, Any]], malformed: int = 0) -> dict[str, A
     """Rows of ``metrics.jsonl`` as aligned series, one per numeric key."""
     steps = [row["step"] for row in rows]
     keys = sorted({k for row in rows for k, v in row.items() if k != "step" and _is_number(v)})
-    series = {k: [_finite(float(r[k])) if _is_number(r.get(k)) else None for r in rows] for k in keys}
+    series = {k: [float(r[k]) if _is_number(r.get(k)) else None for r in rows] for k in keys}
     return {"steps": steps, "series": series, "malformed": malformed}
 
 

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from rewardkit import types
+
 MALFORMED = "malformed row"
 """The error kind of a line that is not a JSON object."""
 
@@ -54,12 +56,13 @@ SCORED_COLUMNS = (
 
 
 def error_kind(error: Any) -> str:
-    """The short kind of an error message: its text before the first ``:`` (``timeout``, ``no answer
-    found``, ``judge request failed``); ``""`` for no error."""
+    """The short kind of an error message, by the rule ``score``'s summary and RL's metrics group errors by
+    (:func:`rewardkit.types.error_kind`: the text before the first ``:``), cut to 60 characters for the
+    menus; an error that is not text is read as its JSON; ``""`` for no error."""
     if error is None or error == "":
         return ""
     text = error if isinstance(error, str) else orjson.dumps(error).decode()
-    return text.split(":", 1)[0].strip()[:60] or "error"
+    return (types.error_kind(text) or "error")[:60]
 
 
 # ----------------------------------------------------------------------------------------------------------
