@@ -126,8 +126,8 @@ class _Columns:
 
     @classmethod
     def empty(cls, columns: Sequence[Column]) -> _Columns:
-        types = {"text": object, "number": np.float64, "length": np.int64}
-        return cls({c.name: np.zeros(0, dtype=types[c.kind]) for c in columns}, np.zeros(0, dtype=bool))
+        dtypes = {"text": object, "number": np.float64, "length": np.int64}
+        return cls({c.name: np.zeros(0, dtype=dtypes[c.kind]) for c in columns}, np.zeros(0, dtype=bool))
 
 
 def _python_columns(data: Any, starts: np.ndarray, ends: np.ndarray, columns: Sequence[Column]) -> _Columns:
