@@ -160,6 +160,11 @@ class RolloutConfig:
     """vllm-server backend, ``nccl`` sync: the rendezvous port on the trainer (TRL's default group port)."""
     vllm_server_timeout: float = 600.0
     """vllm-server backend: seconds to wait for the server to come up, and for one request."""
+    async_staleness: int = 0
+    """Asynchronous off-policy rollouts: generation of the next steps' batches runs in a thread, with a copy
+    of the policy, while the current step's update runs; a batch is trained at most this many updates after
+    the weights that sampled it (1-2 as verl's one-step-off-policy and AReaL bound it). Set
+    ``algorithm.rollout_is`` to correct for the lag with the sampler's own log-probs. 0: synchronous."""
 
 
 @dataclass
@@ -168,7 +173,9 @@ class RewardSourceConfig:
 
     name: str = "math"
     """Verifier name (``math``, ``code``, ``sql``, ``ifeval``, ``format``), ``rm:PATH`` for a reward model,
-    ``py:module:fn`` for a reward function, or ``http:URL`` for a reward server (docs/remote.md)."""
+    ``py:module:fn`` for a reward function, ``http:URL`` for a reward server (docs/remote.md), or a
+    label-free source: ``ttrl`` (majority vote of the group, Zuo et al. 2025) or ``self_certainty`` (the
+    policy's certainty, Zhao et al. 2025)."""
     weight: float = 1.0
     """Weight in the summed reward."""
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -212,6 +219,23 @@ class RewardConfig:
     """Weight of the outcome (verifier) reward on the last token when process rewards are on."""
     step_weight: float = 1.0
     """Weight of the shaped step rewards on their step-end tokens."""
+    length_budget: str = "none"
+    """L1 length control (Aggarwal & Welleck, 2025): each prompt asks for a token budget ("Think for N
+    tokens.") drawn from [``length_budget_min``, ``length_budget_max``], and the reward becomes ``exact``:
+    ``1[correct] - alpha |N - n|`` or ``max``: ``1[correct] clip(alpha (N - n) + delta, 0, 1)``; ``none``:
+    off."""
+    length_budget_alpha: float | None = None
+    """L1's alpha; ``None``: the paper's (0.0003 for ``exact``, 0.001 for ``max``)."""
+    length_budget_delta: float = 0.5
+    """L1-Max's delta (the reward of a correct answer exactly at its budget)."""
+    length_budget_min: int = 100
+    """Smallest budget drawn (L1: 100 tokens)."""
+    length_budget_max: int = 4000
+    """Largest budget drawn at the start of training (L1: 4000 tokens)."""
+    length_budget_final_max: int = 0
+    """Shrinking-budget curriculum (long2short): the largest budget falls linearly from
+    ``length_budget_max`` to this over ``train.steps``; 0: no curriculum (L1's fixed range). Evaluation asks
+    for the current largest budget."""
 
 
 @dataclass
@@ -276,6 +300,39 @@ class AlgorithmConfig:
     """The cap C of truncated IS weights."""
     rollout_is_mask: bool = False
     """Remove samples whose sequence ratio leaves [1/C, C] from the loss."""
+    prompt_filter: str = "none"
+    """Pre-rollout prompt selection from each prompt's earlier groups (``rl/prompt_filter.py``): ``band``
+    keeps prompts whose last pass rate lies in [``prompt_filter_low``, ``prompt_filter_high``] (Bae et al.,
+    2025, online difficulty filtering); ``greso`` skips prompts after runs of zero-variance groups with a
+    self-adjusting probability (Zheng et al., 2025, GRESO); ``none``: off. Prompts never seen are always
+    kept; pays off when training runs several epochs over its prompts."""
+    prompt_filter_low: float = 0.2
+    """``band``: the lowest pass rate kept (0.2, Bae et al.'s balanced band as its write-ups give it)."""
+    prompt_filter_high: float = 0.8
+    """``band``: the highest pass rate kept."""
+    prompt_filter_window: int = 1
+    """``band``: the pass rate is the mean of the prompt's last this many groups."""
+    greso_p_easy: float = 0.5
+    """``greso``: the initial exploration probability of prompts whose groups were all right (GRESO's
+    scripts: 0.5); a prompt with z such groups in a row is rolled out with probability ``p**z``."""
+    greso_p_hard: float = 0.5
+    """``greso``: the same for prompts whose groups were all wrong (0.5)."""
+    greso_target_zero_var: float = 0.25
+    """``greso``: the share of zero-variance groups the probabilities are adjusted toward (0.25, a third
+    easy and two thirds hard, by 0.01 a step)."""
+    prompt_filter_max_draws: int = 4
+    """Most candidates drawn per step, as a multiple of ``train.prompts_per_step``; when the filter rejects
+    more, the batch is filled with the rejected candidates taken last (a step never trains on fewer)."""
+    passk_k: int = 4
+    """``passk`` estimator (Chen et al., 2025, Pass@k Training): the k whose pass@k the advantages optimise
+    (the paper's main runs use k = 4); at most ``rollout.n``."""
+    positive_adv_weight: float = 1.0
+    """Positive sample reinforcement weight (Zhu et al., 2025, "The Surprising Effectiveness of Negative
+    Reinforcement"): multiplies advantages > 0. Their W-REINFORCE uses 0.1; 0 trains on negative samples
+    only (NSR)."""
+    negative_adv_weight: float = 1.0
+    """Negative sample reinforcement weight: multiplies advantages < 0 (0 trains on positive samples only,
+    PSR)."""
 
 
 @dataclass
@@ -472,6 +529,40 @@ PRESETS: dict[str, dict[str, Any]] = {
         "rollout": {"n": 1},
         "train": {"lr": 1e-6, "value_lr": 1e-5, "epochs": 4, "minibatches": 4},
     },
+    # Lite PPO (Liu et al., 2025, "Tricks or Traps? A Deep Dive into RL for LLM Reasoning", sec. 5): the
+    # group's mean with the batch's std, token-level loss aggregation, vanilla PPO loss, no KL.
+    "lite_ppo": {
+        "algorithm": {
+            "adv_estimator": "grpo",
+            "adv_scale": "batch",
+            "loss_agg_mode": "token-mean",
+            "kl_coef": 0.0,
+        },
+        "train": {"lr": 1e-6},
+    },
+    # W-REINFORCE (Zhu et al., 2025, "The Surprising Effectiveness of Negative Reinforcement in LLM
+    # Reasoning"): REINFORCE on +1/-1 rewards, the positive samples' term weighted 0.1, no KL.
+    "w_reinforce": {
+        "algorithm": {
+            "adv_estimator": "reinforce_signed",
+            "positive_adv_weight": 0.1,
+            "negative_adv_weight": 1.0,
+            "loss_agg_mode": "seq-mean-token-mean",
+            "kl_coef": 0.0,
+        },
+        "train": {"lr": 1e-6},
+    },
+    # Pass@k Training (Chen et al., 2025): analytic pass@k advantages, k = 4, otherwise GRPO without KL.
+    "passk": {
+        "algorithm": {"adv_estimator": "passk", "passk_k": 4, "kl_coef": 0.0},
+        "train": {"lr": 1e-6},
+    },
+    # GDPO (Liu et al., 2026): each reward source normalised in its group, summed with its weight, then
+    # normalised over the batch; for runs with several reward sources (e.g. correctness and format).
+    "gdpo": {
+        "algorithm": {"adv_estimator": "gdpo", "kl_coef": 0.0},
+        "train": {"lr": 1e-6},
+    },
     # GRPO with process rewards (DeepSeekMath's process supervision, Shao et al., 2024, sec. 4.1.3, with Gao et
     # al. 2024's Clip+Delta shaping against step-reward hacking): shaped step rewards on the step-end tokens
     # plus the verifier's success reward, return-to-go advantages with a leave-one-out group baseline.
@@ -546,8 +637,9 @@ def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, A
 def choices() -> dict[str, list[Any]]:
     """Dotted field -> its allowed values, read from the registries and modules that implement them."""
     from rewardkit.rewardmodels.shaping import STEP_SHAPINGS
-    from rewardkit.rewardmodels.shaping.functional import TRUNCATION_MODES
+    from rewardkit.rewardmodels.shaping.functional import LENGTH_BUDGET_MODES, TRUNCATION_MODES
     from rewardkit.rl import core_algos as ca
+    from rewardkit.rl.prompt_filter import FILTER_MODES
     from rewardkit.rl.rollout import BACKENDS
     from rewardkit.rl.rollout.vllm import LORA_MODES, SLEEP_LEVELS
     from rewardkit.rl.rollout.vllm_server import SYNC_MODES
@@ -560,6 +652,7 @@ def choices() -> dict[str, list[Any]]:
         "rollout.backend": BACKENDS.names(),
         "reward.truncation": list(TRUNCATION_MODES),
         "reward.step_shaping": list(STEP_SHAPINGS),
+        "reward.length_budget": ["none", *LENGTH_BUDGET_MODES],
         "algorithm.adv_estimator": ca.ADVANTAGE_ESTIMATORS.names(),
         "algorithm.adv_scale": list(ca.ADV_SCALES),
         "algorithm.step_baseline": list(ca.STEP_BASELINES),
@@ -568,6 +661,7 @@ def choices() -> dict[str, list[Any]]:
         "algorithm.kl_ctrl": list(ca.KL_CONTROLLERS),
         "algorithm.kl_estimator": ca.KL_ESTIMATORS.names(),
         "algorithm.rollout_is": ["none", *ca.IS_LEVELS],
+        "algorithm.prompt_filter": list(FILTER_MODES),
         "train.lr_schedule": list(SCHEDULES),
         "train.bf16": list(BF16_SETTINGS),
         "train.strategy": list(STRATEGIES),
@@ -593,6 +687,10 @@ _RANGES: list[tuple[str, Any, str]] = [
     ("reward.workers", lambda v: v >= 0, ">= 0 (0: score in this process)"),
     ("reward.timeout", lambda v: 0 < v < float("inf"), "a positive number of seconds"),
     ("reward.overlong_buffer", lambda v: v >= 0, ">= 0 (0: off)"),
+    ("reward.length_budget_alpha", lambda v: v is None or 0 < v < float("inf"), "> 0, or null (the paper's)"),
+    ("reward.length_budget_delta", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("reward.length_budget_min", lambda v: v >= 1, "at least 1"),
+    ("reward.length_budget_final_max", lambda v: v >= 0, ">= 0 (0: no curriculum)"),
     ("algorithm.adv_eps", lambda v: v > 0, "> 0"),
     ("algorithm.clip_ratio_low", lambda v: v >= 0, ">= 0"),
     ("algorithm.clip_ratio_high", lambda v: v >= 0, ">= 0"),
@@ -606,6 +704,17 @@ _RANGES: list[tuple[str, Any, str]] = [
     ("algorithm.vf_coef", lambda v: v >= 0, ">= 0"),
     ("algorithm.max_refill_rounds", lambda v: v >= 0, ">= 0"),
     ("algorithm.rollout_is_cap", lambda v: v > 1, "> 1"),
+    ("algorithm.passk_k", lambda v: v >= 1, "at least 1"),
+    ("algorithm.prompt_filter_low", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("algorithm.prompt_filter_high", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("algorithm.prompt_filter_window", lambda v: v >= 1, "at least 1"),
+    ("algorithm.greso_p_easy", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("algorithm.greso_p_hard", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("algorithm.greso_target_zero_var", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("algorithm.prompt_filter_max_draws", lambda v: v >= 1, "at least 1"),
+    ("algorithm.positive_adv_weight", lambda v: 0 <= v < float("inf"), ">= 0"),
+    ("algorithm.negative_adv_weight", lambda v: 0 <= v < float("inf"), ">= 0"),
+    ("rollout.async_staleness", lambda v: 0 <= v <= 8, "in [0, 8] (0: synchronous)"),
     ("train.steps", lambda v: v >= 0, ">= 0"),
     ("train.prompts_per_step", lambda v: v >= 1, "at least 1"),
     ("train.epochs", lambda v: v >= 1, "at least 1"),
@@ -651,7 +760,10 @@ def _check_sources(cfg: RLConfig) -> None:
 
     for i, src in enumerate(cfg.reward.sources):
         where = f"reward.sources[{i}].name"
-        if src.name.startswith("py:"):
+        if src.name in ("ttrl", "self_certainty"):  # label-free sources (rl/label_free.py)
+            if src.name == "self_certainty" and src.kwargs:
+                raise ConfigError(f"reward.sources[{i}].kwargs: self_certainty takes no arguments")
+        elif src.name.startswith("py:"):
             _check_python_path(src.name[3:], where)
         elif src.name.startswith("rm:"):
             if not src.name[3:]:
@@ -666,7 +778,7 @@ def _check_sources(cfg: RLConfig) -> None:
             known = ", ".join(VERIFIERS.names())
             raise ConfigError(
                 f"{where}: unknown reward source {src.name!r} "
-                f"(verifiers: {known}; or rm:PATH, py:module:fn, http:URL)"
+                f"(verifiers: {known}; label-free: ttrl, self_certainty; or rm:PATH, py:module:fn, http:URL)"
             )
         if src.weight != src.weight or abs(src.weight) == float("inf"):
             raise ConfigError(f"reward.sources[{i}].weight must be a finite number, got {src.weight}")
@@ -825,11 +937,45 @@ def _check_combinations(cfg: RLConfig) -> None:
         )
     if ac.kl_ctrl == "adaptive" and ac.kl_coef <= 0:
         raise ConfigError("algorithm.kl_ctrl: adaptive needs an initial algorithm.kl_coef > 0")
+    if rw.length_budget != "none":
+        low, high, final = rw.length_budget_min, rw.length_budget_max, rw.length_budget_final_max
+        if high < low or (final and final < low):
+            raise ConfigError(
+                f"reward.length_budget_max ({high}) and length_budget_final_max ({final}, 0: off) must not be "
+                f"below length_budget_min ({low})"
+            )
+    if ac.prompt_filter_low > ac.prompt_filter_high:
+        raise ConfigError(
+            f"algorithm.prompt_filter_low ({ac.prompt_filter_low}) must not exceed prompt_filter_high "
+            f"({ac.prompt_filter_high})"
+        )
+    if ac.adv_estimator == "passk" and ac.passk_k > cfg.rollout.n:
+        raise ConfigError(f"algorithm.passk_k ({ac.passk_k}) must not exceed rollout.n ({cfg.rollout.n})")
+    _check_async(cfg)
     if rw.overlong_buffer > cfg.rollout.max_new_tokens:
         raise ConfigError(
             f"reward.overlong_buffer ({rw.overlong_buffer}) must not exceed rollout.max_new_tokens "
             f"({cfg.rollout.max_new_tokens})"
         )
+
+
+def _check_async(cfg: RLConfig) -> None:
+    """Asynchronous rollouts generate with a copy of the policy in a thread of this process: the ``hf``
+    backend on one process, first-round batches only."""
+    if not cfg.rollout.async_staleness:
+        return
+    if cfg.rollout.backend != "hf":
+        raise ConfigError(
+            "rollout.async_staleness: asynchronous rollouts run the hf backend on a copy of the policy "
+            f"(rollout.backend is {cfg.rollout.backend!r})"
+        )
+    if cfg.algorithm.dynamic_sampling:
+        raise ConfigError(
+            "rollout.async_staleness: dynamic sampling refills a batch from the current policy; "
+            "turn one of them off"
+        )
+    if cfg.env.enabled:
+        raise ConfigError("rollout.async_staleness: multi-turn environments (env.name) run synchronously")
 
 
 def _allowed_values_doc(allowed: list[str] | None) -> str:

@@ -18,7 +18,8 @@ Shapes and conventions
 Registries
 ----------
 * :data:`ADVANTAGE_ESTIMATORS` -- ``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``, ``reinforce_pp_baseline``,
-  ``gae``. Uniform signature ``fn(token_level_rewards, response_mask, **kw) -> (advantages, returns)``, both
+  ``gae``, ``step_return``, ``passk`` (Pass@k Training), ``grpo_passk`` (verl's max-minus-second), ``gdpo``
+  (per-source normalisation), ``reinforce_signed`` (+1/-1, no baseline). Uniform signature ``fn(token_level_rewards, response_mask, **kw) -> (advantages, returns)``, both
   ``(B, T)``; outcome estimators sum the token rewards into one score per sample.
 * :data:`POLICY_LOSSES` -- ``ppo`` (clipped surrogate, clip-higher, dual clip), ``gspo`` (sequence ratio),
   ``cispo`` (clipped importance weight).
@@ -76,6 +77,11 @@ __all__ = [
     "batch_counts",
     "compute_advantages",
     "compute_policy_loss",
+    "gdpo_advantages",
+    "max_minus_second_advantages",
+    "passk_advantages",
+    "reweight_advantages",
+    "self_certainty",
     "discounted_returns",
     "dynamic_sampling_keep",
     "entropy_from_logits",
@@ -419,6 +425,215 @@ def gae_advantages(
     return advantages, returns
 
 
+def _binom(n: Tensor, k: int) -> Tensor:
+    """``C(n, k)`` elementwise for integer tensors ``n >= 0`` (0 where ``n < k``), in float64."""
+    n = n.to(torch.float64)
+    if k < 0:
+        return torch.zeros_like(n)
+    out = torch.ones_like(n)
+    for j in range(k):
+        out = out * (n - j) / (j + 1)
+    return torch.where(n >= k, out, torch.zeros_like(out))
+
+
+def passk_advantages(
+    scores: Tensor, group_size: int, *, k: int = 4, valid: Tensor | None = None, eps: float = 1e-6
+) -> Tensor:
+    """Pass@k Training's analytic advantages (Chen et al., 2025, "Pass@k Training for Adaptively Balancing
+    Exploration and Exploitation of Large Reasoning Models", sec. 3.3), one value per sample ``(B,)``.
+
+    The group's reward is pass@k: the chance that ``k`` of its ``N`` samples, drawn without replacement,
+    hold a correct one. With ``N_neg`` wrong samples the mean group reward over all ``C(N, k)`` subsets is
+    ``R = 1 - C(N_neg, k) / C(N, k)`` with std ``s = sqrt(R (1 - R))``, and averaging each subset's
+    normalised reward over the subsets that contain a sample gives
+
+    * a correct sample: ``A_pos = (1 - R) / s``;
+    * a wrong sample: ``A_neg = (1 - R - C(N_neg - 1, k - 1) / C(N - 1, k - 1)) / s``.
+
+    Rewards are read as binary: a sample is correct when its reward is > 0 (0 and the truncation penalty are
+    wrong). ``k`` larger than a group's valid count is cut to it; groups with all samples right or all wrong
+    (``s = 0``) and invalid samples get 0. With ``k = 1`` this is GRPO with the population std.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    stats = group_stats(scores, group_size=group_size, valid=valid)
+    members = stats.members
+    positive = (stats.values > 0) & members
+    n = stats.count.to(torch.float64)
+    n_neg = (members & ~positive).sum(dim=1).to(torch.float64)
+    kk = torch.clamp(n, max=k).to(torch.long)
+    adv = torch.zeros(stats.values.shape, dtype=torch.float64)
+    for kg in kk.unique().tolist():  # C(., k) is per k: one pass for each distinct group k
+        rows = (kk == kg).nonzero().flatten()
+        if kg < 1:
+            continue
+        r_mean = 1 - _binom(n_neg[rows], kg) / _binom(n[rows], kg)
+        std = (r_mean * (1 - r_mean)).clamp(min=0).sqrt()
+        a_pos = (1 - r_mean) / (std + eps)
+        a_neg = (1 - r_mean - _binom(n_neg[rows] - 1, kg - 1) / _binom(n[rows] - 1, kg - 1)) / (std + eps)
+        a_neg = torch.where(n[rows] > 1, a_neg, torch.zeros_like(a_neg))
+        live = (std > 0)[:, None]
+        adv[rows] = torch.where(positive[rows], a_pos[:, None], a_neg[:, None]) * live
+    adv = torch.where(members, adv, torch.zeros_like(adv))
+    return adv.to(scores.dtype).reshape(-1)
+
+
+@ADVANTAGE_ESTIMATORS.register("passk")
+def passk_advantage_estimator(
+    token_level_rewards: Tensor,
+    response_mask: Tensor,
+    *,
+    group_size: int,
+    k: int = 4,
+    eps: float = 1e-6,
+    valid: Tensor | None = None,
+    **_: Any,
+) -> tuple[Tensor, Tensor]:
+    """Pass@k Training (Chen et al., 2025): :func:`passk_advantages` of the summed rewards, on every token."""
+    scores = _sequence_scores(token_level_rewards, response_mask)
+    adv = _broadcast(passk_advantages(scores, group_size, k=k, valid=valid, eps=eps), response_mask)
+    return adv, adv
+
+
+def max_minus_second_advantages(
+    scores: Tensor, group_size: int, *, scale: str = "group", eps: float = 1e-6, valid: Tensor | None = None
+) -> Tensor:
+    """verl's ``grpo_passk`` (Tang et al., 2025, "Optimizing Language Models for Inference Time Objectives
+    using Reinforcement Learning"): only the group's best sample is credited, with ``r_max - r_second``
+    (divided by the group's std plus ``eps`` when ``scale="group"``); every other sample gets 0. Ties go to
+    the first best sample; groups with fewer than two valid samples get 0. ``(B,)``."""
+    stats = group_stats(scores, group_size=group_size, valid=valid)
+    big = torch.finfo(stats.values.dtype).max
+    values = torch.where(stats.members, stats.values, torch.full_like(stats.values, -big))
+    top, idx = torch.topk(values, 2, dim=1) if group_size > 1 else (values, torch.zeros_like(values).long())
+    gap = top[:, 0] - top[:, 1] if group_size > 1 else torch.zeros_like(top[:, 0])
+    if scale == "group":
+        gap = gap / (stats.std + eps)
+    gap = torch.where(stats.count >= 2, gap, torch.zeros_like(gap))
+    adv = torch.zeros_like(stats.values)
+    adv.scatter_(1, idx[:, :1], gap[:, None])
+    return adv.reshape(-1)
+
+
+@ADVANTAGE_ESTIMATORS.register("grpo_passk")
+def grpo_passk_advantage_estimator(
+    token_level_rewards: Tensor,
+    response_mask: Tensor,
+    *,
+    group_size: int,
+    scale: str = "group",
+    eps: float = 1e-6,
+    valid: Tensor | None = None,
+    **_: Any,
+) -> tuple[Tensor, Tensor]:
+    """verl's ``grpo_passk``: :func:`max_minus_second_advantages`, on every token."""
+    scores = _sequence_scores(token_level_rewards, response_mask)
+    adv = _broadcast(
+        max_minus_second_advantages(scores, group_size, scale=scale, eps=eps, valid=valid), response_mask
+    )
+    return adv, adv
+
+
+def gdpo_advantages(
+    source_rewards: Tensor,
+    weights: Tensor,
+    group_size: int,
+    *,
+    eps: float = 1e-6,
+    valid: Tensor | None = None,
+) -> Tensor:
+    """GDPO (Liu et al., 2026, "GDPO: Group reward-Decoupled Normalization Policy Optimization for
+    Multi-reward RL Optimization", sec. 3), one value per sample ``(B,)``.
+
+    ``source_rewards`` is ``(B, K)``: each reward source's reward. Each source is normalised within the
+    group on its own, ``A_k = (r_k - mean_g(r_k)) / (std_g(r_k) + eps)`` (0 where the group agrees on that
+    source), the weighted sum ``A = sum_k w_k A_k`` is taken, and ``A`` is normalised over the batch's valid
+    samples, ``(A - mean_B(A)) / (std_B(A) + eps)``. Summing first and normalising after (GRPO) lets the
+    source with the largest spread decide the sign, and maps different reward combinations to one advantage.
+    """
+    per_source = torch.stack(
+        [
+            group_normalized_advantages(source_rewards[:, j], group_size, eps=eps, valid=valid)
+            for j in range(source_rewards.shape[1])
+        ],
+        dim=1,
+    )
+    summed = per_source @ weights.to(per_source.dtype)
+    v = torch.ones_like(summed, dtype=torch.bool) if valid is None else valid.bool()
+    if v.sum() < 2:
+        return torch.zeros_like(summed)
+    mean = summed[v].mean()
+    std = summed[v].std()
+    return torch.where(v, (summed - mean) / (std + eps), torch.zeros_like(summed))
+
+
+@ADVANTAGE_ESTIMATORS.register("gdpo")
+def gdpo_advantage_estimator(
+    token_level_rewards: Tensor,
+    response_mask: Tensor,
+    *,
+    group_size: int,
+    source_rewards: Tensor | None = None,
+    source_weights: Tensor | None = None,
+    eps: float = 1e-6,
+    valid: Tensor | None = None,
+    **_: Any,
+) -> tuple[Tensor, Tensor]:
+    """GDPO: :func:`gdpo_advantages` of the per-source rewards, on every token. Without ``source_rewards``
+    the summed token rewards are the one source."""
+    if source_rewards is None:
+        source_rewards = _sequence_scores(token_level_rewards, response_mask)[:, None]
+    if source_weights is None:
+        source_weights = torch.ones(source_rewards.shape[1])
+    adv = gdpo_advantages(source_rewards, source_weights, group_size, eps=eps, valid=valid)
+    adv = _broadcast(adv, response_mask)
+    return adv, adv
+
+
+@ADVANTAGE_ESTIMATORS.register("reinforce_signed")
+def reinforce_signed_advantage_estimator(
+    token_level_rewards: Tensor,
+    response_mask: Tensor,
+    *,
+    valid: Tensor | None = None,
+    **_: Any,
+) -> tuple[Tensor, Tensor]:
+    """REINFORCE on +1 / -1 rewards with no baseline (Zhu et al., 2025, "The Surprising Effectiveness of
+    Negative Reinforcement in LLM Reasoning", sec. 2): ``A = +1`` for a correct sample (reward > 0), ``-1``
+    for a wrong one. With :func:`reweight_advantages` this is their PSR (negative weight 0), NSR (positive
+    weight 0) and W-REINFORCE (positive weight 0.1)."""
+    scores = _sequence_scores(token_level_rewards, response_mask)
+    adv = torch.where(scores > 0, torch.ones_like(scores), -torch.ones_like(scores))
+    if valid is not None:
+        adv = torch.where(valid.bool(), adv, torch.zeros_like(adv))
+    adv = _broadcast(adv, response_mask)
+    return adv, adv
+
+
+def reweight_advantages(
+    advantages: Tensor, *, positive_weight: float = 1.0, negative_weight: float = 1.0
+) -> Tensor:
+    """Positive / negative sample reinforcement (Zhu et al., 2025): ``A' = w_pos A`` where ``A > 0`` (the
+    sample is reinforced) and ``w_neg A`` where ``A < 0`` (it is suppressed). W-REINFORCE is ``w_pos = 0.1,
+    w_neg = 1``; NSR alone is ``w_pos = 0``."""
+    return torch.where(advantages > 0, advantages * positive_weight, advantages * negative_weight)
+
+
+def self_certainty(logits: Tensor, mask: Tensor) -> Tensor:
+    """Self-certainty of each sample (Kang et al., 2025, "Scalable Best-of-N Selection for Large Language
+    Models via Self-Certainty"; the reward of INTUITOR, Zhao et al., 2025, "Learning to Reason without
+    External Rewards"), ``(B,)``.
+
+    The mean over the sample's tokens of ``KL(U || p_t) = -log |V| - (1/|V|) sum_j log p_t(j)``: how far
+    each next-token distribution is from uniform. ``logits`` is ``(B, T, V)`` (the logits that predict each
+    response token), ``mask`` ``(B, T)``.
+    """
+    logp = torch.log_softmax(_upcast(logits), dim=-1)
+    vocab = logits.shape[-1]
+    per_token = -math.log(vocab) - logp.mean(dim=-1)
+    return masked_mean(per_token, mask, dim=-1)
+
+
 STEP_BASELINES = ("rloo", "mean", "none")
 """Baselines of :func:`step_return_advantages` (the config's ``algorithm.step_baseline``)."""
 
@@ -506,6 +721,12 @@ class AdvantageInputs:
     """Which std scales a group-centred advantage (:data:`ADV_SCALES`)."""
     baseline: str = "rloo"
     """``step_return``'s baseline (:data:`STEP_BASELINES`)."""
+    k: int = 4
+    """``passk``: the k of the pass@k the advantages optimise."""
+    source_rewards: Tensor | None = None
+    """``(B, K)`` each reward source's reward (``gdpo``)."""
+    source_weights: Tensor | None = None
+    """``(K,)`` the sources' weights (``gdpo``)."""
 
     def estimate(self, name: str) -> tuple[Tensor, Tensor]:
         """``(advantages, returns)`` of the estimator ``name``."""

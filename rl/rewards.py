@@ -199,10 +199,24 @@ class RewardSources:
         self.combined = CombinedSource([s for s, _ in self.sources], [w for _, w in self.sources])
 
     @classmethod
-    def from_config(cls, cfg: RLConfig, extra: Sequence[Any] = ()) -> RewardSources:
+    def from_config(
+        cls, cfg: RLConfig, extra: Sequence[Any] = (), *, self_certainty: Callable[..., Any] | None = None
+    ) -> RewardSources:
+        """The sources of ``reward.sources`` plus ``extra`` (weight 1 each); ``self_certainty`` scores the
+        ``self_certainty`` source (the trainer's forward pass of the sampling model)."""
+        from rewardkit.rl.label_free import MajorityVoteSource, SelfCertaintySource
+
         built: list[tuple[Any, float]] = []
         for src in cfg.reward.sources:
-            if src.name.startswith("py:"):
+            if src.name == "ttrl":
+                built.append((MajorityVoteSource(**src.kwargs), src.weight))
+            elif src.name == "self_certainty":
+                if self_certainty is None:
+                    raise ValueError(
+                        "the self_certainty reward source needs the policy: it runs inside an RL run"
+                    )
+                built.append((SelfCertaintySource(self_certainty), src.weight))
+            elif src.name.startswith("py:"):
                 from rewardkit.registry import lazy
 
                 built.append(
@@ -374,14 +388,15 @@ class RewardPipeline:
         process_scorer: Any | None = None,
         *,
         tokenizer: Any | None = None,
+        self_certainty: Callable[..., Any] | None = None,
     ) -> RewardPipeline:
         """The pipeline of ``cfg.reward`` (plus ``extra_reward_fns``, weight 1 each); ``process_scorer``
-        overrides ``reward.process``."""
+        overrides ``reward.process``; ``self_certainty`` scores that label-free source."""
         rw = cfg.reward
         if not (rw.sources or extra_reward_fns):
             raise ValueError("no reward source configured")
         return cls(
-            RewardSources.from_config(cfg, extra_reward_fns),
+            RewardSources.from_config(cfg, extra_reward_fns, self_certainty=self_certainty),
             build_sample_shaping(cfg),
             process=process_scorer if process_scorer is not None else load_process_scorer(cfg),
             tokenizer=tokenizer,
@@ -403,6 +418,7 @@ class RewardPipeline:
             lengths=torch.tensor([len(g.token_ids) for g in gens], dtype=torch.float32),
             correct=torch.tensor(scored.correct, dtype=torch.bool),
             truncated=torch.tensor([g.finish_reason == "length" for g in gens], dtype=torch.bool),
+            budgets=_budgets(records),
         )
         out = self.sample_shaping(batch)
         keep = torch.ones(len(records), dtype=torch.bool)
@@ -411,6 +427,24 @@ class RewardPipeline:
         shaped = torch.where(valid, out.rewards.to(torch.float32), torch.zeros_like(rewards))
         penalty = out.log.get("overlong_penalty")
         return RewardBatch(records, scored, shaped, valid, keep, batch.truncated, batch.lengths, penalty)
+
+    def source_rewards(self, batch: RewardBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B, K)`` each source's reward (a missing one: 0) and ``(K,)`` their weights, for estimators that
+        normalise the sources apart (GDPO). When sample shaping changed the weighted sum (a truncation or
+        overlong penalty, ``reward.shaping``), what it added is one more column of weight 1, so the penalty
+        still counts."""
+        weights = [w for _, w in self.sources.sources]
+        columns = [
+            torch.tensor([0.0 if v is None else float(v) for v in values], dtype=torch.float32)
+            for values in batch.scored.per_source.values()
+        ]
+        matrix = torch.stack(columns, dim=1)
+        summed = matrix @ torch.tensor(weights, dtype=torch.float32)
+        shaping = torch.where(batch.valid, batch.rewards - summed, torch.zeros_like(summed))
+        if shaping.abs().max() > 1e-6:
+            matrix = torch.cat([matrix, shaping[:, None]], dim=1)
+            weights.append(1.0)
+        return matrix, torch.tensor(weights, dtype=torch.float32)
 
     def token_rewards(
         self,
@@ -447,11 +481,28 @@ class RewardPipeline:
         self.sources.close()
 
 
+def _budgets(records: Sequence[Record]) -> torch.Tensor | None:
+    """The token budget each prompt asked for (``metadata["length_budget"]``, NaN: none), or ``None``."""
+    budgets = [r.metadata.get("length_budget") for r in records]
+    if all(b is None for b in budgets):
+        return None
+    return torch.tensor([float("nan") if b is None else float(b) for b in budgets], dtype=torch.float32)
+
+
 def build_sample_shaping(cfg: RLConfig) -> ShapingPipeline:
-    """``reward.shaping``, then ``reward.truncation``, then (``reward.overlong_buffer > 0``) DAPO's soft
-    overlong penalty over ``rollout.max_new_tokens``: the sample stage in the order the loop applies it."""
+    """(``reward.length_budget``) L1's budget reward, ``reward.shaping``, then ``reward.truncation``, then
+    (``reward.overlong_buffer > 0``) DAPO's soft overlong penalty over ``rollout.max_new_tokens``: the sample
+    stage in the order the loop applies it."""
     rw = cfg.reward
     pipe = build_pipeline(rw.shaping)
+    if rw.length_budget != "none":
+        spec = {
+            "name": "length_budget",
+            "mode": rw.length_budget,
+            "alpha": rw.length_budget_alpha,
+            "delta": rw.length_budget_delta,
+        }
+        pipe.transforms.insert(0, build_shaping(spec))
     truncation = {"name": "truncation", "mode": rw.truncation, "penalty": rw.truncation_penalty}
     pipe.transforms.append(build_shaping(truncation))
     if rw.overlong_buffer > 0:

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -34,11 +36,13 @@ import torch
 from torch import nn
 
 from rewardkit.envs import Episode, build_env, episode_metrics, run_episodes
+from rewardkit.rewardmodels.shaping.functional import L1_PROMPT_TEMPLATES, budget_schedule, sample_budget
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl import packing
 from rewardkit.rl.config import RLConfig, dump_config, validate
 from rewardkit.rl.rewards import RewardBatch, RewardPipeline, RewardSources, ScoredBatch
 from rewardkit.rl.rollout import Generation, SamplingParams, get_backend
+from rewardkit.rl.rollout.overlap import OverlappedRollouts
 from rewardkit.training import (
     CheckpointManager,
     MetricsLogger,
@@ -142,6 +146,25 @@ def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record
     if eval_set and data.eval_limit:
         records = records[: data.eval_limit]
     return records
+
+
+def _build_prompt_filter(cfg: RLConfig) -> Any | None:
+    """The run's :class:`rewardkit.rl.prompt_filter.PromptFilter` (``algorithm.prompt_filter``), or ``None``."""
+    ac = cfg.algorithm
+    if ac.prompt_filter == "none":
+        return None
+    from rewardkit.rl.prompt_filter import PromptFilter
+
+    return PromptFilter(
+        mode=ac.prompt_filter,
+        low=ac.prompt_filter_low,
+        high=ac.prompt_filter_high,
+        window=ac.prompt_filter_window,
+        p_easy=ac.greso_p_easy,
+        p_hard=ac.greso_p_hard,
+        target_zero_var=ac.greso_target_zero_var,
+        seed=cfg.train.seed,
+    )
 
 
 class ValueModel(nn.Module):
@@ -354,15 +377,26 @@ class RLTrainer:
         self.eval_records = (
             list(eval_records) if eval_records is not None else load_prompt_records(cfg, eval_set=True)
         )
+        self._score_lock = threading.Lock()
+        self._scoring_context: tuple[dict[str, Generation], Any] = ({}, None)
         self.reward_pipeline = RewardPipeline.from_config(
-            cfg, reward_fns, process_scorer, tokenizer=self.tokenizer
+            cfg, reward_fns, process_scorer, tokenizer=self.tokenizer, self_certainty=self._self_certainty
         )
+        self.prompt_filter = _build_prompt_filter(cfg)
+        self._overlap: OverlappedRollouts | None = None
+        self._async_model: Any | None = None
+        self._async_position: tuple[int, int] | None = None
         self.backend = backend if backend is not None else self._build_backend()
+        if cfg.rollout.async_staleness and self.dist:
+            raise ValueError(
+                "rollout.async_staleness: asynchronous rollouts run on one process (no torchrun)"
+            )
         self.env = env if env is not None else build_env(cfg.env)
         self.step = 0
         self.data_epoch = 0
         self.data_index = 0
         self.num_tokens = 0
+        self.num_completion_tokens = 0
         self._order = self._epoch_order(0)
         self.initial_eval: dict[str, Any] = {}
         self.sample_logger: SampleLogger | None = None  # train() opens it on rank 0 (run.log_completions)
@@ -494,8 +528,28 @@ class RLTrainer:
             self.data_index += 1
         return out
 
+    def _draw_prompts(self, count: int) -> list[Record]:
+        """The next ``count`` prompts the prompt filter keeps (``algorithm.prompt_filter``), drawing at most
+        ``prompt_filter_max_draws * count`` candidates; short of that, the last rejected ones fill the batch."""
+        if self.prompt_filter is None:
+            return self._next_prompts(count)
+        kept: list[Record] = []
+        rejected: list[Record] = []
+        budget = self.cfg.algorithm.prompt_filter_max_draws * count
+        while len(kept) < count and budget > 0:
+            candidates = self._next_prompts(min(count - len(kept), budget))
+            budget -= len(candidates)
+            for record, keep in zip(
+                candidates, self.prompt_filter.select([str(r.id) for r in candidates]), strict=True
+            ):
+                (kept if keep else rejected).append(record)
+        return kept + rejected[len(rejected) - (count - len(kept)) :] if len(kept) < count else kept
+
     def _prompt_text(self, record: Record) -> str:
         text = self.cfg.data.prompt_template.format(prompt=record.prompt_text)
+        budget = record.metadata.get("length_budget")
+        if budget is not None:  # L1: the budget is part of the prompt
+            text = f"{text} {L1_PROMPT_TEMPLATES[self.cfg.reward.length_budget].format(budget=budget)}"
         if self.cfg.model.chat_template:
             text = self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
@@ -503,9 +557,10 @@ class RLTrainer:
         return text
 
     # -- rollout and scoring ---------------------------------------------------------------------------------
-    def _sampling(self, round_: int) -> SamplingParams:
+    def _sampling(self, round_: int, step: int | None = None) -> SamplingParams:
         rc = self.cfg.rollout
-        seed = (self.cfg.train.seed * 1_000_003 + self.step * 1_009 + round_ * 17 + self.rank) % (2**31)
+        step = self.step if step is None else step
+        seed = (self.cfg.train.seed * 1_000_003 + step * 1_009 + round_ * 17 + self.rank) % (2**31)
         return SamplingParams(
             n=rc.n,
             temperature=rc.temperature,
@@ -519,17 +574,20 @@ class RLTrainer:
             logprobs=self.cfg.algorithm.rollout_is != "none" or not self.cfg.algorithm.recompute_old_logprobs,
         )
 
-    def _generate(self, records: list[Record], params: SamplingParams) -> list[list[Generation]]:
+    def _generate(
+        self, records: list[Record], params: SamplingParams, backend: Any | None = None
+    ) -> list[list[Generation]]:
         """The backend's samples of each record's prompt: completions, or with an environment whole episodes
         (``rewardkit.envs``). A backend that generates with the policy itself gets it whole under FSDP
         (gathered once, no collective per forward pass: the ranks decode different lengths)."""
         prompts = [self._prompt_text(r) for r in records]
-        own = getattr(self.backend, "model", None) is self.policy
+        backend = backend or self.backend
+        own = getattr(backend, "model", None) is self.policy
         with parallel.gathered(self.policy) if own else contextlib.nullcontext():
             if self.env is None:
-                return self.backend.generate(prompts, params)
+                return backend.generate(prompts, params)
             return run_episodes(
-                self.backend,
+                backend,
                 self.env,
                 records,
                 prompts,
@@ -539,9 +597,21 @@ class RLTrainer:
                 chat=self.cfg.model.chat_template,
             )  # type: ignore[return-value]
 
-    def _rollout(self, prompts: list[Record], round_: int, timings: dict[str, float]) -> Rollout:
+    def _rollout(
+        self,
+        prompts: list[Record],
+        round_: int,
+        timings: dict[str, float],
+        *,
+        step: int | None = None,
+        backend: Any | None = None,
+    ) -> Rollout:
+        """Generates ``rollout.n`` samples of each prompt (with ``backend``, the run's by default) and scores
+        them; ``step`` seeds the sampling (the current step by default; the rollout thread's is ahead)."""
         t0 = time.perf_counter()
-        groups = self._generate(prompts, self._sampling(round_))
+        backend = backend or self.backend
+        prompts = [self._with_budget(p, step) for p in prompts]
+        groups = self._generate(prompts, self._sampling(round_, step), backend)
         timings["generate"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         gens = [g for group in groups for g in group]
@@ -557,9 +627,39 @@ class RLTrainer:
             for gi, (rec, group) in enumerate(zip(prompts, groups, strict=True))
             for j, g in enumerate(group)
         ]
-        reward = self.reward_pipeline.score(records, gens)
+        with self._score_lock:  # the rollout thread and evaluation share the scoring pools
+            self._scoring_context = ({r.id: g for r, g in zip(records, gens, strict=True)}, backend)
+            reward = self.reward_pipeline.score(records, gens)
+        if self.prompt_filter is not None:
+            self.prompt_filter.observe(
+                [str(p.id) for p in prompts], *self._group_outcomes(reward, len(prompts))
+            )
         timings["score"] += time.perf_counter() - t0
         return Rollout(gens, reward)
+
+    def _with_budget(self, record: Record, step: int | None, *, largest: bool = False) -> Record:
+        """``record`` with an L1 token budget in its metadata (``reward.length_budget``): drawn from
+        ``[length_budget_min, the schedule's largest]`` (seeded by step and prompt), or the largest."""
+        rw = self.cfg.reward
+        if rw.length_budget == "none":
+            return record
+        step = self.step if step is None else step
+        high = rw.length_budget_max
+        if rw.length_budget_final_max:
+            schedule = budget_schedule(step, self.cfg.train.steps, start=high, end=rw.length_budget_final_max)
+            high = max(rw.length_budget_min, int(schedule))
+        rng = random.Random(f"{self.cfg.train.seed}/{step}/{record.id}")
+        budget = high if largest else sample_budget(rng, rw.length_budget_min, high)
+        return dataclasses.replace(record, metadata={**record.metadata, "length_budget": budget})
+
+    def _group_outcomes(self, reward: RewardBatch, groups: int) -> tuple[list[list[float]], list[list[bool]]]:
+        """Each group's shaped rewards and verdicts, for the prompt filter's estimates."""
+        n = self.cfg.rollout.n
+        values, correct = reward.rewards.tolist(), reward.scored.correct
+        return (
+            [values[g * n : (g + 1) * n] for g in range(groups)],
+            [correct[g * n : (g + 1) * n] for g in range(groups)],
+        )
 
     # -- forward passes ---------------------------------------------------------------------------------------
     def _autocast(self):
@@ -645,8 +745,11 @@ class RLTrainer:
         metrics: dict[str, Any] = {}
         self._sample_advantages = {}
 
-        # 1-3. Rollout, scoring, dynamic sampling.
-        rollout = self._rollout(self._next_prompts(tc.prompts_per_step), 0, timings)
+        # 1-3. Rollout (or the rollout thread's batch), scoring, dynamic sampling.
+        if self._overlap is not None:
+            rollout = self._take_async(timings, metrics)
+        else:
+            rollout = self._rollout(self._draw_prompts(tc.prompts_per_step), 0, timings)
         zero_std = ca.frac_zero_std_groups(rollout.rewards, n, rollout.valid)
         if ac.dynamic_sampling:
             train_rollout, all_parts = self._dynamic_sampling(rollout, timings, metrics)
@@ -670,7 +773,7 @@ class RLTrainer:
         skip = train_rollout is None or (
             degenerate
             and not self.dist
-            and ac.adv_estimator in ("grpo", "dr_grpo", "rloo")
+            and ac.adv_estimator in ("grpo", "dr_grpo", "rloo", "passk", "grpo_passk")
             and ac.kl_coef == 0
             and ac.entropy_coef == 0
         )
@@ -682,11 +785,80 @@ class RLTrainer:
             metrics.update(self._update(train_rollout))
             timings["train"] += time.perf_counter() - t0
         self.step += 1
+        if self._overlap is not None:
+            self._overlap.publish(self.step, self._policy_weights())
         if self.sample_logger is not None:
             # dynamic sampling: the first round is logged; its dropped groups have no advantage
             self.sample_logger.log(self._sample_rows(rollout))
         metrics.update(self._throughput_metrics(all_parts, timings, time.perf_counter() - t_step))
+        if self.prompt_filter is not None:
+            metrics.update(self.prompt_filter.metrics())
         return metrics
+
+    # -- asynchronous rollouts (rollout.async_staleness) -----------------------------------------------------
+    def _start_async(self, end: int) -> None:
+        """The rollout thread: a copy of the policy samples batches ``self.step .. end - 1`` at most
+        ``rollout.async_staleness`` updates behind (:class:`OverlappedRollouts`)."""
+        if self._async_model is None:
+            self._async_model = copy.deepcopy(self.policy).eval()
+            for p in self._async_model.parameters():
+                p.requires_grad_(False)
+        backend = get_backend("hf", self._async_model, self.tokenizer, batch_size=self.cfg.rollout.batch_size)
+
+        def produce(step: int, weights: dict[str, torch.Tensor] | None) -> tuple[Rollout, dict, tuple]:
+            if weights is not None:
+                self._async_model.load_state_dict(weights)
+            timings = {"generate": 0.0, "score": 0.0}
+            prompts = self._draw_prompts(self.cfg.train.prompts_per_step)
+            position = (self.data_epoch, self.data_index)
+            return self._rollout(prompts, 0, timings, step=step, backend=backend), timings, position
+
+        staleness = self.cfg.rollout.async_staleness
+        self._overlap = OverlappedRollouts(produce, staleness=staleness, start=self.step, stop=end)
+
+    def _take_async(self, timings: dict[str, float], metrics: dict[str, Any]) -> Rollout:
+        """This step's batch from the rollout thread; its generation and scoring ran during earlier updates."""
+        produced = self._overlap.take(self.step)
+        rollout, produced_timings, self._async_position = produced.item
+        timings.update(produced_timings)
+        metrics["async/staleness"] = self.step - produced.version
+        metrics["timing/wait_rollout_s"] = produced.wait_s
+        return rollout
+
+    def _policy_weights(self) -> dict[str, torch.Tensor]:
+        """A copy of the policy's weights for the rollout thread's model (taken between updates)."""
+        return {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+
+    def _stop_async(self) -> None:
+        if self._overlap is not None:
+            self._overlap.close()
+            self._overlap = None
+            if self._async_position is not None:  # the next run draws after the last batch trained
+                self.data_epoch, self.data_index = self._async_position
+                self._order = self._epoch_order(self.data_epoch)
+
+    # -- label-free rewards -------------------------------------------------------------------------------------
+    def _self_certainty(self, records: Sequence[Record]) -> list[float]:
+        """The ``self_certainty`` source's scores: a forward pass, without gradient, of the model that sampled
+        ``records`` (the rollout thread's copy under asynchronous rollouts), over their completions."""
+        by_id, backend = self._scoring_context
+        gens = [by_id[r.id] for r in records]
+        model = getattr(backend, "model", None) or self.policy
+        tensors = build_tensors(gens, self.pad_id)
+        keep = tensors["responses"].shape[1] + 1
+        temp = self.cfg.rollout.temperature if self.cfg.rollout.temperature > 0 else 1.0
+        scores = []
+        with torch.no_grad():
+            for idx in torch.split(torch.arange(len(gens)), max(1, self.cfg.train.micro_batch_size)):
+                inputs = {
+                    k: tensors[k][idx].to(self.device)
+                    for k in ("input_ids", "attention_mask", "position_ids")
+                }
+                with self._autocast():
+                    logits = model(**inputs, use_cache=False, logits_to_keep=keep).logits[:, :-1]
+                mask = tensors["loss_mask"][idx].to(self.device)
+                scores.append(ca.self_certainty(logits.float() / temp, mask).cpu())
+        return torch.cat(scores).tolist() if scores else []
 
     def _sample_rows(self, r: Rollout) -> list[dict[str, Any]]:
         """``rollouts.jsonl``'s rows of this step: the first ``run.log_completions`` samples of ``r``, rounded
@@ -731,7 +903,7 @@ class RLTrainer:
         ac, n, wanted = self.cfg.algorithm, self.cfg.rollout.n, self.cfg.train.prompts_per_step
         all_parts, kept_parts, kept = [rollout], [], 0
         for round_ in range(ac.max_refill_rounds + 1):
-            part = rollout if round_ == 0 else self._rollout(self._next_prompts(wanted), round_, timings)
+            part = rollout if round_ == 0 else self._rollout(self._draw_prompts(wanted), round_, timings)
             if round_ > 0:
                 all_parts.append(part)
             groups = ca.dynamic_sampling_keep(part.rewards, n, part.valid).nonzero().flatten()
@@ -760,8 +932,10 @@ class RLTrainer:
             len(g.token_ids) if g.loss_mask is None else sum(g.loss_mask) for p in parts for g in p.gens
         )
         self.num_tokens += gen_tokens + sum(len(g.prompt_token_ids) for p in parts for g in p.gens)
+        self.num_completion_tokens += gen_tokens
         return {
             "num_tokens": self.num_tokens,
+            "num_completion_tokens": self.num_completion_tokens,
             "timing/generate_s": timings["generate"],
             "timing/score_s": timings["score"],
             "timing/train_s": timings["train"],
@@ -885,8 +1059,15 @@ class RLTrainer:
             eps=ac.adv_eps,
             scale=ac.adv_scale,
             baseline=ac.step_baseline,
+            k=ac.passk_k,
         )
+        if ac.adv_estimator == "gdpo":
+            inputs.source_rewards, inputs.source_weights = self.reward_pipeline.source_rewards(r.reward)
         u.advantages, u.returns = inputs.estimate(ac.adv_estimator)
+        if ac.positive_adv_weight != 1.0 or ac.negative_adv_weight != 1.0:
+            u.advantages = ca.reweight_advantages(
+                u.advantages, positive_weight=ac.positive_adv_weight, negative_weight=ac.negative_adv_weight
+            )
 
     def _importance_weights(self, u: UpdateBatch, m: dict[str, Any]) -> None:
         """Truncated IS weights for the rollout engine / trainer mismatch (``algorithm.rollout_is``)."""
@@ -1073,6 +1254,7 @@ class RLTrainer:
         if not records:
             return {}
         rc = self.cfg.rollout
+        records = [self._with_budget(r, None, largest=True) for r in records]
         groups = self._generate(
             records,
             SamplingParams(n=1, temperature=0.0, max_new_tokens=rc.max_new_tokens, stop=list(rc.stop)),
@@ -1082,7 +1264,8 @@ class RLTrainer:
             for r, g in zip(records, groups, strict=True)
         ]
         first = RewardSources([self.reward_pipeline.sources.sources[0]])
-        scored = first.score(scored_records)
+        with self._score_lock:
+            scored = first.score(scored_records)
         finished = [not g[0].truncated for g in groups]
         solved = sum(c and f for c, f in zip(scored.correct, finished, strict=True))
         return {
@@ -1096,11 +1279,19 @@ class RLTrainer:
         state = {
             "optimizer": parallel.optimizer_state_dict(self.policy, self.opt),
             "scheduler": self.sched.state_dict(),
-            "data_epoch": self.data_epoch,
-            "data_index": self.data_index,
+            # asynchronous rollouts: the thread has drawn ahead; a resumed run starts after the batch trained
+            "data_epoch": self._async_position[0]
+            if self._overlap and self._async_position
+            else self.data_epoch,
+            "data_index": self._async_position[1]
+            if self._overlap and self._async_position
+            else self.data_index,
             "num_tokens": self.num_tokens,
+            "num_completion_tokens": self.num_completion_tokens,
             "kl_coef": self.kl_ctrl.value,
         }
+        if self.prompt_filter is not None:
+            state["prompt_filter"] = self.prompt_filter.state_dict()
         if self.value_opt is not None:
             state["value_optimizer"] = parallel.optimizer_state_dict(self.value, self.value_opt)
             state["value_scheduler"] = self.value_sched.state_dict()
@@ -1152,7 +1343,10 @@ class RLTrainer:
         self.data_epoch = state["data_epoch"]
         self.data_index = state["data_index"]
         self.num_tokens = state.get("num_tokens", 0)
+        self.num_completion_tokens = state.get("num_completion_tokens", 0)
         self.kl_ctrl.value = state.get("kl_coef", self.kl_ctrl.value)
+        if self.prompt_filter is not None and "prompt_filter" in state:
+            self.prompt_filter.load_state_dict(state["prompt_filter"])
         self._order = self._epoch_order(self.data_epoch)
         self.backend.update_weights(self.policy)
 
@@ -1194,6 +1388,8 @@ class RLTrainer:
                 self.initial_eval = first
                 if logger:
                     logger.log(0, first)
+            if cfg.rollout.async_staleness and self.step < end:
+                self._start_async(end)
             while self.step < end:
                 metrics = self.train_step()
                 if cfg.run.eval_every and self.step % cfg.run.eval_every == 0 and self.step < end:
@@ -1208,6 +1404,7 @@ class RLTrainer:
             if takes_part and (not cfg.run.save_every or self.step % cfg.run.save_every):
                 self.save()
         finally:
+            self._stop_async()
             if logger:
                 logger.close()
             if self.sample_logger is not None:

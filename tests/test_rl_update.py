@@ -38,6 +38,10 @@ def test_one_inputs_object_serves_every_estimator(name):
         "reinforce_pp_baseline": {"group_size": 3, "valid": valid},
         "gae": {"values": values, "gamma": 0.9, "lam": 0.95},
         "step_return": {"group_size": 3, "valid": valid, "baseline": "rloo", "scale": "group", "gamma": 0.9},
+        "passk": {"group_size": 3, "valid": valid, "k": 4},
+        "grpo_passk": {"group_size": 3, "valid": valid, "scale": "group"},
+        "gdpo": {"group_size": 3, "valid": valid},
+        "reinforce_signed": {"valid": valid},
     }.get(name)
     if own is None:
         pytest.skip(f"no reference call written for {name}")

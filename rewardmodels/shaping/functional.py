@@ -32,15 +32,22 @@ Two different "delta" transforms exist for process rewards, and they are not the
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 __all__ = [
+    "L1_ALPHA",
+    "L1_BUDGET_RANGE",
+    "L1_DELTA",
+    "L1_PROMPT_TEMPLATES",
+    "LENGTH_BUDGET_MODES",
     "TRUNCATION_MODES",
     "GroupStats",
     "binarize",
+    "budget_schedule",
     "clamp",
     "cosine_length_reward",
     "dapo_overlong_penalty",
@@ -51,11 +58,13 @@ __all__ = [
     "group_normalize",
     "group_stats",
     "kimi_length_penalty",
+    "length_budget_reward",
     "min_form",
     "min_form_returns",
     "overlong_mask",
     "pad_steps",
     "progress_delta",
+    "sample_budget",
     "scale_shift",
     "step_returns",
     "success_plus_steps",
@@ -453,6 +462,96 @@ def cosine_length_reward(
     out = b + (a - b) * cos
     out = torch.where(lengths > max_len, torch.full_like(out, exceed), out)
     return out.to(torch.float32)
+
+
+# L1 (Aggarwal & Welleck, 2025, "L1: Controlling How Long A Reasoning Model Thinks With Reinforcement
+# Learning", arXiv 2503.04697): the budget is written into the prompt and rewarded against the length.
+
+LENGTH_BUDGET_MODES = ("exact", "max")
+"""L1's two objectives: ``exact`` (L1-Exact, Eq. 1) and ``max`` (L1-Max, Eq. 2)."""
+
+L1_ALPHA: dict[str, float] = {"exact": 0.0003, "max": 0.001}
+"""Default length-penalty slope ``alpha`` per mode. ``exact``: 0.0003, the paper's Sec. 4 ("Hyperparameters")
+and ``scripts/train/run_l1_exact.sh`` of github.com/cmu-l3/l1. ``max``: the paper gives no value; 0.001 is
+what the code released with the paper computes (``get_delta_score_max`` in ``deepscaler/rewards/
+math_reward.py`` at commit 9b888fb: ``(clip(-(n_y - n_gold) / 500, -1, 1) + 1) / 2``, i.e. Eq. 2 with
+``alpha = 1/1000``, ``delta = 0.5``)."""
+
+L1_DELTA = 0.5
+"""L1-Max's offset ``delta`` (paper Sec. 3, below Eq. 2): a correct answer slightly over budget still beats
+a wrong one."""
+
+L1_BUDGET_RANGE = (100, 4000)
+"""``(n_min, n_max)`` of the training budgets, drawn uniformly from the integers in between (paper Sec. 4;
+``random.randint(100, 4000)`` in the repo's ``scripts/data/deepscaler_dataset.py``)."""
+
+L1_PROMPT_TEMPLATES: dict[str, str] = {
+    "exact": "Think for {budget} tokens.",
+    "max": "Think for maximum {budget} tokens.",
+}
+"""Suffix appended (after a space) to the prompt, per mode: the paper's Sec. 3 ``Concat(x, "Think for
+n_gold tokens.")`` and the repo's ``scripts/data/deepscaler_dataset.py`` for both modes. (The project page
+writes "Think for exactly n tokens."; the trained models saw the wording here.)"""
+
+
+def length_budget_reward(
+    correct: torch.Tensor,
+    lengths: torch.Tensor,
+    budgets: torch.Tensor,
+    *,
+    mode: str = "exact",
+    alpha: float | None = None,
+    delta: float = L1_DELTA,
+) -> torch.Tensor:
+    """L1's length-controlled reward (Aggarwal & Welleck, 2025, LCPO, Sec. 3), per sample ``[B]``.
+
+    With ``n_gold`` the budget in the prompt and ``n_y`` the completion length (tokens)::
+
+        exact (Eq. 1):  r = 1[correct] - alpha * |n_gold - n_y|
+        max   (Eq. 2):  r = 1[correct] * clip(alpha * (n_gold - n_y) + delta, 0, 1)
+
+    ``exact`` pulls the length to the budget from both sides and can go negative; ``max`` is 0 for wrong
+    answers and, for right ones, 1 at ``(1 - delta) / alpha`` or more tokens under budget, ``delta`` at the
+    budget, falling linearly to 0 at ``delta / alpha`` tokens over. ``alpha=None`` takes :data:`L1_ALPHA` of the mode. A NaN budget
+    gives a NaN reward (the pipeline transform keeps the old reward there). This *replaces* the
+    correctness reward.
+    """
+    if mode not in LENGTH_BUDGET_MODES:
+        raise ValueError(f"unknown length budget mode {mode!r} (known: {', '.join(LENGTH_BUDGET_MODES)})")
+    alpha = L1_ALPHA[mode] if alpha is None else alpha
+    hit = torch.as_tensor(correct).bool().to(torch.float64)
+    n_y = torch.as_tensor(lengths).to(torch.float64)
+    n_gold = torch.as_tensor(budgets).to(torch.float64)
+    if mode == "exact":
+        out = hit - alpha * (n_gold - n_y).abs()
+    else:
+        out = hit * (alpha * (n_gold - n_y) + delta).clamp(0.0, 1.0)
+    return out.to(torch.float32)
+
+
+def budget_schedule(step: int, total_steps: int, *, start: float, end: float) -> float:
+    """Budget upper bound at ``step`` for a shrinking-budget (long2short) curriculum.
+
+    ``b(step) = start + (end - start) * min(max(step / total_steps, 0), 1)``: linear from ``start`` at step
+    0 to ``end`` at ``total_steps``, constant after. L1 itself keeps ``[100, 4000]`` fixed; tightening the
+    limit over training follows ThinkPrune's iterative pruning (Hou et al., 2025, arXiv 2504.01296, rounds
+    at 4k, 3k, 2k tokens), here as a smooth ramp rather than rounds.
+    """
+    if total_steps <= 0:
+        raise ValueError(f"budget_schedule needs total_steps > 0, got {total_steps}")
+    frac = min(max(step / total_steps, 0.0), 1.0)
+    return start + (end - start) * frac
+
+
+def sample_budget(rng: random.Random, low: int = L1_BUDGET_RANGE[0], high: int = L1_BUDGET_RANGE[1]) -> int:
+    """A training budget ``n_gold ~ U{low, ..., high}`` (both ends included), as L1 draws them (Sec. 4).
+
+    With a curriculum pass ``high=int(budget_schedule(...))``; ``high < low`` is refused rather than
+    silently swapped, since it means the schedule went below the floor.
+    """
+    if high < low:
+        raise ValueError(f"sample_budget needs low <= high, got low={low}, high={high}")
+    return rng.randint(int(low), int(high))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -42,7 +42,9 @@ RENAMED: dict[str, str] = {
 }
 """Former transform names -> the error that says what to write instead."""
 
-GROUP_BASELINE_ESTIMATORS = frozenset({"grpo", "dr_grpo", "rloo", "step_return", "reinforce_pp_baseline"})
+GROUP_BASELINE_ESTIMATORS = frozenset(
+    {"grpo", "dr_grpo", "rloo", "step_return", "reinforce_pp_baseline", "passk", "grpo_passk", "gdpo"}
+)
 """Advantage estimators of :data:`rewardkit.rl.core_algos.ADVANTAGE_ESTIMATORS` that already centre (and
 GRPO: scale) each sample's reward by its group's statistics."""
 
@@ -78,6 +80,9 @@ class ShapingBatch:
         log: Per-transform notes (name -> anything), copied into result details.
         outcome: The per-sample reward the batch was built with, never changed by transforms (step
             transforms replace ``rewards`` by the shaped return; ``success_plus_steps`` reads this).
+        budgets: Length budget ``n_gold`` each sample's prompt asked for ``[B]`` (float, tokens; L1's
+            "Think for n tokens."), NaN where the prompt set none. ``None``: no budgets (``length_budget``
+            refuses such a batch).
     """
 
     rewards: torch.Tensor
@@ -91,6 +96,7 @@ class ShapingBatch:
     loss_mask: torch.Tensor | None = None
     log: dict[str, Any] = field(default_factory=dict)
     outcome: torch.Tensor | None = None
+    budgets: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         self.rewards = torch.as_tensor(self.rewards, dtype=torch.float32)
@@ -382,6 +388,51 @@ class CosineLength(Shaping):
             exceed=self.exceed,
         )
         return batch.replace(rewards=r)
+
+
+@register("length_budget")
+@dataclass
+class LengthBudget(Shaping):
+    """L1's length-controlled reward (Aggarwal & Welleck, 2025, arXiv 2503.04697), replacing the reward:
+    ``exact``: ``1[correct] - alpha * |n_gold - n_y|``; ``max``: ``1[correct] * clip(alpha * (n_gold - n_y)
+    + delta, 0, 1)``, with ``n_gold = batch.budgets``, ``n_y = batch.lengths``. ``alpha=None`` takes the
+    mode's default (:data:`.functional.L1_ALPHA`). Samples with a NaN budget keep their reward. Correct =
+    ``batch.correct`` or ``r >= correct_threshold``."""
+
+    mode: str = "exact"
+    alpha: float | None = None
+    delta: float = F.L1_DELTA
+    correct_threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.mode not in F.LENGTH_BUDGET_MODES:
+            raise ValueError(
+                f"length_budget: unknown mode {self.mode!r} (known: {', '.join(F.LENGTH_BUDGET_MODES)})"
+            )
+        if self.alpha is None:
+            # Resolved here so that spec() names the slope actually used.
+            self.alpha = F.L1_ALPHA[self.mode]
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        if batch.budgets is None:
+            raise ValueError(
+                "shaping transform 'length_budget' needs 'budgets' (the token budget n_gold each prompt "
+                "asked for, ShapingBatch.budgets), which this batch lacks"
+            )
+        budgets = torch.as_tensor(batch.budgets, dtype=torch.float32)
+        shaped = F.length_budget_reward(
+            batch.correct_or(self.correct_threshold),
+            batch.need("lengths", self.name),
+            budgets,
+            mode=self.mode,
+            alpha=self.alpha,
+            delta=self.delta,
+        )
+        # A prompt without a budget was not asked to control its length: leave its reward alone.
+        missing = torch.isnan(budgets)
+        out = batch.replace(rewards=torch.where(missing, batch.rewards, shaped))
+        out.log["length_budget"] = {"mode": self.mode, "num_without_budget": float(missing.sum().item())}
+        return out
 
 
 # ---- per step ----------------------------------------------------------------------------------------

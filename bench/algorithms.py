@@ -1,0 +1,422 @@
+#!/usr/bin/env python
+"""Recent RL algorithms against plain GRPO on the demo task, same budget, several seeds (issue 17).
+
+The task is the demo's (``rewardkit.rl.demo``): a tiny Qwen2 warm-started on two-digit additions without
+carrying, then RL with the math verifier's reward, greedy pass@1 on the 100 held-out problems before and
+after. Every arm starts from the same warm-start weights of its seed, trains ``--steps`` steps of
+``--prompts`` prompts x ``--group`` samples (the same number of rollouts), and changes one thing:
+
+==================  ==============================================================================
+arm                 what changes (rewardkit config)
+==================  ==============================================================================
+grpo                nothing: the demo's GRPO (the reference)
+passk               Pass@k Training's analytic advantages, k = 4 (Chen et al., 2025)
+grpo_passk          verl's ``grpo_passk``: only the best sample, r_max - r_second (Tang et al., 2025)
+grpo_2src / gdpo    two rewards, correctness + an exact-form regex (weight 0.5): summed then normalised
+                    (GRPO) vs normalised per source then summed (GDPO, Liu et al., 2026)
+band / greso        pre-rollout prompt filters over a pool the run revisits: pass-rate band 0.2-0.8
+                    (Bae et al., 2025), zero-variance skipping (GRESO, Zheng et al., 2025)
+w_reinforce / nsr   +1/-1 REINFORCE, positive samples weighted 0.1 / 0 (Zhu et al., 2025)
+lite_ppo            group mean, batch std, token-mean loss (Liu et al., 2025, Tricks or Traps)
+ttrl                label-free: majority vote of the group is the reward (Zuo et al., 2025)
+self_certainty      label-free: the policy's self-certainty is the reward (Zhao et al., 2025)
+length_budget       L1-Max budget in the prompt, budgets shrinking 16 -> 11 tokens (Aggarwal & Welleck)
+async               rollouts one step off-policy in a thread, token-level rollout IS (cap 2)
+==================  ==============================================================================
+
+The label-free arms keep the math verifier as a reward source of weight 0, so the training accuracy and
+the held-out pass@1 stay the verifier's, and their pseudo rewards are compared with it over training
+(collapse: the pseudo reward rises while the accuracy does not).
+
+The training prompts are a pool of ``--pool`` problems (default 1,000: 6.4 epochs at the default budget) for
+every arm, so the prompt filters, which need a prompt's earlier groups, have something to read.
+
+Writes ``OUT/results.json``, ``OUT/table.md`` (medians over seeds, min-max in brackets) and
+``OUT/algorithms.png``. Each run is a subprocess with one torch thread; ``--jobs`` run at once (two on a
+2-core machine; the ``async`` arm's wall time is only comparable with ``grpo``'s when both ran with
+``--jobs 1``, since its rollout thread needs the second core).
+
+``python bench/algorithms.py [--seeds 0,1,2] [--arms all] [--steps 100] [--jobs 2] [--out runs/bench-algorithms]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+FORMAT_SOURCE = (
+    r"{name: format, weight: 0.5, kwargs: {mode: regex, match: fullmatch, patterns: ['\\boxed\{\d+\}']}}"
+)
+MATH_SOURCE = "{name: math, kwargs: {mode: strict}}"
+MATH_JUDGE = "{name: math, weight: 0.0, kwargs: {mode: strict}}"
+
+ARMS: dict[str, list[str]] = {
+    "grpo": [],
+    "passk": ["algorithm.adv_estimator=passk", "algorithm.passk_k=4"],
+    "grpo_passk": ["algorithm.adv_estimator=grpo_passk"],
+    "grpo_2src": [f"reward.sources=[{MATH_SOURCE}, {FORMAT_SOURCE}]"],
+    "gdpo": [f"reward.sources=[{MATH_SOURCE}, {FORMAT_SOURCE}]", "algorithm.adv_estimator=gdpo"],
+    "band": ["algorithm.prompt_filter=band"],
+    "greso": ["algorithm.prompt_filter=greso"],
+    "w_reinforce": [
+        "algorithm.adv_estimator=reinforce_signed",
+        "algorithm.positive_adv_weight=0.1",
+    ],
+    "nsr": ["algorithm.adv_estimator=reinforce_signed", "algorithm.positive_adv_weight=0.0"],
+    "lite_ppo": ["algorithm.adv_scale=batch", "algorithm.loss_agg_mode=token-mean"],
+    "ttrl": [f"reward.sources=[{MATH_JUDGE}, {{name: ttrl, kwargs: {{mode: strict}}}}]"],
+    "self_certainty": [f"reward.sources=[{MATH_JUDGE}, {{name: self_certainty}}]"],
+    # L1's alpha is per token for budgets of thousands; here completions are ~11 tokens, so it is scaled up
+    "length_budget": [
+        "reward.length_budget=max",
+        "reward.length_budget_alpha=0.1",
+        "reward.length_budget_min=8",
+        "reward.length_budget_max=16",
+        "reward.length_budget_final_max=11",
+    ],
+    "async": ["rollout.async_staleness=1", "algorithm.rollout_is=token"],
+}
+LABEL_FREE = {"ttrl": "ttrl", "self_certainty": "self_certainty"}
+
+# Where each paper says its technique helps, for the table's last column.
+SETTINGS = {
+    "grpo": "reference",
+    "passk": "hard problems where pass@1 training stops exploring (maze, AIME-level math; 7B models)",
+    "grpo_passk": "best-of-n inference objectives (Tang et al.); large groups",
+    "grpo_2src": "reference for gdpo (same two rewards, summed then normalised)",
+    "gdpo": "several rewards of different difficulty (tool calling, math + length/format; 1.5-7B)",
+    "band": "multi-epoch training over a fixed prompt set with many always/never-solved prompts",
+    "greso": "multi-epoch training where many prompts give zero-variance groups (DAPO-17k, 1.5-7B)",
+    "w_reinforce": "pass@k over large k on MATH/AIME with Qwen2.5/3 (keeps diversity)",
+    "nsr": "pass@k over large k; NSR alone keeps pass@256",
+    "lite_ppo": "small/base models where group std over-weights near-solved prompts (Qwen3-4B/8B base)",
+    "ttrl": "unlabelled test sets where the model's majority answer is usually right (AIME with 7B)",
+    "self_certainty": "no verifier at all; reasoning and code with 1.5-3B instruct models",
+    "length_budget": "long chains of thought (budgets of 512-4000 tokens) a user wants to cut",
+    "async": "GPU clusters where generation and training run on separate devices",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="runs/bench-algorithms")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--arms", default="all", help=f"comma-separated, or all: {', '.join(ARMS)}")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--prompts", type=int, default=64)
+    p.add_argument("--group", type=int, default=8)
+    p.add_argument("--pool", type=int, default=1000, help="training problems per seed (revisited)")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--worker", choices=["sft", "rl"], help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--arm", help=argparse.SUPPRESS)
+    return p
+
+
+def demo_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The demo's settings (warm start, GRPO hyper-parameters) with this bench's budget."""
+    from rewardkit.rl.demo import build_parser as demo_parser
+
+    return demo_parser().parse_args(
+        [
+            f"--rl-steps={args.steps}",
+            f"--prompts-per-step={args.prompts}",
+            f"--group-size={args.group}",
+            f"--eval-every={args.steps}",
+        ]
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Workers (one process each)
+# ----------------------------------------------------------------------------------------------------------
+def warm_start(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    from rewardkit.data import arithmetic
+    from rewardkit.rl import demo
+    from rewardkit.tiny import load_tiny_tokenizer
+
+    folder = Path(args.out) / f"seed-{args.seed}" / "sft"
+    tokenizer = load_tiny_tokenizer()
+    rows = arithmetic.generate(20000, seed=args.seed, **demo.DIST)
+    model = demo.warm_start(demo_args(args), args.seed, tokenizer, rows)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def train_arm(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    from transformers import AutoModelForCausalLM
+
+    from rewardkit.data import arithmetic
+    from rewardkit.rl import demo
+    from rewardkit.rl.config import load_config
+    from rewardkit.rl.trainer import RLTrainer
+    from rewardkit.tiny import load_tiny_tokenizer
+    from rewardkit.types import Record
+
+    seed_dir = Path(args.out) / f"seed-{args.seed}"
+    out = seed_dir / args.arm
+    rows = arithmetic.generate(args.pool, seed=args.seed, **demo.DIST)
+    held = arithmetic.heldout(**demo.DIST)
+    records = [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in rows]
+    held_records = [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in held]
+    extra = [
+        *ARMS[args.arm],
+        "run.save_every=0",
+        "run.keep_checkpoints=1",
+        f"run.log_completions={args.prompts * args.group if args.arm in LABEL_FREE else 0}",
+    ]
+    overrides = demo.grpo_overrides(demo_args(args), args.seed, out, extra)
+    overrides = [o.replace(f"run.output_dir={out / 'grpo'}", f"run.output_dir={out}") for o in overrides]
+    cfg = load_config(preset="grpo", overrides=overrides)
+    model = AutoModelForCausalLM.from_pretrained(seed_dir / "sft")
+    t0 = time.perf_counter()
+    with RLTrainer(
+        cfg, model=model, tokenizer=load_tiny_tokenizer(), train_records=records, eval_records=held_records
+    ) as trainer:
+        last = trainer.train()
+        before = trainer.initial_eval
+    wall = time.perf_counter() - t0
+    result = summarise_run(out, args.arm, before, last, wall)
+    (out / "result.json").write_text(json.dumps(result, indent=2))
+
+
+def summarise_run(
+    out: Path, arm: str, before: dict[str, Any], last: dict[str, Any], wall: float
+) -> dict[str, Any]:
+    from rewardkit.training.metrics import read_metrics
+
+    rows = [r for r in read_metrics(out) if r.get("step", 0) > 0 and "reward" in r]
+    step_times = [r["timing/step_s"] for r in rows]
+    result = {
+        "arm": arm,
+        "heldout_before": before["eval/pass@1"],
+        "heldout_after": last["eval/pass@1"],
+        "truncated_after": last["eval/truncated"],
+        "completion_tokens": last["num_completion_tokens"],
+        "wall_s": wall,
+        "step_s_median": statistics.median(step_times),
+        "train_accuracy_first10": _mean(r["accuracy"] for r in rows[:10]),
+        "train_accuracy_last10": _mean(r["accuracy"] for r in rows[-10:]),
+        "zero_std_share": _mean(r["frac_reward_zero_std"] for r in rows),
+        "mean_length": _mean(r["completions/mean_length"] for r in rows),
+    }
+    if arm == "async":
+        result["wait_s_median"] = statistics.median(r["timing/wait_rollout_s"] for r in rows)
+    if arm in ("band", "greso"):
+        result["skipped_frac"] = _mean(r.get("prompt_filter/skipped_frac", 0.0) for r in rows)
+    if arm in LABEL_FREE:
+        result["label_free"] = label_free_collapse(out, LABEL_FREE[arm], rows)
+    return result
+
+
+def label_free_collapse(out: Path, source: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pseudo reward against the verifier over training: its mean, the verifier's accuracy, and among
+    the samples the pseudo reward favours (ttrl: reward 1; self-certainty: above the step's median) the
+    share the verifier calls wrong, over the first and the last 10 steps."""
+    samples: dict[int, list[dict[str, Any]]] = {}
+    with (out / "rollouts.jsonl").open() as handle:
+        for line in handle:
+            row = json.loads(line)
+            samples.setdefault(row["step"], []).append(row)
+    steps = sorted(samples)
+
+    def phase(chosen: list[int]) -> dict[str, float]:
+        favoured, wrong = 0, 0
+        for step in chosen:
+            values = [r["rewards"].get(source) for r in samples[step]]
+            cut = statistics.median(v for v in values if v is not None) if source != "ttrl" else 0.5
+            for r, v in zip(samples[step], values, strict=True):
+                if v is not None and v > cut:
+                    favoured += 1
+                    wrong += not r["correct"]
+        by_step = {r["step"]: r for r in rows}
+        return {
+            "pseudo_reward": _mean(by_step[s][f"rewards/{source}/mean"] for s in chosen if s in by_step),
+            "accuracy": _mean(by_step[s]["accuracy"] for s in chosen if s in by_step),
+            "favoured_but_wrong": wrong / max(favoured, 1),
+        }
+
+    return {"first10": phase(steps[:10]), "last10": phase(steps[-10:])}
+
+
+def _mean(values: Any) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else float("nan")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The driver
+# ----------------------------------------------------------------------------------------------------------
+def run_jobs(jobs: list[tuple[str, list[str], Path]], width: int) -> None:
+    """Runs ``(name, argv, log)`` subprocesses, ``width`` at a time; stops on the first failure."""
+    pending, running = list(jobs), {}
+    while pending or running:
+        while pending and len(running) < width:
+            name, argv, log = pending.pop(0)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("w") as handle:
+                running[name] = (
+                    subprocess.Popen(
+                        [sys.executable, "-u", __file__, *argv], stdout=handle, stderr=subprocess.STDOUT
+                    ),
+                    log,
+                    time.perf_counter(),
+                )
+        time.sleep(0.5)
+        for name, (proc, log, t0) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[name]
+            if proc.returncode:
+                raise SystemExit(f"{name} failed (exit {proc.returncode}); see {log}")
+            print(f"[bench] {name} done in {time.perf_counter() - t0:.0f}s", flush=True)
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    if args.worker == "sft":
+        return warm_start(args)
+    if args.worker == "rl":
+        return train_arm(args)
+    out = Path(args.out)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    arms = list(ARMS) if args.arms == "all" else args.arms.split(",")
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise SystemExit(f"--arms: unknown {unknown} (known: {', '.join(ARMS)})")
+    common = [
+        f"--out={out}",
+        f"--steps={args.steps}",
+        f"--prompts={args.prompts}",
+        f"--group={args.group}",
+        f"--pool={args.pool}",
+    ]
+    t0 = time.perf_counter()
+    sft_jobs = [
+        (f"warm start seed {s}", [*common, "--worker=sft", f"--seed={s}"], out / f"seed-{s}" / "sft.log")
+        for s in seeds
+        if not (out / f"seed-{s}" / "sft" / "config.json").exists()
+    ]
+    run_jobs(sft_jobs, args.jobs)
+    rl_jobs = [
+        (
+            f"seed {s} {a}",
+            [*common, "--worker=rl", f"--seed={s}", f"--arm={a}"],
+            out / f"seed-{s}" / f"{a}.log",
+        )
+        for s in seeds
+        for a in arms
+    ]
+    run_jobs(rl_jobs, args.jobs)
+    results = [json.loads((out / f"seed-{s}" / a / "result.json").read_text()) for s in seeds for a in arms]
+    for r, (s, _a) in zip(results, [(s, a) for s in seeds for a in arms], strict=True):
+        r["seed"] = s
+    summary = {
+        "operating_point": {
+            "seeds": seeds,
+            "steps": args.steps,
+            "prompts_per_step": args.prompts,
+            "group_size": args.group,
+            "pool": args.pool,
+            "jobs": args.jobs,
+            "max_new_tokens": 12,
+            "heldout_problems": 100,
+        },
+        "runs": results,
+        "seconds": time.perf_counter() - t0,
+    }
+    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    table = markdown_table(results, arms)
+    (out / "table.md").write_text(table)
+    print(table)
+    print(f"[bench] plot: {plot(results, arms, out / 'algorithms.png')}")
+
+
+def _med(results: list[dict[str, Any]], arm: str, key: str) -> tuple[float, float, float]:
+    values = [r[key] for r in results if r["arm"] == arm]
+    return statistics.median(values), min(values), max(values)
+
+
+def markdown_table(results: list[dict[str, Any]], arms: list[str]) -> str:
+    base = (
+        statistics.median(r["heldout_after"] for r in results if r["arm"] == "grpo")
+        if "grpo" in arms
+        else None
+    )
+    lines = [
+        "| arm | held-out pass@1 after (min-max) | vs grpo (points) | completion tokens | wall s | step s | "
+        "zero-std groups | where the paper says it helps |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for arm in arms:
+        acc, lo, hi = _med(results, arm, "heldout_after")
+        delta = f"{100 * (acc - base):+.1f}" if base is not None else ""
+        tokens = _med(results, arm, "completion_tokens")[0]
+        wall = _med(results, arm, "wall_s")[0]
+        step = _med(results, arm, "step_s_median")[0]
+        zero = _med(results, arm, "zero_std_share")[0]
+        lines.append(
+            f"| {arm} | {acc:.1%} ({lo:.0%}-{hi:.0%}) | {delta} | {tokens:,.0f} | {wall:.0f} | {step:.2f} | "
+            f"{zero:.0%} | {SETTINGS[arm]} |"
+        )
+    before = statistics.median(r["heldout_before"] for r in results)
+    lines.append("")
+    lines.append(f"Held-out pass@1 before RL (median over the seeds' warm starts): {before:.1%}.")
+    for arm in [a for a in arms if a in LABEL_FREE]:
+        runs = [r["label_free"] for r in results if r["arm"] == arm]
+        f = {k: statistics.median(x["first10"][k] for x in runs) for k in runs[0]["first10"]}
+        last = {k: statistics.median(x["last10"][k] for x in runs) for k in runs[0]["last10"]}
+        lines.append(
+            f"{arm}: pseudo reward {f['pseudo_reward']:.3f} -> {last['pseudo_reward']:.3f}, verifier accuracy "
+            f"{f['accuracy']:.1%} -> {last['accuracy']:.1%}, favoured samples the verifier calls wrong "
+            f"{f['favoured_but_wrong']:.1%} -> {last['favoured_but_wrong']:.1%} (first -> last 10 steps, medians)."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: list[dict[str, Any]], arms: list[str], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [
+        ("heldout_after", "held-out greedy pass@1 after RL", 100.0),
+        ("completion_tokens", "completion tokens generated (thousands)", 1e-3),
+        ("wall_s", "wall time of the RL run (s)", 1.0),
+    ]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 0.42 * len(arms) + 1.6))
+    for ax, (key, title, scale) in zip(axes, panels, strict=True):
+        for i, arm in enumerate(arms):
+            med, lo, hi = (v * scale for v in _med(results, arm, key))
+            ax.barh(i, med, color="C1" if arm == "grpo" else "C0", alpha=0.8)
+            ax.errorbar(med, i, xerr=[[med - lo], [hi - med]], color="k", capsize=3)
+        ax.set_yticks(range(len(arms)), arms)
+        ax.invert_yaxis()
+        ax.set_title(title)
+        ax.grid(axis="x", alpha=0.3)
+        if key == "heldout_after":
+            before = statistics.median(r["heldout_before"] for r in results) * scale
+            ax.axvline(before, color="grey", linestyle="--", label="before RL")
+            ax.legend(loc="lower right")
+    fig.suptitle("RL algorithms on the demo task (median over seeds, bars: min-max)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+if __name__ == "__main__":
+    main()
