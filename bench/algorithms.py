@@ -113,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--pool", type=int, default=1000, help="training problems per seed (revisited)")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument(
+        "--warm-starts",
+        help="folder of an earlier run of this bench whose seed-N/sft warm starts to reuse (default: --out)",
+    )
     p.add_argument("--worker", choices=["sft", "rl"], help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     p.add_argument("--arm", help=argparse.SUPPRESS)
@@ -144,7 +148,7 @@ def warm_start(args: argparse.Namespace) -> None:
     from rewardkit.rl import demo
     from rewardkit.tiny import load_tiny_tokenizer
 
-    folder = Path(args.out) / f"seed-{args.seed}" / "sft"
+    folder = Path(args.warm_starts or args.out) / f"seed-{args.seed}" / "sft"
     tokenizer = load_tiny_tokenizer()
     rows = arithmetic.generate(20000, seed=args.seed, **demo.DIST)
     model = demo.warm_start(demo_args(args), args.seed, tokenizer, rows)
@@ -180,7 +184,9 @@ def train_arm(args: argparse.Namespace) -> None:
     overrides = demo.grpo_overrides(demo_args(args), args.seed, out, extra)
     overrides = [o.replace(f"run.output_dir={out / 'grpo'}", f"run.output_dir={out}") for o in overrides]
     cfg = load_config(preset="grpo", overrides=overrides)
-    model = AutoModelForCausalLM.from_pretrained(seed_dir / "sft")
+    model = AutoModelForCausalLM.from_pretrained(
+        Path(args.warm_starts or args.out) / f"seed-{args.seed}" / "sft"
+    )
     t0 = time.perf_counter()
     with RLTrainer(
         cfg, model=model, tokenizer=load_tiny_tokenizer(), train_records=records, eval_records=held_records
@@ -302,12 +308,13 @@ def main() -> None:
         f"--prompts={args.prompts}",
         f"--group={args.group}",
         f"--pool={args.pool}",
+        *([f"--warm-starts={args.warm_starts}"] if args.warm_starts else []),
     ]
     t0 = time.perf_counter()
     sft_jobs = [
         (f"warm start seed {s}", [*common, "--worker=sft", f"--seed={s}"], out / f"seed-{s}" / "sft.log")
         for s in seeds
-        if not (out / f"seed-{s}" / "sft" / "config.json").exists()
+        if not (Path(args.warm_starts or out) / f"seed-{s}" / "sft" / "config.json").exists()
     ]
     run_jobs(sft_jobs, args.jobs)
     rl_jobs = [
@@ -356,9 +363,9 @@ def markdown_table(results: list[dict[str, Any]], arms: list[str]) -> str:
         else None
     )
     lines = [
-        "| arm | held-out pass@1 after (min-max) | vs grpo (points) | completion tokens | wall s | step s | "
-        "zero-std groups | where the paper says it helps |",
-        "|---|---|---|---|---|---|---|---|",
+        "| arm | held-out pass@1 before | after (min-max) | vs grpo (points) | completion tokens | wall s | "
+        "step s | zero-std groups | where the paper says it helps |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for arm in arms:
         acc, lo, hi = _med(results, arm, "heldout_after")
@@ -367,13 +374,12 @@ def markdown_table(results: list[dict[str, Any]], arms: list[str]) -> str:
         wall = _med(results, arm, "wall_s")[0]
         step = _med(results, arm, "step_s_median")[0]
         zero = _med(results, arm, "zero_std_share")[0]
+        before = _med(results, arm, "heldout_before")[0]
         lines.append(
-            f"| {arm} | {acc:.1%} ({lo:.0%}-{hi:.0%}) | {delta} | {tokens:,.0f} | {wall:.0f} | {step:.2f} | "
+            f"| {arm} | {before:.1%} | {acc:.1%} ({lo:.0%}-{hi:.0%}) | {delta} | {tokens:,.0f} | {wall:.0f} | {step:.2f} | "
             f"{zero:.0%} | {SETTINGS[arm]} |"
         )
-    before = statistics.median(r["heldout_before"] for r in results)
     lines.append("")
-    lines.append(f"Held-out pass@1 before RL (median over the seeds' warm starts): {before:.1%}.")
     for arm in [a for a in arms if a in LABEL_FREE]:
         runs = [r["label_free"] for r in results if r["arm"] == arm]
         f = {k: statistics.median(x["first10"][k] for x in runs) for k in runs[0]["first10"]}
