@@ -472,8 +472,8 @@ def passk_advantages(
         a_pos = (1 - r_mean) / (std + eps)
         a_neg = (1 - r_mean - _binom(n_neg[rows] - 1, kg - 1) / _binom(n[rows] - 1, kg - 1)) / (std + eps)
         a_neg = torch.where(n[rows] > 1, a_neg, torch.zeros_like(a_neg))
-        live = (std > 0)[:, None]
-        adv[rows] = torch.where(positive[rows], a_pos[:, None], a_neg[:, None]) * live
+        values = torch.where(positive[rows], a_pos[:, None], a_neg[:, None])
+        adv[rows] = torch.where((std > 0)[:, None], values, torch.zeros_like(values))
     adv = torch.where(members, adv, torch.zeros_like(adv))
     return adv.to(scores.dtype).reshape(-1)
 
