@@ -32,8 +32,8 @@ from typing import Any
 from math_verify.errors import TimeoutException
 
 from rewardkit.types import Record, Result
-from rewardkit.verifiers.math.answer import Candidate, read_answer
-from rewardkit.verifiers.math.verifier import MathVerifier, _Answer, _hedge
+from rewardkit.verifiers.math.answer import Candidate
+from rewardkit.verifiers.math.verifier import MathVerifier, _Answer
 
 __all__ = ["MajorityVoteSource", "majority_vote_rewards", "math_equivalent"]
 
@@ -166,13 +166,11 @@ def read_final_answer(
     The same steps as :meth:`MathVerifier.verify` before it compares with a gold answer: a cut-off, negated,
     retracted, hedged, malformed or self-contradicting answer is refused (docs/math.md, "Decision policy"),
     because a voting sample that retracts its answer must not be rewarded for it."""
-    reading = read_answer(completion, verifier._chain, prompt)
+    reading = verifier.read(completion, prompt)
     if reading.answer is None:
         return None, "no answer found" + (f": {reading.problem}" if reading.problem else "")
     pred = _Answer.of(reading.answer)
-    problem = (
-        reading.problem or pred.issue or _hedge(pred) or verifier._disagreement(pred, reading.must_agree)
-    )
+    problem = verifier.refusal(reading, pred)
     if problem:
         return None, f"answer refused: {problem}"
     return pred, "answer found"

@@ -829,6 +829,14 @@ class RLTrainer:
         """A copy of the policy's weights for the rollout thread's model (taken between updates)."""
         return {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
 
+    @property
+    def _trained_position(self) -> tuple[int, int]:
+        """The data position after the last batch trained: under asynchronous rollouts the thread has drawn
+        ahead, and a resumed run must start after what was trained, not after what was generated."""
+        if self._overlap is not None and self._async_position is not None:
+            return self._async_position
+        return self.data_epoch, self.data_index
+
     def _stop_async(self) -> None:
         if self._overlap is not None:
             self._overlap.close()
@@ -836,6 +844,7 @@ class RLTrainer:
             if self._async_position is not None:  # the next run draws after the last batch trained
                 self.data_epoch, self.data_index = self._async_position
                 self._order = self._epoch_order(self.data_epoch)
+                self._async_position = None
 
     # -- label-free rewards -------------------------------------------------------------------------------------
     def _self_certainty(self, records: Sequence[Record]) -> list[float]:
@@ -1279,13 +1288,8 @@ class RLTrainer:
         state = {
             "optimizer": parallel.optimizer_state_dict(self.policy, self.opt),
             "scheduler": self.sched.state_dict(),
-            # asynchronous rollouts: the thread has drawn ahead; a resumed run starts after the batch trained
-            "data_epoch": self._async_position[0]
-            if self._overlap and self._async_position
-            else self.data_epoch,
-            "data_index": self._async_position[1]
-            if self._overlap and self._async_position
-            else self.data_index,
+            "data_epoch": self._trained_position[0],
+            "data_index": self._trained_position[1],
             "num_tokens": self.num_tokens,
             "num_completion_tokens": self.num_completion_tokens,
             "kl_coef": self.kl_ctrl.value,

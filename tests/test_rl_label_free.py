@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rewardkit.rl import label_free
 from rewardkit.rl.label_free import MajorityVoteSource, majority_vote_rewards
 from rewardkit.types import Record
+from rewardkit.verifiers.math.verifier import MathVerifier
 
 
 def _boxed(answer: str) -> str:
@@ -175,14 +175,14 @@ def test_source_strict_mode_reads_boxes_only_and_auto_reads_more():
 
 
 def test_source_never_raises_on_a_completion(monkeypatch):
-    real = label_free.read_answer
+    real = MathVerifier.read
 
-    def flaky(text, *args, **kwargs):
+    def flaky(self, text, *args, **kwargs):
         if "EXPLODE" in text:
             raise RecursionError("too deep")
-        return real(text, *args, **kwargs)
+        return real(self, text, *args, **kwargs)
 
-    monkeypatch.setattr(label_free, "read_answer", flaky)
+    monkeypatch.setattr(MathVerifier, "read", flaky)
     records = _records(["4", "4"])
     records += [
         Record(prompt="What is it?", completion="EXPLODE \\boxed{4}", metadata={"group": 0}),

@@ -37,7 +37,7 @@ from math_verify.errors import TimeoutException
 from rewardkit.scoring.engine import IN_WORKER_ENV
 from rewardkit.types import Record, Result
 from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.math.answer import Candidate, box_groups, read_answer
+from rewardkit.verifiers.math.answer import Candidate, Reading, box_groups, read_answer
 from rewardkit.verifiers.math.extract import extract_gsm8k, resolve_mode
 from rewardkit.verifiers.math.normalize import (
     NumericAnswer,
@@ -330,7 +330,7 @@ class MathVerifier(Verifier):
             "gold_normalized": golds[0].normalized,
             "gold_extracted_by": golds[0].extracted_by,
         }
-        reading = read_answer(record.completion_text, self._chain, record.prompt_text)
+        reading = self.read(record.completion_text, record.prompt_text)
         if reading.answer is None:
             why = {"reason": reading.problem} if reading.problem else {}
             return Result.failure(
@@ -345,9 +345,7 @@ class MathVerifier(Verifier):
             normalized=pred.normalized,
         )
         try:
-            problem = (
-                reading.problem or pred.issue or _hedge(pred) or self._disagreement(pred, reading.must_agree)
-            )
+            problem = self.refusal(reading, pred)
             if problem:
                 details.update(match=False, method="rejected", reason=problem)
                 return Result(reward=self.settings.incorrect_reward, details=details)
@@ -367,6 +365,15 @@ class MathVerifier(Verifier):
         details.update(match=ok, method=method, reason=reason)
         reward = self.settings.correct_reward if ok else self.settings.incorrect_reward
         return Result(reward=reward, details=details)
+
+    def read(self, completion: str, prompt: str = "") -> Reading:
+        """Where ``completion`` states its final answer, by this verifier's extraction chain (``mode``)."""
+        return read_answer(completion, self._chain, prompt)
+
+    def refusal(self, reading: Reading, pred: _Answer) -> str | None:
+        """Why a found answer does not count (cut off, negated, retracted, hedged, malformed or
+        self-contradicting: docs/math.md, "Decision policy"), or ``None`` when it counts."""
+        return reading.problem or pred.issue or _hedge(pred) or self._disagreement(pred, reading.must_agree)
 
     def score_batch(self, records: Sequence[Record]) -> list[Result]:
         # Gold answers are cached per distinct reference, so the RL shape (n completions per problem)
