@@ -55,6 +55,7 @@ FORMAT_SOURCE = (
 )
 MATH_SOURCE = "{name: math, kwargs: {mode: strict}}"
 MATH_JUDGE = "{name: math, weight: 0.0, kwargs: {mode: strict}}"
+BUDGET_RANGE = (8, 16)  # the length_budget arm's token budgets: completions here are ~11 tokens
 
 ARMS: dict[str, list[str]] = {
     "grpo": [],
@@ -76,13 +77,21 @@ ARMS: dict[str, list[str]] = {
     "length_budget": [
         "reward.length_budget=max",
         "reward.length_budget_alpha=0.1",
-        "reward.length_budget_min=8",
-        "reward.length_budget_max=16",
+        f"reward.length_budget_min={BUDGET_RANGE[0]}",
+        f"reward.length_budget_max={BUDGET_RANGE[1]}",
         "reward.length_budget_final_max=11",
     ],
     "async": ["rollout.async_staleness=1", "algorithm.rollout_is=token"],
 }
+# Run only when named (--arms): what the async arm's step time is made of.
+EXTRA_ARMS: dict[str, list[str]] = {
+    "async_no_is": ["rollout.async_staleness=1"],
+    "grpo_is": ["algorithm.rollout_is=token"],
+}
 LABEL_FREE = {"ttrl": "ttrl", "self_certainty": "self_certainty"}
+# The tiny model has never seen text after "37+42=": an arm whose prompts carry a budget starts from a warm
+# start on such prompts (budgets drawn from the same range), or it would start at 0% and learn nothing.
+WARM_STARTS = {"length_budget": "sft-budget"}
 
 # Where each paper says its technique helps, for the table's last column.
 SETTINGS = {
@@ -100,6 +109,8 @@ SETTINGS = {
     "self_certainty": "no verifier at all; reasoning and code with 1.5-3B instruct models",
     "length_budget": "long chains of thought (budgets of 512-4000 tokens) a user wants to cut",
     "async": "GPU clusters where generation and training run on separate devices",
+    "async_no_is": "as async, without the correction (its cost: one forward pass for pi_old)",
+    "grpo_is": "as grpo, with the rollout IS correction's forward pass",
 }
 
 
@@ -117,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--warm-starts",
         help="folder of an earlier run of this bench whose seed-N/sft warm starts to reuse (default: --out)",
     )
+    p.add_argument("--report", action="store_true", help="only collect the runs' results into the table")
     p.add_argument("--worker", choices=["sft", "rl"], help=argparse.SUPPRESS)
+    p.add_argument("--variant", default="sft", help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     p.add_argument("--arm", help=argparse.SUPPRESS)
     return p
@@ -148,10 +161,22 @@ def warm_start(args: argparse.Namespace) -> None:
     from rewardkit.rl import demo
     from rewardkit.tiny import load_tiny_tokenizer
 
-    folder = Path(args.warm_starts or args.out) / f"seed-{args.seed}" / "sft"
+    folder = Path(args.warm_starts or args.out) / f"seed-{args.seed}" / args.variant
     tokenizer = load_tiny_tokenizer()
     rows = arithmetic.generate(20000, seed=args.seed, **demo.DIST)
-    model = demo.warm_start(demo_args(args), args.seed, tokenizer, rows)
+    prompt = None
+    if args.variant == "sft-budget":
+        import random
+
+        from rewardkit.rewardmodels.shaping.functional import L1_PROMPT_TEMPLATES
+
+        rng = random.Random(args.seed)
+        template = L1_PROMPT_TEMPLATES["max"]
+
+        def prompt(text: str) -> str:  # what the trainer sends under reward.length_budget=max
+            return f"{text} {template.format(budget=rng.randint(*BUDGET_RANGE))}"
+
+    model = demo.warm_start(demo_args(args), args.seed, tokenizer, rows, prompt=prompt)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 
@@ -176,7 +201,7 @@ def train_arm(args: argparse.Namespace) -> None:
     records = [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in rows]
     held_records = [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in held]
     extra = [
-        *ARMS[args.arm],
+        *{**ARMS, **EXTRA_ARMS}[args.arm],
         "run.save_every=0",
         "run.keep_checkpoints=1",
         f"run.log_completions={args.prompts * args.group if args.arm in LABEL_FREE else 0}",
@@ -184,8 +209,9 @@ def train_arm(args: argparse.Namespace) -> None:
     overrides = demo.grpo_overrides(demo_args(args), args.seed, out, extra)
     overrides = [o.replace(f"run.output_dir={out / 'grpo'}", f"run.output_dir={out}") for o in overrides]
     cfg = load_config(preset="grpo", overrides=overrides)
+    warm = WARM_STARTS.get(args.arm, "sft")
     model = AutoModelForCausalLM.from_pretrained(
-        Path(args.warm_starts or args.out) / f"seed-{args.seed}" / "sft"
+        Path(args.warm_starts or args.out) / f"seed-{args.seed}" / warm
     )
     t0 = time.perf_counter()
     with RLTrainer(
@@ -290,31 +316,21 @@ def run_jobs(jobs: list[tuple[str, list[str], Path]], width: int) -> None:
             print(f"[bench] {name} done in {time.perf_counter() - t0:.0f}s", flush=True)
 
 
-def main() -> None:
-    args = build_parser().parse_args()
-    if args.worker == "sft":
-        return warm_start(args)
-    if args.worker == "rl":
-        return train_arm(args)
-    out = Path(args.out)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    arms = list(ARMS) if args.arms == "all" else args.arms.split(",")
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown:
-        raise SystemExit(f"--arms: unknown {unknown} (known: {', '.join(ARMS)})")
-    common = [
-        f"--out={out}",
-        f"--steps={args.steps}",
-        f"--prompts={args.prompts}",
-        f"--group={args.group}",
-        f"--pool={args.pool}",
-        *([f"--warm-starts={args.warm_starts}"] if args.warm_starts else []),
-    ]
-    t0 = time.perf_counter()
+def run_all(
+    args: argparse.Namespace, common: list[str], out: Path, seeds: list[int], arms: list[str]
+) -> None:
+    """The warm starts the arms need (those not on disk yet), then every (seed, arm) run."""
+    warm = Path(args.warm_starts or out)
+    variants = sorted({WARM_STARTS.get(a, "sft") for a in arms})
     sft_jobs = [
-        (f"warm start seed {s}", [*common, "--worker=sft", f"--seed={s}"], out / f"seed-{s}" / "sft.log")
+        (
+            f"warm start {v} seed {s}",
+            [*common, "--worker=sft", f"--variant={v}", f"--seed={s}"],
+            out / f"seed-{s}" / f"{v}.log",
+        )
         for s in seeds
-        if not (Path(args.warm_starts or out) / f"seed-{s}" / "sft" / "config.json").exists()
+        for v in variants
+        if not (warm / f"seed-{s}" / v / "config.json").exists()
     ]
     run_jobs(sft_jobs, args.jobs)
     rl_jobs = [
@@ -327,6 +343,31 @@ def main() -> None:
         for a in arms
     ]
     run_jobs(rl_jobs, args.jobs)
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    if args.worker == "sft":
+        return warm_start(args)
+    if args.worker == "rl":
+        return train_arm(args)
+    out = Path(args.out)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    arms = list(ARMS) if args.arms == "all" else args.arms.split(",")
+    unknown = [a for a in arms if a not in ARMS and a not in EXTRA_ARMS]
+    if unknown:
+        raise SystemExit(f"--arms: unknown {unknown} (known: {', '.join(ARMS)})")
+    common = [
+        f"--out={out}",
+        f"--steps={args.steps}",
+        f"--prompts={args.prompts}",
+        f"--group={args.group}",
+        f"--pool={args.pool}",
+        *([f"--warm-starts={args.warm_starts}"] if args.warm_starts else []),
+    ]
+    t0 = time.perf_counter()
+    if not args.report:
+        run_all(args, common, out, seeds, arms)
     results = [json.loads((out / f"seed-{s}" / a / "result.json").read_text()) for s in seeds for a in arms]
     for r, (s, _a) in zip(results, [(s, a) for s in seeds for a in arms], strict=True):
         r["seed"] = s
@@ -356,28 +397,32 @@ def _med(results: list[dict[str, Any]], arm: str, key: str) -> tuple[float, floa
     return statistics.median(values), min(values), max(values)
 
 
+def _gain_vs_grpo(results: list[dict[str, Any]], arm: str) -> float | None:
+    """Median over seeds of the arm's held-out gain minus GRPO's gain on the same seed (paired: the same
+    warm start, except where the arm needs its own, whose own "before" then counts)."""
+    gains = {(r["seed"], r["arm"]): r["heldout_after"] - r["heldout_before"] for r in results}
+    pairs = [gains[s, arm] - gains[s, "grpo"] for s, a in gains if a == arm and (s, "grpo") in gains]
+    return statistics.median(pairs) if pairs else None
+
+
 def markdown_table(results: list[dict[str, Any]], arms: list[str]) -> str:
-    base = (
-        statistics.median(r["heldout_after"] for r in results if r["arm"] == "grpo")
-        if "grpo" in arms
-        else None
-    )
     lines = [
-        "| arm | held-out pass@1 before | after (min-max) | vs grpo (points) | completion tokens | wall s | "
-        "step s | zero-std groups | where the paper says it helps |",
+        "| arm | held-out pass@1 before | after (min-max) | gain vs grpo, paired (points) | completion tokens | "
+        "wall s | step s | zero-std groups | where the paper says it helps |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for arm in arms:
         acc, lo, hi = _med(results, arm, "heldout_after")
-        delta = f"{100 * (acc - base):+.1f}" if base is not None else ""
+        gain = _gain_vs_grpo(results, arm)
+        delta = f"{100 * gain:+.1f}" if gain is not None else ""
         tokens = _med(results, arm, "completion_tokens")[0]
         wall = _med(results, arm, "wall_s")[0]
         step = _med(results, arm, "step_s_median")[0]
         zero = _med(results, arm, "zero_std_share")[0]
         before = _med(results, arm, "heldout_before")[0]
         lines.append(
-            f"| {arm} | {before:.1%} | {acc:.1%} ({lo:.0%}-{hi:.0%}) | {delta} | {tokens:,.0f} | {wall:.0f} | {step:.2f} | "
-            f"{zero:.0%} | {SETTINGS[arm]} |"
+            f"| {arm} | {before:.1%} | {acc:.1%} ({lo:.0%}-{hi:.0%}) | {delta} | {tokens:,.0f} | {wall:.0f} | "
+            f"{step:.2f} | {zero:.0%} | {SETTINGS[arm]} |"
         )
     lines.append("")
     for arm in [a for a in arms if a in LABEL_FREE]:

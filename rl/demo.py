@@ -30,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +109,16 @@ def greedy_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> t
     return exact, min(hits.values()) / len(rows)
 
 
-def warm_start(args: argparse.Namespace, seed: int, tokenizer: Any, train_rows: list[dict[str, Any]]) -> Any:
-    """The supervised warm start, stopped at ``--sft-target`` validation accuracy."""
+def warm_start(
+    args: argparse.Namespace,
+    seed: int,
+    tokenizer: Any,
+    train_rows: list[dict[str, Any]],
+    *,
+    prompt: Callable[[str], str] | None = None,
+) -> Any:
+    """The supervised warm start, stopped at ``--sft-target`` validation accuracy; ``prompt`` rewrites every
+    training and validation prompt (``bench/algorithms.py`` adds L1's length budget to them)."""
     from rewardkit.data import arithmetic
     from rewardkit.rl.sft import SFTConfig, sft
     from rewardkit.tiny import build_tiny_model
@@ -121,6 +129,9 @@ def warm_start(args: argparse.Namespace, seed: int, tokenizer: Any, train_rows: 
         f"[demo] warm start: up to {args.sft_steps} SFT steps on {args.model} ({n_params / 1e6:.2f}M parameters)"
     )
     valid = arithmetic.generate(200, seed=10_000 + seed, **DIST)
+    if prompt is not None:
+        valid = [{**r, "prompt": prompt(r["prompt"])} for r in valid]
+        train_rows = [{**r, "prompt": prompt(r["prompt"])} for r in train_rows]
 
     def check(step: int) -> bool:
         if not args.sft_target or step % args.sft_check_every:

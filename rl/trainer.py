@@ -307,6 +307,9 @@ class UpdateBatch:
     """``(B, T)`` the critic's targets."""
     is_weights: torch.Tensor | None = None
     """Truncated importance weights for the rollout/trainer mismatch."""
+    is_per_micro_batch: bool = False
+    """The IS weights are computed in each micro-batch from its own forward pass: with one optimiser step
+    per rollout that pass is pi_old, so no separate pass over the batch is needed."""
 
     @property
     def size(self) -> int:
@@ -321,10 +324,15 @@ class _UpdateStats:
     counts: Counter = field(default_factory=Counter)
     losses: Counter = field(default_factory=Counter)
     grad_norms: list[float] = field(default_factory=list)
+    extrema: dict[str, float] = field(default_factory=dict)
 
     def add(self, stats: dict[str, float], losses: dict[str, float], n: int) -> None:
         self.losses.update(losses)
         for key, value in stats.items():
+            if key.endswith(("_min", "_max")):  # a minimum (maximum) over micro-batches, not a mean
+                pick = min if key.endswith("_min") else max
+                self.extrema[key] = pick(self.extrema.get(key, value), value)
+                continue
             self.sums[key] += value * n
             self.counts[key] += n
 
@@ -333,6 +341,7 @@ class _UpdateStats:
         a loss term is that sum averaged over the optimiser steps. Other statistics are sample-weighted."""
         out = {key: total / max(self.counts[key], 1) for key, total in self.sums.items()}
         out.update({key: total / optimizer_steps for key, total in self.losses.items()})
+        out.update(self.extrema)
         out["grad_norm"] = sum(self.grad_norms) / len(self.grad_norms)
         return out
 
@@ -1083,6 +1092,9 @@ class RLTrainer:
         ac = self.cfg.algorithm
         if ac.rollout_is == "none":
             return
+        if u.old_logp is None and not ac.rollout_is_mask:
+            u.is_per_micro_batch = True  # single pass: _micro_loss's own forward pass is pi_old
+            return
         if u.old_logp is None:
             u.old_logp = self._no_grad_logprobs(self.policy, u.tensors)
         u.is_weights, keep, stats = ca.rollout_importance_weights(
@@ -1201,6 +1213,7 @@ class RLTrainer:
         logp, ent = self._logprobs(self.train_model, u.tensors, idx, entropy=True)
         mmask = u.mask[idx].to(self.device)
         old = u.old_logp[idx].to(self.device) if u.old_logp is not None else logp.detach()
+        is_weights, is_stats = self._micro_is_weights(u, idx, old, mmask)
         out = ca.compute_policy_loss(
             ac.policy_loss,
             logp,
@@ -1210,12 +1223,12 @@ class RLTrainer:
             clip_ratio_low=ac.clip_ratio_low,
             clip_ratio_high=ac.clip_ratio_high,
             loss_agg_mode=ac.loss_agg_mode,
-            is_weights=u.is_weights[idx].to(self.device) if u.is_weights is not None else None,
+            is_weights=is_weights,
             **({"clip_ratio_c": ac.clip_ratio_c} if ac.policy_loss == "ppo" else {}),
             **agg,
         )
         loss = out.loss
-        stats = dict(out.stats)
+        stats = {**out.stats, **is_stats}
         if u.ref_logp is not None:
             kl_tok = ca.kl_penalty(logp, u.ref_logp[idx].to(self.device), ac.kl_estimator)
             if mmask.any():
@@ -1236,6 +1249,21 @@ class RLTrainer:
         losses["policy_loss"] = out.loss.item()
         losses["loss"] = loss.item()
         return stats, losses
+
+    def _micro_is_weights(
+        self, u: UpdateBatch, idx: torch.Tensor, old: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor | None, dict[str, float]]:
+        """The micro-batch's rollout IS weights: the update's (computed over the batch), or with
+        ``is_per_micro_batch`` from its own pi_old ``old`` (the statistics then cover the samples in the
+        update)."""
+        if not u.is_per_micro_batch:
+            return (u.is_weights[idx].to(self.device) if u.is_weights is not None else None), {}
+        ac = self.cfg.algorithm
+        rollout = u.tensors["rollout_logprobs"][idx].to(self.device)
+        weights, _, stats = ca.rollout_importance_weights(
+            old, rollout, mask, cap=ac.rollout_is_cap, level=ac.rollout_is
+        )
+        return weights, stats
 
     def _value_micro_loss(
         self, u: UpdateBatch, idx: torch.Tensor, agg: dict[str, Any]

@@ -211,3 +211,27 @@ def test_self_certainty_source_scores_with_the_sampling_policy(tmp_path):
         got = rollout.scored.per_source["self_certainty"]
         assert got == pytest.approx(expected.tolist(), abs=1e-5)
         assert rollout.rewards.tolist() == pytest.approx(expected.tolist(), abs=1e-5)
+
+
+def test_is_weights_from_the_updates_own_pass_equal_a_separate_pass(tmp_path):
+    """With one optimiser step per rollout the update's forward pass is pi_old, so the IS weights come from
+    it (no second pass); the policy after training is the one a separate pi_old pass gives."""
+    common = ("train.steps=3", "rollout.async_staleness=1", "algorithm.rollout_is=token")
+    own = _train(_cfg(tmp_path / "own", *common))
+    cfg = _cfg(tmp_path / "sep", *common)
+    with RLTrainer(
+        cfg, train_records=PROMPTS, eval_records=[], reward_fns=(digits_reward,), console=None
+    ) as sep:
+        original = sep._importance_weights
+
+        def separate_pass(u, m):  # pi_old from a pass of its own, as before
+            u.old_logp = sep._no_grad_logprobs(sep.policy, u.tensors)
+            original(u, m)
+            assert not u.is_per_micro_batch
+
+        sep._importance_weights = separate_pass
+        sep.train()
+    for a, b in zip(own.policy.parameters(), sep.policy.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+    rows = read_metrics(tmp_path / "own" / "run")
+    assert rows[-1]["rollout_is/ratio_max"] > 1.0 > rows[-1]["rollout_is/ratio_min"]
