@@ -109,8 +109,8 @@ SETTINGS = {
     "self_certainty": "no verifier at all; reasoning and code with 1.5-3B instruct models",
     "length_budget": "long chains of thought (budgets of 512-4000 tokens) a user wants to cut",
     "async": "GPU clusters where generation and training run on separate devices",
-    "async_no_is": "as async, without the correction (its cost: one forward pass for pi_old)",
-    "grpo_is": "as grpo, with the rollout IS correction's forward pass",
+    "async_no_is": "as async, without the rollout IS correction of the lag",
+    "grpo_is": "as grpo, with the rollout IS correction (the sampler's log-probs; no lag to correct)",
 }
 
 
@@ -356,7 +356,7 @@ def main() -> None:
     arms = list(ARMS) if args.arms == "all" else args.arms.split(",")
     unknown = [a for a in arms if a not in ARMS and a not in EXTRA_ARMS]
     if unknown:
-        raise SystemExit(f"--arms: unknown {unknown} (known: {', '.join(ARMS)})")
+        raise SystemExit(f"--arms: unknown {unknown} (known: {', '.join([*ARMS, *EXTRA_ARMS])})")
     common = [
         f"--out={out}",
         f"--steps={args.steps}",
