@@ -150,7 +150,9 @@ def test_self_certainty_is_the_mean_kl_from_uniform():
     logits = torch.tensor([[[0.0, math.log(3.0)], [0.0, 0.0], [9.0, 9.0]]])
     mask = torch.tensor([[1.0, 1.0, 0.0]])
     assert ca.self_certainty(logits, mask).item() == pytest.approx(0.25 * math.log(4 / 3), abs=1e-6)
-    assert ca.self_certainty(torch.zeros(2, 3, 7), torch.ones(2, 3)).tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
+    assert ca.self_certainty(torch.zeros(2, 3, 7), torch.ones(2, 3)).tolist() == pytest.approx(
+        [0.0, 0.0], abs=1e-6
+    )
 
 
 def test_source_matrix_carries_the_shaping_penalty_as_a_column():
