@@ -755,12 +755,13 @@ def _check_python_path(spec: str, where: str) -> None:
 
 
 def _check_sources(cfg: RLConfig) -> None:
+    from rewardkit.rl.label_free import LABEL_FREE_SOURCES
     from rewardkit.verifiers import VERIFIERS
     from rewardkit.verifiers.remote import http_config, is_remote, remote_url
 
     for i, src in enumerate(cfg.reward.sources):
         where = f"reward.sources[{i}].name"
-        if src.name in ("ttrl", "self_certainty"):  # label-free sources (rl/label_free.py)
+        if src.name in LABEL_FREE_SOURCES:
             if src.name == "self_certainty" and src.kwargs:
                 raise ConfigError(f"reward.sources[{i}].kwargs: self_certainty takes no arguments")
         elif src.name.startswith("py:"):
