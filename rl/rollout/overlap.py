@@ -31,16 +31,18 @@ class Produced:
     item: Any
     """What ``produce`` returned."""
     version: int
-    """The number of updates behind the weights that sampled it."""
+    """The number of updates behind the weights that sampled it: ``max(step - staleness, start)``."""
     wait_s: float = 0.0
     """Seconds the trainer waited for it (0 when it was ready)."""
 
 
 class OverlappedRollouts:
     """Runs ``produce(step, weights)`` for ``step = start .. stop - 1`` in a daemon thread, each as soon as
-    the trainer's published version is at least ``step - staleness``; ``weights`` is the newest state the
-    trainer published since the last call (``None``: unchanged). ``take(step)`` returns the batch of a step,
-    in order; an exception in the thread is raised there.
+    the trainer has published version ``v = max(step - staleness, start)``, with ``weights`` that version's
+    (``None`` for ``start``: the sampler's copy already holds them). Every batch is sampled by exactly that
+    version, never a newer one that happens to be ready, so a run does not depend on thread timing and a
+    seed reproduces it. ``take(step)`` returns the batch of a step, in order; an exception in the thread is
+    raised there.
 
     >>> rollouts = OverlappedRollouts(produce, staleness=1, start=0, stop=100)   # doctest: +SKIP
     >>> batch = rollouts.take(0); ...update...; rollouts.publish(1, policy_state)  # doctest: +SKIP
@@ -54,7 +56,7 @@ class OverlappedRollouts:
         self.produce = produce
         self.staleness = staleness
         self.version = start
-        self._weights: Any | None = None
+        self._weights: dict[int, Any] = {}  # published, not yet loaded: at most staleness + 1 versions
         self._ready: dict[int, Produced] = {}
         self._error: BaseException | None = None
         self._closed = False
@@ -65,13 +67,15 @@ class OverlappedRollouts:
     def _run(self, start: int, stop: int) -> None:
         try:
             for step in range(start, stop):
+                version = max(step - self.staleness, start)
                 with self._cond:
-                    while not self._closed and self.version < step - self.staleness:
+                    while not self._closed and self.version < version:
                         self._cond.wait()
                     if self._closed:
                         return
-                    weights, self._weights = self._weights, None
-                    version = self.version
+                    weights = self._weights.pop(version, None)
+                    for old in [v for v in self._weights if v < version]:
+                        del self._weights[old]
                 item = self.produce(step, weights)
                 with self._cond:
                     self._ready[step] = Produced(item, version)
@@ -96,11 +100,11 @@ class OverlappedRollouts:
         return produced
 
     def publish(self, version: int, weights: Any) -> None:
-        """The trainer finished its ``version``-th update; ``weights`` reach the sampler before its next
-        batch."""
+        """The trainer finished its ``version``-th update; ``weights`` reach the sampler for batch
+        ``version + staleness``."""
         with self._cond:
             self.version = version
-            self._weights = weights
+            self._weights[version] = weights
             self._cond.notify_all()
 
     def close(self) -> None:
