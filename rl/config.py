@@ -324,8 +324,8 @@ class AlgorithmConfig:
     """Most candidates drawn per step, as a multiple of ``train.prompts_per_step``; when the filter rejects
     more, the batch is filled with the rejected candidates taken last (a step never trains on fewer)."""
     passk_k: int = 4
-    """``passk`` estimator (Chen et al., 2025, Pass@k Training): the k whose pass@k the advantages optimise
-    (the paper's main runs use k = 4); at most ``rollout.n``."""
+    """``passk`` estimator (Chen et al., 2025, Pass@k Training): the k whose pass@k the advantages optimise;
+    at most ``rollout.n``; set it to the k you evaluate pass@k at."""
     positive_adv_weight: float = 1.0
     """Positive sample reinforcement weight (Zhu et al., 2025, "The Surprising Effectiveness of Negative
     Reinforcement"): multiplies advantages > 0. Their W-REINFORCE uses 0.1; 0 trains on negative samples
