@@ -69,25 +69,10 @@ RL_SCRIPT = textwrap.dedent(
     torch.set_num_threads(1)
     from rewardkit.rl.config import load_config
     from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record, Result
+    from rewardkit.types import Record
 
-    class Digits:
-        name = "digits"
-
-        def score_batch(self, records):
-            out = []
-            for r in records:
-                text = r.completion_text
-                first = next((ch for ch in text if ch.isdigit()), None)
-                if first is None:
-                    out.append(Result.failure("no answer found", extracted=None))
-                else:
-                    share = sum(ch.isdigit() for ch in text) / len(text)
-                    out.append(Result(reward=share, details={"extracted": first}))
-            return out
-
-        def close(self):
-            pass
+    sys.path.insert(0, sys.argv[2])  # the tests folder: the rollout-log tests' digit-counting source
+    from test_rl_rollout_log import DigitSource
 
     prompts = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(12)]
     cfg = load_config(preset="grpo", overrides=[
@@ -95,7 +80,7 @@ RL_SCRIPT = textwrap.dedent(
         "train.micro_batch_size=8", "reward.sources=[]", "reward.truncation=none", "run.tensorboard=false",
         "run.log_completions=8", f"run.output_dir={sys.argv[1]}",
     ])
-    with RLTrainer(cfg, train_records=prompts, eval_records=[], reward_fns=(Digits(),), console=None) as tr:
+    with RLTrainer(cfg, train_records=prompts, eval_records=[], reward_fns=(DigitSource(),), console=None) as tr:
         tr.train()
     """
 )
@@ -140,7 +125,7 @@ def view_root(tmp_path_factory) -> Path:
         "eval": py
         + ["eval", "--completions", str(completions), "--benchmark", "sample:gsm8k", "--limit", "6"]
         + ["-o", str(root / "eval-run"), "--workers", "0", "--bootstrap", "0", "--no-progress"],
-        "rl": [sys.executable, "-c", RL_SCRIPT, str(root / "rl-run")],
+        "rl": [sys.executable, "-c", RL_SCRIPT, str(root / "rl-run"), str(Path(__file__).parent)],
     }
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     procs = {
