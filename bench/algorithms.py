@@ -202,13 +202,12 @@ def train_arm(args: argparse.Namespace) -> None:
     held_records = [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in held]
     extra = [
         *{**ARMS, **EXTRA_ARMS}[args.arm],
+        f"run.output_dir={out}",  # after the demo's own (OUT/grpo): one folder per arm
         "run.save_every=0",
         "run.keep_checkpoints=1",
         f"run.log_completions={args.prompts * args.group if args.arm in LABEL_FREE else 0}",
     ]
-    overrides = demo.grpo_overrides(demo_args(args), args.seed, out, extra)
-    overrides = [o.replace(f"run.output_dir={out / 'grpo'}", f"run.output_dir={out}") for o in overrides]
-    cfg = load_config(preset="grpo", overrides=overrides)
+    cfg = load_config(preset="grpo", overrides=demo.grpo_overrides(demo_args(args), args.seed, out, extra))
     warm = WARM_STARTS.get(args.arm, "sft")
     model = AutoModelForCausalLM.from_pretrained(
         Path(args.warm_starts or args.out) / f"seed-{args.seed}" / warm

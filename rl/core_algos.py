@@ -464,9 +464,9 @@ def passk_advantages(
     kk = torch.clamp(n, max=k).to(torch.long)
     adv = torch.zeros(stats.values.shape, dtype=torch.float64)
     for kg in kk.unique().tolist():  # C(., k) is per k: one pass for each distinct group k
-        rows = (kk == kg).nonzero().flatten()
-        if kg < 1:
+        if kg < 1:  # a group without valid samples
             continue
+        rows = (kk == kg).nonzero().flatten()
         r_mean = 1 - _binom(n_neg[rows], kg) / _binom(n[rows], kg)
         std = (r_mean * (1 - r_mean)).clamp(min=0).sqrt()
         a_pos = (1 - r_mean) / (std + eps)
@@ -502,11 +502,13 @@ def max_minus_second_advantages(
     using Reinforcement Learning"): only the group's best sample is credited, with ``r_max - r_second``
     (divided by the group's std plus ``eps`` when ``scale="group"``); every other sample gets 0. Ties go to
     the first best sample; groups with fewer than two valid samples get 0. ``(B,)``."""
+    if group_size < 2:
+        return torch.zeros_like(scores)
     stats = group_stats(scores, group_size=group_size, valid=valid)
     big = torch.finfo(stats.values.dtype).max
     values = torch.where(stats.members, stats.values, torch.full_like(stats.values, -big))
-    top, idx = torch.topk(values, 2, dim=1) if group_size > 1 else (values, torch.zeros_like(values).long())
-    gap = top[:, 0] - top[:, 1] if group_size > 1 else torch.zeros_like(top[:, 0])
+    top, idx = torch.topk(values, 2, dim=1)
+    gap = top[:, 0] - top[:, 1]
     if scale == "group":
         gap = gap / (stats.std + eps)
     gap = torch.where(stats.count >= 2, gap, torch.zeros_like(gap))

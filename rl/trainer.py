@@ -552,7 +552,8 @@ class RLTrainer:
                 candidates, self.prompt_filter.select([str(r.id) for r in candidates]), strict=True
             ):
                 (kept if keep else rejected).append(record)
-        return kept + rejected[len(rejected) - (count - len(kept)) :] if len(kept) < count else kept
+        short = count - len(kept)
+        return kept + (rejected[-short:] if short else [])
 
     def _prompt_text(self, record: Record) -> str:
         text = self.cfg.data.prompt_template.format(prompt=record.prompt_text)
@@ -707,8 +708,12 @@ class RLTrainer:
             rows = (batch[k][idx] for k in ("input_ids", "attention_mask", "response_mask"))
             packed = packing.pack(*rows).to(self.device)
             return packed.model_inputs(), packed
+        return self._padded_inputs(batch, idx), None
+
+    def _padded_inputs(self, batch: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, Any]:
+        """Rows ``idx`` as padded model inputs, keeping the logits of the last ``T + 1`` positions."""
         inputs = {k: batch[k][idx].to(self.device) for k in ("input_ids", "attention_mask", "position_ids")}
-        return {**inputs, "logits_to_keep": batch["responses"].shape[1] + 1}, None
+        return {**inputs, "logits_to_keep": batch["responses"].shape[1] + 1}
 
     def _micro_batches(self, batch: dict[str, torch.Tensor], rows: torch.Tensor) -> list[torch.Tensor]:
         """``rows`` split into forward passes: ``micro_batch_size`` samples each, or with
@@ -863,17 +868,12 @@ class RLTrainer:
         gens = [by_id[r.id] for r in records]
         model = getattr(backend, "model", None) or self.policy
         tensors = build_tensors(gens, self.pad_id)
-        keep = tensors["responses"].shape[1] + 1
         temp = self.cfg.rollout.temperature if self.cfg.rollout.temperature > 0 else 1.0
         scores = []
         with torch.no_grad():
-            for idx in torch.split(torch.arange(len(gens)), max(1, self.cfg.train.micro_batch_size)):
-                inputs = {
-                    k: tensors[k][idx].to(self.device)
-                    for k in ("input_ids", "attention_mask", "position_ids")
-                }
+            for idx in self._micro_batches(tensors, torch.arange(len(gens))):
                 with self._autocast():
-                    logits = model(**inputs, use_cache=False, logits_to_keep=keep).logits[:, :-1]
+                    logits = model(**self._padded_inputs(tensors, idx), use_cache=False).logits[:, :-1]
                 mask = tensors["loss_mask"][idx].to(self.device)
                 scores.append(ca.self_certainty(logits.float() / temp, mask).cpu())
         return torch.cat(scores).tolist() if scores else []

@@ -90,7 +90,7 @@ class OverlappedRollouts:
         t0 = time.perf_counter()
         with self._cond:
             while step not in self._ready and self._error is None:
-                if not self._thread.is_alive() and step not in self._ready:
+                if not self._thread.is_alive():
                     raise RuntimeError(f"the rollout thread stopped before producing step {step}")
                 self._cond.wait(timeout=1.0)
             if step not in self._ready:
