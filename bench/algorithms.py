@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Recent RL algorithms against plain GRPO on the demo task, same budget, several seeds (issue 17).
 
-The task is the demo's (``rewardkit.rl.demo``): a tiny Qwen2 warm-started on two-digit additions without
+The task is the demo's (``rewardkit.demos.rl``): a tiny Qwen2 warm-started on two-digit additions without
 carrying, then RL with the math verifier's reward, greedy pass@1 on the 100 held-out problems before and
 after. Every arm starts from the same warm-start weights of its seed, trains ``--steps`` steps of
 ``--prompts`` prompts x ``--group`` samples (the same number of rollouts), and changes one thing:
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def demo_args(args: argparse.Namespace) -> argparse.Namespace:
     """The demo's settings (warm start, GRPO hyper-parameters) with this bench's budget."""
-    from rewardkit.rl.demo import build_parser as demo_parser
+    from rewardkit.demos.rl import build_parser as demo_parser
 
     return demo_parser().parse_args(
         [
@@ -158,8 +158,8 @@ def warm_start(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
     from rewardkit.data import arithmetic
-    from rewardkit.rl import demo
-    from rewardkit.tiny import load_tiny_tokenizer
+    from rewardkit.data.tiny import load_tiny_tokenizer
+    from rewardkit.demos import rl as demo
 
     folder = Path(args.warm_starts or args.out) / f"seed-{args.seed}" / args.variant
     tokenizer = load_tiny_tokenizer()
@@ -188,10 +188,10 @@ def train_arm(args: argparse.Namespace) -> None:
     from transformers import AutoModelForCausalLM
 
     from rewardkit.data import arithmetic
-    from rewardkit.rl import demo
+    from rewardkit.data.tiny import load_tiny_tokenizer
+    from rewardkit.demos import rl as demo
     from rewardkit.rl.config import load_config
     from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.tiny import load_tiny_tokenizer
     from rewardkit.types import Record
 
     seed_dir = Path(args.out) / f"seed-{args.seed}"

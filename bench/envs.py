@@ -1,6 +1,6 @@
 """Episodes per second of multi-turn rollouts on CPU, against single-turn sampling measured in the same run.
 
-The policy is the tool-use demo's (``envs/demo.py``): ``--model`` a trained one (e.g.
+The policy is the tool-use demo's (``rewardkit/demos/tools.py``): ``--model`` a trained one (e.g.
 ``runs/demo-tools/seed-0/grpo/checkpoints/latest/policy``), or by default a fresh warm start of the demo
 (``--sft-steps``, seed 0; it calls the tool about half the time). On the same held-out prompts, with the same
 sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the ``--backend``:
@@ -26,7 +26,7 @@ from typing import Any
 
 
 def parse_args() -> argparse.Namespace:
-    from rewardkit.envs import demo
+    from rewardkit.demos import tools as demo
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", help="A trained demo policy (default: a fresh warm start of the demo).")
@@ -46,8 +46,8 @@ def parse_args() -> argparse.Namespace:
 
 def policy(args: argparse.Namespace) -> tuple[Any, Any]:
     from rewardkit.data import arithmetic
-    from rewardkit.envs import demo
-    from rewardkit.tiny import load_tiny_tokenizer
+    from rewardkit.data.tiny import load_tiny_tokenizer
+    from rewardkit.demos import tools as demo
 
     tokenizer = load_tiny_tokenizer()
     if args.model:
@@ -62,7 +62,7 @@ def policy(args: argparse.Namespace) -> tuple[Any, Any]:
 def rollout_backend(args: argparse.Namespace, model: Any, tokenizer: Any) -> Any:
     """The hf backend on ``model``, or a vLLM engine loading it from disk (its prefix cache keeps each
     episode's earlier turns, which the hf backend prefills again every turn)."""
-    from rewardkit.rl.rollout import get_backend
+    from rewardkit.generation import get_backend
 
     if args.backend == "hf":
         return get_backend("hf", model, tokenizer, batch_size=1024)
@@ -95,7 +95,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from rewardkit.data import arithmetic
     from rewardkit.envs import build_env, demo, run_episodes
-    from rewardkit.rl.rollout import SamplingParams
+    from rewardkit.generation import SamplingParams
     from rewardkit.types import Record
 
     model, tokenizer = policy(args)

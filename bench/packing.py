@@ -38,7 +38,7 @@ def make_gens(args: argparse.Namespace, vocab: int) -> list:
     """``--seqs`` generations with uniform random prompt / response lengths and random tokens."""
     import torch
 
-    from rewardkit.rl.rollout import Generation
+    from rewardkit.generation import Generation
 
     g = torch.Generator().manual_seed(args.seed)
 
@@ -53,9 +53,9 @@ def make_gens(args: argparse.Namespace, vocab: int) -> list:
 
 def make_trainer(args: argparse.Namespace, out_dir: str):
     """A trainer on a fresh random ``--model`` (its forward path is what is timed; nothing is generated)."""
+    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
     from rewardkit.rl.config import load_config
     from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
     from rewardkit.types import Record
 
     cfg = load_config(

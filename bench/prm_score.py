@@ -38,9 +38,9 @@ def main() -> None:
 
     import torch
 
+    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
     from rewardkit.rewardmodels.prm import PRMConfig, ProcessRewardModel
     from rewardkit.rewardmodels.prm.synthetic import make_arithmetic_examples
-    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
     from rewardkit.types import Record
 
     if args.threads:

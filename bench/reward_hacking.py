@@ -162,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="runs/reward_hacking")
     args = ap.parse_args(argv)
 
+    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
     from rewardkit.rl.sft import SFTConfig, sft
-    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

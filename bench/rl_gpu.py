@@ -83,7 +83,7 @@ def prepare_model(args: argparse.Namespace) -> str:
 def skip_reason(case: str, args: argparse.Namespace, gpus: int) -> str | None:
     _, needs_vllm, needs_two = CASES[case]
     if needs_vllm:
-        from rewardkit.rl.rollout.vllm import vllm_available
+        from rewardkit.generation.vllm import vllm_available
 
         ok, why = vllm_available()
         if not ok:
@@ -161,7 +161,7 @@ def _device_used_gib() -> float:
 
 def _start_server(folder: str, args: argparse.Namespace, nccl: bool) -> tuple[subprocess.Popen, str]:
     """A ``vllm serve`` of ``folder`` for the server rows (on GPU 1 for NCCL), up and answering."""
-    from rewardkit.rl.rollout.vllm_server import launch_server
+    from rewardkit.generation.vllm_server import launch_server
 
     extra = ["--gpu-memory-utilization", str(args.gpu_memory_utilization), "--enforce-eager"]
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
@@ -175,8 +175,8 @@ def _start_server(folder: str, args: argparse.Namespace, nccl: bool) -> tuple[su
 def run_case(case: str, args: argparse.Namespace) -> dict:
     import torch
 
+    from rewardkit.generation import SamplingParams, get_backend
     from rewardkit.rl.config import load_config
-    from rewardkit.rl.rollout import SamplingParams, get_backend
     from rewardkit.rl.trainer import RLTrainer, load_policy
     from rewardkit.types import Record
 

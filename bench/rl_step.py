@@ -222,9 +222,9 @@ def _summary(rows: list[dict]) -> dict:
 def warm_start(point: OperatingPoint, args: argparse.Namespace):
     """The benchmark's starting model: ``point``'s supervised warm start of a fresh tiny model."""
     from rewardkit.data import arithmetic
-    from rewardkit.rl.demo import greedy_accuracy
+    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardkit.demos.rl import greedy_accuracy
     from rewardkit.rl.sft import SFTConfig, sft
-    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
 
     model, tokenizer = build_tiny_model(args.model, seed=0), load_tiny_tokenizer()
     dist = {"min_value": 10, "ops": "+", "carry": False}

@@ -58,7 +58,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     model = args.model
     if model is None:
-        from rewardkit.tiny import save_tiny_model
+        from rewardkit.data.tiny import save_tiny_model
 
         model = save_tiny_model(tempfile.mkdtemp(prefix="rm-bench-"), name=args.config)
     rm = RewardModel(

@@ -45,7 +45,7 @@ def lora_modes(model, tok, path: str, args: argparse.Namespace) -> int:
     """Merged against adapter pushes of one LoRA policy, each followed by a rollout."""
     import torch
 
-    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.generation import SamplingParams, get_backend
     from rewardkit.training.lora import add_lora
 
     policy = add_lora(model, r=args.lora, dropout=0.0)
@@ -90,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from rewardkit.rl.rollout import get_backend
-    from rewardkit.rl.rollout.vllm_server import launch_server
-    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardkit.generation import get_backend
+    from rewardkit.generation.vllm_server import launch_server
 
     overrides = {
         "hidden_size": args.hidden,

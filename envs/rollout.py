@@ -6,7 +6,7 @@ never re-tokenized and the trainer's forward pass sees exactly what the sampler 
 environment answers all episodes at once (``Environment.step``), and each observation is tokenized and
 appended with loss mask 0.
 
-An episode comes back as one :class:`Episode`, a :class:`~rewardkit.rl.rollout.Generation` whose
+An episode comes back as one :class:`Episode`, a :class:`~rewardkit.generation.Generation` whose
 ``token_ids`` are every token after the prompt, ``loss_mask`` marks the policy's own, ``logprobs`` are the
 sampler's (0 on observation tokens), ``text`` is the answer the reward sources score, and
 ``finish_reason`` is ``"length"`` when a turn or the episode's token budget ran out (truncation handling
@@ -32,7 +32,7 @@ from rewardkit.envs.base import (
     Turn,
 )
 from rewardkit.envs.config import EnvConfig
-from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams
+from rewardkit.generation.base import Generation, Prompt, RolloutBackend, SamplingParams
 from rewardkit.types import Record
 
 _ASSISTANT = "\x00rk-assistant\x00"

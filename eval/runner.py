@@ -711,8 +711,8 @@ def generate(
     file are not generated again (unless they were made with an environment and this run has none, or the
     reverse). A batch that fails is written as errors for its problems and the run goes on.
     ``progress``: a bar of problems done (``None``: only on a terminal)."""
+    from rewardkit.generation import SamplingParams
     from rewardkit.progress import progress_bar
-    from rewardkit.rl.rollout import SamplingParams
 
     done: dict[str, dict[str, Any]] = {}
     if resume and generations_path.exists():
@@ -784,7 +784,7 @@ def evaluate_model(
     """Samples completions from ``model`` (hub name or local path) and evaluates them; with ``env`` (an
     :class:`rewardkit.envs.Environment`, run with ``env_config``, an :class:`rewardkit.envs.EnvConfig`)
     each sample is an episode. The caller closes ``env``."""
-    from rewardkit.rl.rollout import get_backend
+    from rewardkit.generation import get_backend
 
     model_obj, tokenizer = _load_model(model, backend)
     engine = get_backend(backend, model_obj, tokenizer, **(backend_kwargs or {}))

@@ -636,13 +636,13 @@ def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, A
 # ----------------------------------------------------------------------------------------------------------
 def choices() -> dict[str, list[Any]]:
     """Dotted field -> its allowed values, read from the registries and modules that implement them."""
+    from rewardkit.generation import BACKENDS
+    from rewardkit.generation.vllm import LORA_MODES, SLEEP_LEVELS
+    from rewardkit.generation.vllm_server import SYNC_MODES
     from rewardkit.rewardmodels.shaping import STEP_SHAPINGS
     from rewardkit.rewardmodels.shaping.functional import LENGTH_BUDGET_MODES, TRUNCATION_MODES
     from rewardkit.rl import core_algos as ca
     from rewardkit.rl.prompt_filter import FILTER_MODES
-    from rewardkit.rl.rollout import BACKENDS
-    from rewardkit.rl.rollout.vllm import LORA_MODES, SLEEP_LEVELS
-    from rewardkit.rl.rollout.vllm_server import SYNC_MODES
     from rewardkit.training.device import BF16_SETTINGS, DTYPES
     from rewardkit.training.optim import SCHEDULES
     from rewardkit.training.parallel import STRATEGIES

@@ -36,13 +36,13 @@ import torch
 from torch import nn
 
 from rewardkit.envs import Episode, build_env, episode_metrics, run_episodes
+from rewardkit.generation import Generation, SamplingParams, get_backend
 from rewardkit.rewardmodels.shaping.functional import L1_PROMPT_TEMPLATES, budget_schedule, sample_budget
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl import packing
 from rewardkit.rl.config import RLConfig, dump_config, validate
+from rewardkit.rl.overlap import OverlappedRollouts
 from rewardkit.rl.rewards import RewardBatch, RewardPipeline, RewardSources, ScoredBatch
-from rewardkit.rl.rollout import Generation, SamplingParams, get_backend
-from rewardkit.rl.rollout.overlap import OverlappedRollouts
 from rewardkit.training import (
     CheckpointManager,
     MetricsLogger,
@@ -77,7 +77,7 @@ def load_policy(
     if load_in_4bit:
         model, tokenizer = _load_4bit(path, tokenizer_path, dtype, seed)
     elif path.startswith("tiny:"):
-        from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
+        from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
 
         model = build_tiny_model(_tiny_name(path), seed=seed)
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else load_tiny_tokenizer()
@@ -107,7 +107,7 @@ def _load_4bit(path: str, tokenizer_path: str | None, dtype: str, seed: int) -> 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if path.startswith("tiny:"):
-        from rewardkit.tiny import save_tiny_model
+        from rewardkit.data.tiny import save_tiny_model
 
         path = save_tiny_model(tempfile.mkdtemp(prefix="rewardkit-tiny-"), _tiny_name(path), seed=seed)
     model = AutoModelForCausalLM.from_pretrained(

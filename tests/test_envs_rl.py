@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rewardkit.envs import EnvConfig, Environment, StepResult, ToolEnv, episode_metrics, run_episodes
+from rewardkit.generation import Generation, SamplingParams
 from rewardkit.rl.config import load_config
-from rewardkit.rl.rollout import Generation, SamplingParams
 from rewardkit.rl.trainer import RLTrainer, build_tensors
 from rewardkit.types import Record
 

@@ -10,7 +10,7 @@ import pytest
 from rewardkit.envs import EnvConfig, ToolEnv
 from rewardkit.eval import EvalConfig, GenerationConfig, load_benchmark
 from rewardkit.eval.runner import evaluate_backend
-from rewardkit.rl.rollout.base import Generation
+from rewardkit.generation.base import Generation
 
 PROBLEMS = [("mul", "123*456", "56088"), ("add", "1234+4321", "5555"), ("big", "99*101", "9999")]
 

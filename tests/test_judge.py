@@ -145,8 +145,8 @@ def test_all_unparseable_is_a_clean_error():
 
 
 def test_soft_score_from_logprobs(tiny_tokenizer):
+    from rewardkit.generation import Generation
     from rewardkit.rewardmodels.judge.judge import verdict_probability
-    from rewardkit.rl.rollout import Generation
 
     text = "ok. Verdict: no"
     ids = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -195,7 +195,7 @@ def test_pointwise_and_pairwise_end_to_end_with_tiny_model(tiny_model, tiny_toke
 
 def test_end_to_end_with_forced_verdict(tiny_model, tiny_tokenizer):
     """A backend whose model always writes a verdict: the full path parses, votes and gets soft scores."""
-    from rewardkit.rl.rollout import Generation
+    from rewardkit.generation import Generation
 
     class Scripted:
         tokenizer = tiny_tokenizer
@@ -216,7 +216,7 @@ def test_end_to_end_with_forced_verdict(tiny_model, tiny_tokenizer):
 
 
 def test_fallback_verifier_calls_judge_only_when_undecided(tiny_tokenizer):
-    from rewardkit.rl.rollout import Generation
+    from rewardkit.generation import Generation
 
     class Primary:
         name = "math"
@@ -256,7 +256,7 @@ def test_fallback_verifier_calls_judge_only_when_undecided(tiny_tokenizer):
 
 
 def test_fallback_judge_failure_keeps_both_reasons(tiny_tokenizer):
-    from rewardkit.rl.rollout import Generation
+    from rewardkit.generation import Generation
 
     class Primary:
         name = "math"

@@ -141,7 +141,7 @@ def test_rewardbench_sections():
 def test_build_text_plain_and_chat(tiny_tokenizer):
     text, templated = build_text(tiny_tokenizer, "Q: ", "abc")
     assert text == "Q: abc" + tiny_tokenizer.eos_token and not templated
-    from rewardkit.tiny import load_tiny_tokenizer
+    from rewardkit.data.tiny import load_tiny_tokenizer
 
     chat = load_tiny_tokenizer(with_chat_template=True)
     text, templated = build_text(chat, "hi", "yo")
@@ -207,7 +207,7 @@ def test_reward_model_source_interface(tiny_model_dir):
 def test_load_any_automodel_path(tmp_path, config_name):
     from transformers import AutoModelForSequenceClassification
 
-    from rewardkit.tiny import save_tiny_model
+    from rewardkit.data.tiny import save_tiny_model
 
     path = save_tiny_model(tmp_path / config_name, name=config_name)
     model, tok = load_reward_model(path)

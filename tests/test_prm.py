@@ -212,7 +212,7 @@ def test_encode_steps_layout_and_truncation(tiny_tokenizer):
 
 @pytest.fixture(scope="module")
 def prm_pair(tmp_path_factory):
-    from rewardkit.tiny import save_tiny_model
+    from rewardkit.data.tiny import save_tiny_model
 
     path = save_tiny_model(tmp_path_factory.mktemp("base"))
     return path
@@ -381,7 +381,7 @@ class ArithmeticPolicy:
     def generate(self, prompts, params):
         import re
 
-        from rewardkit.rl.rollout import Generation
+        from rewardkit.generation import Generation
 
         out = []
         for p in prompts:
@@ -415,7 +415,7 @@ class SilentPolicy:
     """Rollouts that state no answer at all (e.g. cut off before reaching one)."""
 
     def generate(self, prompts, params):
-        from rewardkit.rl.rollout import Generation
+        from rewardkit.generation import Generation
 
         return [[Generation("I am not sure how to go on", [], [], None, "stop")] * params.n for _ in prompts]
 
@@ -433,8 +433,8 @@ def test_monte_carlo_labels_come_from_the_rollouts_own_answer():
 
 
 def test_monte_carlo_labelling_with_tiny_policy(tiny_model, tiny_tokenizer, tmp_path):
+    from rewardkit.generation import get_backend
     from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps
-    from rewardkit.rl.rollout import get_backend
 
     examples = make_arithmetic_examples(3, seed=0, error_rate=0.5)
     backend = get_backend("hf", tiny_model, tiny_tokenizer)

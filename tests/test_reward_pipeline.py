@@ -9,13 +9,13 @@ import math
 import pytest
 import torch
 
+from rewardkit.generation import Generation
 from rewardkit.rewardmodels import shaping as S
 from rewardkit.rewardmodels.prm.model import StepScores
 from rewardkit.rewardmodels.shaping import functional as F
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.config import RLConfig
 from rewardkit.rl.rewards import RewardBatch, RewardPipeline, RewardSources
-from rewardkit.rl.rollout import Generation
 from rewardkit.types import Record, Result
 from rewardkit.verifiers.combine import CombinedSource
 from rewardkit.verifiers.format import CombinedVerifier

@@ -14,7 +14,7 @@ import torch
 
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.config import load_config
-from rewardkit.rl.rollout.overlap import OverlappedRollouts
+from rewardkit.rl.overlap import OverlappedRollouts
 from rewardkit.rl.trainer import RLTrainer, build_tensors
 from rewardkit.training.metrics import read_metrics
 from rewardkit.types import Record

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def model64():
-    from rewardkit.tiny import build_tiny_model
+    from rewardkit.data.tiny import build_tiny_model
 
     torch.manual_seed(0)
     return build_tiny_model().double()

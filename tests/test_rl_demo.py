@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rewardkit.rl import demo
+from rewardkit.demos import rl as demo
 
 
 def test_seed_list_is_parsed_and_checked():

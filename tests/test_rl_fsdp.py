@@ -23,7 +23,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from rewardkit.rl.rollout.base import Generation, RolloutBackend, SamplingParams
+from rewardkit.generation.base import Generation, RolloutBackend, SamplingParams
 from rewardkit.types import Record
 
 WORLD = 2
@@ -100,7 +100,7 @@ def _init(rank: int, port: int) -> None:
 def _equivalence_worker(rank: int, port: int, out_dir: str) -> None:
     import torch.distributed as dist
 
-    from rewardkit.tiny import load_tiny_tokenizer
+    from rewardkit.data.tiny import load_tiny_tokenizer
     from rewardkit.training import parallel
 
     _init(rank, port)
@@ -120,7 +120,7 @@ def _equivalence_worker(rank: int, port: int, out_dir: str) -> None:
 
 @pytest.mark.slow
 def test_two_fsdp_ranks_train_like_one_process(tmp_path, free_port):
-    from rewardkit.tiny import load_tiny_tokenizer
+    from rewardkit.data.tiny import load_tiny_tokenizer
 
     _spawn(_equivalence_worker, free_port, str(tmp_path))
     sharded = torch.load(tmp_path / "fsdp.pt")
@@ -158,7 +158,7 @@ def _ppo(overrides: list[str]) -> Any:
 def _resume_worker(rank: int, port: int, root: str) -> None:
     import torch.distributed as dist
 
-    from rewardkit.rl.rollout.vllm import VLLMBackend
+    from rewardkit.generation.vllm import VLLMBackend
     from rewardkit.training import parallel
 
     _init(rank, port)
@@ -268,7 +268,7 @@ def test_unwrapped_models_pass_through(tiny_model):
 
 def test_optimizer_state_keyed_by_name_loads_into_a_plain_model(tiny_model):
     """An FSDP checkpoint's optimiser state (keyed by parameter name) resumes a single-process run exactly."""
-    from rewardkit.tiny import build_tiny_model
+    from rewardkit.data.tiny import build_tiny_model
     from rewardkit.training import parallel
     from rewardkit.training.optim import build_optimizer
 

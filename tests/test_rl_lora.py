@@ -10,12 +10,12 @@ import types
 import pytest
 import torch
 
+from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
+from rewardkit.generation import SamplingParams
+from rewardkit.generation.hf import HFBackend
 from rewardkit.rl import trainer as trainer_module
 from rewardkit.rl.config import ConfigError, load_config
-from rewardkit.rl.rollout import SamplingParams
-from rewardkit.rl.rollout.hf import HFBackend
 from rewardkit.rl.trainer import RLTrainer, ValueModel
-from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
 from rewardkit.training import lora
 from rewardkit.training.metrics import is_timing_key, read_metrics
 from rewardkit.types import Record

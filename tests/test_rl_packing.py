@@ -8,13 +8,13 @@ import copy
 import pytest
 import torch
 
+from rewardkit.data.tiny import build_tiny_model
+from rewardkit.generation import Generation
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl import packing
 from rewardkit.rl.config import load_config
 from rewardkit.rl.packing import pack, unpack
-from rewardkit.rl.rollout import Generation
 from rewardkit.rl.trainer import RLTrainer, Rollout, ValueModel, build_tensors
-from rewardkit.tiny import build_tiny_model
 from rewardkit.types import Record
 
 # (prompt, response) lengths: mixed on both sides, a 1-token prompt and a 1-token response among them.

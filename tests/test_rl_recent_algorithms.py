@@ -156,8 +156,8 @@ def test_self_certainty_is_the_mean_kl_from_uniform():
 
 
 def test_source_matrix_carries_the_shaping_penalty_as_a_column():
+    from rewardkit.generation import Generation
     from rewardkit.rl.rewards import RewardPipeline
-    from rewardkit.rl.rollout import Generation
     from rewardkit.types import Record
 
     def right(prompts, completions, references):

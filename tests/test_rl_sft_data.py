@@ -60,7 +60,7 @@ def test_sft_learns_the_format(tiny_model, tiny_tokenizer):
     pairs = [(r["prompt"], r["completion"]) for r in arithmetic.generate(256, seed=0)]
     losses = sft(tiny_model, tiny_tokenizer, pairs, SFTConfig(steps=60, batch_size=16, lr=3e-3), log=None)
     assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:5]) / 5
-    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.generation import SamplingParams, get_backend
 
     out = get_backend("hf", tiny_model, tiny_tokenizer).generate(
         ["12+30="], SamplingParams(temperature=0, max_new_tokens=12)

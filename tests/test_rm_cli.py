@@ -178,7 +178,7 @@ def test_user_errors(trained, capsys):
 
 
 def test_field_docs_become_help():
-    from rewardkit.rewardmodels.cli import _field_docs
+    from rewardkit.cli.rm import _field_docs
     from rewardkit.rewardmodels.orm.config import ORMTrainConfig
 
     docs = _field_docs(ORMTrainConfig)

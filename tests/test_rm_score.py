@@ -21,7 +21,7 @@ def rm_dir(tmp_path_factory, tiny_tokenizer):
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from rewardkit.tiny import tiny_model_config
+    from rewardkit.data.tiny import tiny_model_config
 
     path = tmp_path_factory.mktemp("rm")
     torch.manual_seed(0)

@@ -77,7 +77,7 @@ def _make_trainer(model, tokenizer, tmp_path, **overrides):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from rewardkit.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
 
     torch.manual_seed(0)
     tokenizer = load_tiny_tokenizer()

@@ -45,14 +45,12 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from rewardkit.registry import UnknownNameError
+from rewardkit.runtime import mark_scoring_worker
 from rewardkit.types import Record, Result, jsonable, result_reward
 from rewardkit.verifiers.remote import is_remote
 
 BUILD_GRACE_S = 120.0
 """Extra seconds a worker may take to build a source (imports) before its first record's clock starts."""
-
-IN_WORKER_ENV = "REWARDKIT_SCORING_WORKER"
-"""Set in engine worker processes: verifiers can skip their own soft timeouts, the engine enforces one."""
 
 CHUNK_SECONDS = 0.05
 """Work per chunk once the engine knows how long a source's items take: long enough that the two messages
@@ -286,7 +284,7 @@ def _worker_main(
     per item; results go back at most every ``REPORT_EVERY_S`` and at the end of the chunk.
     """
     _die_with_parent(parent_pid, main_thread)
-    os.environ[IN_WORKER_ENV] = "1"
+    mark_scoring_worker()
     # Ctrl-C reaches the whole process group: the parent handles it (keeps what it wrote, kills workers);
     # workers ignoring it avoids a traceback per worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

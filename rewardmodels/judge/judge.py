@@ -18,7 +18,7 @@ to writing it (the product of its tokens' probabilities), from which a soft scor
 binary, P(A) for pairwise (the other verdict taking the remaining mass), and the verdict's probability for
 scores. ``details["soft_score"]`` is its mean over samples; ``reward_from="soft"`` makes it the reward.
 
-Generation goes through the rollout backends of ``rewardkit.rl.rollout``: ``hf`` (transformers, CPU or
+Generation goes through the rollout backends of ``rewardkit.generation``: ``hf`` (transformers, CPU or
 GPU) or ``vllm``; an existing backend object can be passed to share a model with an RL run. ``openai``
 (:mod:`rewardkit.rewardmodels.judge.remote`) asks any OpenAI-compatible chat-completions server instead, with
 no local model or tokenizer: the prompts go as chat messages, and a request that fails for good makes its
@@ -177,7 +177,7 @@ class LLMJudge:
                 raise ValueError("the openai backend takes the served model's name, not a model object")
             self.backend = ChatAPIBackend(model, **(backend_kwargs or {}))
         elif isinstance(backend, str):
-            from rewardkit.rl.rollout import get_backend
+            from rewardkit.generation import get_backend
 
             if tokenizer is None and isinstance(model, str):
                 from transformers import AutoTokenizer
@@ -305,7 +305,7 @@ class LLMJudge:
 
     def judge(self, records: Sequence[Record]) -> list[Result]:
         """Judges every record; one :class:`Result` each, in order."""
-        from rewardkit.rl.rollout import SamplingParams
+        from rewardkit.generation import SamplingParams
 
         cfg = self.config
         results: list[Result | None] = [None] * len(records)

@@ -9,7 +9,7 @@ only its own final answer counts -- is checked by a verifier against the referen
 verified. ``labels`` in the output are the soft or hard ones (``label_type``); both are kept in
 ``soft_labels`` / ``hard_labels``.
 
-Generation goes through a rollout backend (``rewardkit.rl.rollout``: ``hf`` on CPU, ``vllm`` on GPU); all
+Generation goes through a rollout backend (``rewardkit.generation``: ``hf`` on CPU, ``vllm`` on GPU); all
 prefixes of all solutions are sent in one ``generate`` call with ``n=k`` so the backend batches them.
 Verification goes through :func:`rewardkit.scoring.score_records` (parallel workers, per-item timeout).
 """
@@ -148,7 +148,7 @@ def label_steps(
         New examples with ``labels`` set and ``metadata`` holding ``soft_labels``, ``hard_labels``,
         ``rollouts`` (k) and ``labelled_by`` (``"monte_carlo"``).
     """
-    from rewardkit.rl.rollout import SamplingParams
+    from rewardkit.generation import SamplingParams
 
     config = config or LabelConfig()
     tokenizer = tokenizer if tokenizer is not None else getattr(backend, "tokenizer", None)
@@ -243,7 +243,7 @@ def label_steps_with_policy(
     progress: bool | None = False,
 ) -> list[StepExample]:
     """:func:`label_steps` with a backend built from a policy (a path / hub name or a loaded model)."""
-    from rewardkit.rl.rollout import get_backend
+    from rewardkit.generation import get_backend
 
     if tokenizer is None:
         if not isinstance(policy, str):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -34,7 +33,7 @@ import math_verify.grader
 import math_verify.parser
 from math_verify.errors import TimeoutException
 
-from rewardkit.scoring.engine import IN_WORKER_ENV
+from rewardkit.runtime import in_scoring_worker
 from rewardkit.types import Record, Result
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.math.answer import Candidate, Reading, box_groups, read_answer
@@ -190,7 +189,7 @@ class MathVerifier(Verifier):
         # loops a signal cannot interrupt), so the soft signal timeout would only fire first and differ.
         if (
             self.settings.timeout is None
-            or os.environ.get(IN_WORKER_ENV)
+            or in_scoring_worker()
             or threading.current_thread() is not threading.main_thread()
         ):
             return None

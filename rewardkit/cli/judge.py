@@ -63,7 +63,7 @@ def add_judge_parser(sub: Any) -> None:
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
     )
-    from rewardkit.rewardmodels.cli import add_dataclass_arguments
+    from rewardkit.cli.rm import add_dataclass_arguments
 
     owners = add_dataclass_arguments(parser, {"judge": JudgeConfig})
     api_group = parser.add_argument_group("openai backend", "Settings of --backend openai.")
@@ -77,9 +77,9 @@ def run_judge(args: argparse.Namespace) -> int:
     import dataclasses
     from pathlib import Path
 
-    from rewardkit.cli import CLIError
+    from rewardkit.cli.rm import _build_config, _given
     from rewardkit.data.loaders import _looks_local
-    from rewardkit.rewardmodels.cli import _build_config, _given
+    from rewardkit.errors import UserError
     from rewardkit.rewardmodels.judge.judge import JudgeConfig, LLMJudge
     from rewardkit.rewardmodels.judge.remote import ChatAPIConfig
     from rewardkit.scoring.io import check_paths, score_file
@@ -88,19 +88,19 @@ def run_judge(args: argparse.Namespace) -> int:
     api_values = _given(args, args._api_owners)
     if api_values and args.backend != "openai":
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(api_values))
-        raise CLIError(f"{flags}: only with --backend openai")
+        raise UserError(f"{flags}: only with --backend openai")
     if args.model is None and args.backend != "openai":
-        raise CLIError(f"--model is needed with --backend {args.backend}")
+        raise UserError(f"--model is needed with --backend {args.backend}")
     api_config = _build_config(ChatAPIConfig, api_values, "rm judge") if args.backend == "openai" else None
     if args.fallback_for and "mode" not in values:
         values.update(mode="binary", template=values.get("template") or "math_equivalence")
     config = _build_config(JudgeConfig, values, "rm judge")
     if not Path(args.input).exists() and _looks_local(args.input):
-        raise CLIError(f"input not found: {args.input}")
+        raise UserError(f"input not found: {args.input}")
     try:
         check_paths(args.input, args.output)
     except ValueError as exc:
-        raise CLIError(str(exc)) from exc
+        raise UserError(str(exc)) from exc
     if args.backend != "openai":
         from rewardkit.hub import check_model
 
@@ -109,7 +109,7 @@ def run_judge(args: argparse.Namespace) -> int:
     try:
         judge = LLMJudge(args.model, config=config, backend=args.backend, backend_kwargs=backend_kwargs)
     except (OSError, ValueError) as exc:
-        raise CLIError(str(exc).splitlines()[0]) from exc
+        raise UserError(str(exc).splitlines()[0]) from exc
     source: Any = judge
     if args.fallback_for:
         from rewardkit.rewardmodels.judge.fallback import FallbackVerifier
@@ -138,7 +138,7 @@ def run_judge(args: argparse.Namespace) -> int:
             row_verifiers=False,  # the judge scores every row
         )
     except (TypeError, ValueError) as exc:  # ScoreError (resume refused, output unwritable), bad split...
-        raise CLIError(str(exc).splitlines()[0]) from exc
+        raise UserError(str(exc).splitlines()[0]) from exc
     finally:
         judge.close()
     report: dict[str, Any] = {

@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (port 0: a free one), so the printed port is the one served."""
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -41,7 +41,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise CLIError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(128)
     return sock
 

@@ -1,6 +1,6 @@
 """Rollout (generation) backends behind one interface.
 
->>> from rewardkit.rl.rollout import SamplingParams, get_backend
+>>> from rewardkit.generation import SamplingParams, get_backend
 >>> backend = get_backend("hf", model, tokenizer)                      # doctest: +SKIP
 >>> groups = backend.generate(["1+1="], SamplingParams(n=4, max_new_tokens=8))  # doctest: +SKIP
 >>> groups[0][0].text, groups[0][0].finish_reason                     # doctest: +SKIP
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rewardkit.generation.base import FinishReason, Generation, RolloutBackend, SamplingParams
 from rewardkit.registry import Registry
-from rewardkit.rl.rollout.base import FinishReason, Generation, RolloutBackend, SamplingParams
 
 BACKENDS: Registry[type[RolloutBackend]] = Registry("rollout backend")
-BACKENDS.register("hf", "rewardkit.rl.rollout.hf:HFBackend")
-BACKENDS.register("vllm", "rewardkit.rl.rollout.vllm:VLLMBackend")
-BACKENDS.register("vllm-server", "rewardkit.rl.rollout.vllm_server:VLLMServerBackend")
+BACKENDS.register("hf", "rewardkit.generation.hf:HFBackend")
+BACKENDS.register("vllm", "rewardkit.generation.vllm:VLLMBackend")
+BACKENDS.register("vllm-server", "rewardkit.generation.vllm_server:VLLMServerBackend")
 
 
 def get_backend(name: str, model: Any, tokenizer: Any = None, **kwargs: Any) -> RolloutBackend:

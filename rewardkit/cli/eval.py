@@ -135,15 +135,15 @@ _ENV_FLAGS = (
 def env_config(args: argparse.Namespace, bench=None):
     """The :class:`rewardkit.envs.EnvConfig` of the environment flags (``None`` without ``--env``), checked.
     An ``sql`` tool on an SQL benchmark queries the benchmark's databases (its verifier settings)."""
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
 
     given = [flag for dest, _, flag in _ENV_FLAGS if getattr(args, dest) not in (None, False)]
     if not args.env:
         if given:
-            raise CLIError(f"{given[0]} needs --env")
+            raise UserError(f"{given[0]} needs --env")
         return None
     if args.completions:
-        raise CLIError("--env samples episodes from a model: use it with --model, not --completions")
+        raise UserError("--env samples episodes from a model: use it with --model, not --completions")
     from rewardkit.envs import EnvConfig
 
     cfg = EnvConfig(name=args.env)
@@ -158,36 +158,36 @@ def env_config(args: argparse.Namespace, bench=None):
         message = str(exc)
         for _, field, flag in _ENV_FLAGS:  # in the flags' words: env.max_turns -> --max-turns
             message = message.replace(f"env.{field}", flag)
-        raise CLIError(message) from None
+        raise UserError(message) from None
     return cfg
 
 
 def build_environment(cfg):
     """The environment of ``cfg``; an unknown name, tool or class is a one-line CLI error."""
-    from rewardkit.cli import CLIError
     from rewardkit.envs import build_env
+    from rewardkit.errors import UserError
     from rewardkit.registry import UnknownNameError
 
     try:
         return build_env(cfg)
     except UnknownNameError as exc:
-        raise CLIError(str(exc)) from None
+        raise UserError(str(exc)) from None
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
-        raise CLIError(f"--env {cfg.name}: {type(exc).__name__}: {exc}") from None
+        raise UserError(f"--env {cfg.name}: {type(exc).__name__}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from rewardkit.cli import CLIError
+    from rewardkit.errors import UserError
     from rewardkit.eval.benchmarks import load_benchmark
     from rewardkit.eval.runner import EvalConfig, GenerationConfig, evaluate_completions, evaluate_model
 
     field_map = {}
     for item in args.field:
         if "=" not in item:
-            raise CLIError(f"--field takes NAME=COLUMN, got {item!r}")
+            raise UserError(f"--field takes NAME=COLUMN, got {item!r}")
         name, column = item.split("=", 1)
         field_map[name.strip()] = column.strip()
     try:
@@ -200,11 +200,11 @@ def run(args: argparse.Namespace) -> int:
             limit=args.limit,
         )
     except (KeyError, ValueError) as exc:
-        raise CLIError(str(exc).strip("'\"")) from None
+        raise UserError(str(exc).strip("'\"")) from None
     verifier_args = {}
     for item in args.verifier_arg:
         if "=" not in item:
-            raise CLIError(f"--verifier-arg takes KEY=VALUE, got {item!r}")
+            raise UserError(f"--verifier-arg takes KEY=VALUE, got {item!r}")
         key, value = item.split("=", 1)
         try:
             verifier_args[key.strip()] = json.loads(value)
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
 
         bench = replace(bench, verifier_config={**bench.verifier_config, **verifier_args})
     if not problems:
-        raise CLIError(f"benchmark {args.benchmark!r} has no problems")
+        raise UserError(f"benchmark {args.benchmark!r} has no problems")
     env_cfg = env_config(args, bench)
     config = EvalConfig(
         ks=args.k,
@@ -236,13 +236,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             rows = read_rows(path)
         except ValueError as exc:
-            raise CLIError(str(exc)) from None
+            raise UserError(str(exc)) from None
         try:
             report = evaluate_completions(
                 bench, problems, rows, config=config, reward_model=reward_model, run_dir=args.output
             )
         except KeyError as exc:
-            raise CLIError(str(exc).strip("'\"")) from None
+            raise UserError(str(exc).strip("'\"")) from None
     else:
         temperature = args.temperature if args.temperature is not None else (0.0 if args.n == 1 else 0.8)
         gen = GenerationConfig(
@@ -285,6 +285,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _load_reward_model(path: str):
     """A trained reward model (ORM, or PRM folder) as a reward source (score_batch), for best-of-n."""
-    from rewardkit.rewardmodels.cli import reward_model_source
+    from rewardkit.cli.rm import reward_model_source
 
     return reward_model_source(path)

@@ -3,7 +3,7 @@ three-digit multiplications it cannot do in its head.
 
 Each seed runs, in its own process (two at a time by default):
 
-1. a tiny Qwen2 (``rewardkit.tiny``, random weights from the seed) and the char-level tokenizer;
+1. a tiny Qwen2 (``rewardkit.data.tiny``, random weights from the seed) and the char-level tokenizer;
 2. generated problems ``"123*456="`` with three-digit operands, and a held-out set they never include;
 3. a short supervised warm start on demonstrations, only ``--tool-share`` of which use the calculator
    (``<calc>123*456</calc>``, then the calculator's output ``=56088;``, which is context and never a
@@ -16,7 +16,7 @@ Each seed runs, in its own process (two at a time by default):
    the model must answer in its head), and the share of episodes that call the tool.
 
 Then a table of the seeds and their medians (``OUT/summary.json``).
-``python -m rewardkit.envs.demo --out runs/demo-tools``; ``--help`` lists the knobs.
+``python -m rewardkit.demos.tools --out runs/demo-tools``; ``--help`` lists the knobs.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ TOOL = "calc"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m rewardkit.envs.demo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m rewardkit.demos.tools", description=__doc__.split("\n")[0])
     p.add_argument("--out", default="runs/demo-tools", help="Run folder (one seed-N folder per seed).")
     p.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds; the median is reported.")
     p.add_argument(
@@ -96,7 +96,7 @@ def env_config() -> Any:
 def evaluate(model: Any, tokenizer: Any, records: list[Any], samples: int, seed: int) -> dict[str, float]:
     """Sampled (temperature 1) accuracy with and without the tool, and the share of episodes calling it."""
     from rewardkit.envs import build_env, run_episodes
-    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.generation import SamplingParams, get_backend
     from rewardkit.types import Record
     from rewardkit.verifiers import get_verifier
 
@@ -129,8 +129,8 @@ def evaluate(model: Any, tokenizer: Any, records: list[Any], samples: int, seed:
 
 def warm_start(args: argparse.Namespace, seed: int, tokenizer: Any, rows: list[dict[str, Any]]) -> Any:
     """A tiny model after ``--sft-steps`` on demonstrations, ``--tool-share`` of which call the tool."""
+    from rewardkit.data.tiny import build_tiny_model
     from rewardkit.rl.sft import SFTConfig, sft
-    from rewardkit.tiny import build_tiny_model
 
     rng = random.Random(seed)
     pairs = [demonstration(r, rng.random() < args.tool_share) for r in rows]
@@ -156,10 +156,10 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     from rewardkit.data import arithmetic
+    from rewardkit.data.tiny import load_tiny_tokenizer
     from rewardkit.rl.config import load_config
     from rewardkit.rl.plot import plot_run
     from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.tiny import load_tiny_tokenizer
     from rewardkit.types import Record
 
     out.mkdir(parents=True, exist_ok=True)
@@ -204,8 +204,8 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
 
 
 def grpo_overrides(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
-    """The addition demo's GRPO settings (``rewardkit.rl.demo``) with this demo's turn length."""
-    from rewardkit.rl import demo as rl_demo
+    """The addition demo's GRPO settings (``rewardkit.demos.rl``) with this demo's turn length."""
+    from rewardkit.demos import rl as rl_demo
 
     extra = ["rollout.max_new_tokens=24", "train.warmup_steps=3", "run.log_every=5"]
     return rl_demo.grpo_overrides(args, seed, out, extra)
@@ -260,7 +260,7 @@ def report(summaries: list[dict[str, Any]], out: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from rewardkit.rl.demo import parse_seeds, run_seeds
+    from rewardkit.demos.rl import parse_seeds, run_seeds
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return run_seed(args, seeds[0], out)
     t0 = time.perf_counter()
     print(f"[demo-tools] {len(seeds)} seeds ({args.seeds}), {args.jobs} at a time")
-    summaries = run_seeds(argv, seeds, out, max(1, args.jobs), module="rewardkit.envs.demo", line=seed_line)
+    summaries = run_seeds(argv, seeds, out, max(1, args.jobs), module="rewardkit.demos.tools", line=seed_line)
     result = report(summaries, out)
     result["seconds"] = time.perf_counter() - t0
     (out / "summary.json").write_text(json.dumps(result, indent=2))

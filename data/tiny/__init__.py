@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-TINY_DIR = Path(__file__).resolve().parent.parent / "data" / "tiny"
+TINY_DIR = Path(__file__).resolve().parent  # the package holds its data files, installed or editable
 TOKENIZER_DIR = TINY_DIR / "tokenizer"
 MODEL_CONFIG_DIR = TINY_DIR / "models"
 
@@ -28,24 +28,14 @@ CHAT_TEMPLATE = (
 )
 
 
-def _data_dir() -> Path:
-    # Installed (non-editable) copies keep the files inside the rewardkit.data package.
-    try:
-        import rewardkit.data as data_pkg
-
-        return Path(data_pkg.__file__).resolve().parent / "tiny"
-    except Exception:  # pragma: no cover - only before the package exists
-        return TINY_DIR
-
-
 def tokenizer_path() -> str:
     """Folder of the shipped character-level tokenizer (loadable with ``AutoTokenizer.from_pretrained``)."""
-    return str(_data_dir() / "tokenizer")
+    return str(TOKENIZER_DIR)
 
 
 def model_config_path(name: str = "qwen2-tiny") -> str:
     """Path of a shipped model config JSON (``qwen2-tiny``, ``llama-tiny``, ``qwen2-small``)."""
-    return str(_data_dir() / "models" / f"{name}.json")
+    return str(MODEL_CONFIG_DIR / f"{name}.json")
 
 
 def build_char_tokenizer(with_chat_template: bool = False):
@@ -114,7 +104,7 @@ def save_tiny_model(path: str | Path, name: str = "qwen2-tiny", seed: int = 0, *
     return str(path)
 
 
-def _write_shipped_files() -> None:  # run once by a developer: python -m rewardkit.tiny
+def _write_shipped_files() -> None:  # run once by a developer: python -m rewardkit.data.tiny
     TOKENIZER_DIR.mkdir(parents=True, exist_ok=True)
     build_char_tokenizer().save_pretrained(TOKENIZER_DIR)
 

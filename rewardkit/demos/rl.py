@@ -3,7 +3,7 @@ several seeds, with the median as the headline figure.
 
 Each seed runs, in its own process (two at a time by default, one per core):
 
-1. a tiny Qwen2 (``rewardkit.tiny``, random weights from the seed) and the char-level tokenizer;
+1. a tiny Qwen2 (``rewardkit.data.tiny``, random weights from the seed) and the char-level tokenizer;
 2. generated two-digit addition problems (``rewardkit.data.arithmetic``; carry-free, so a model this small
    can learn the column rule in minutes) and a held-out set the training problems never include;
 3. a short supervised warm start on ``"37+42=" -> "\\boxed{79}"``, stopped once greedy accuracy on a
@@ -19,7 +19,7 @@ Then a table of the seeds and their medians, the figure the README quotes, writt
 ``OUT/summary.json``; ``OUT/checkpoint`` names the final policy of the median seed, which ``scripts/demo``
 evaluates with ``rewardkit eval``.
 
-``python -m rewardkit.rl.demo --out runs/demo`` (what ``scripts/demo`` runs); ``--help`` lists the knobs.
+``python -m rewardkit.demos.rl --out runs/demo`` (what ``scripts/demo`` runs); ``--help`` lists the knobs.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ DIST = {"max_value": 99, "min_value": 10, "ops": "+", "carry": False}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m rewardkit.rl.demo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m rewardkit.demos.rl", description=__doc__.split("\n")[0])
     p.add_argument("--out", default="runs/demo", help="Run folder (one seed-N folder per seed).")
     p.add_argument("--seeds", default="0,1,2,3,4", help="Comma-separated seeds; the median is reported.")
     p.add_argument("--jobs", type=int, default=2, help="Seeds run at once, each in its own process.")
@@ -93,7 +93,7 @@ def parse_seeds(text: str) -> list[int]:
 def greedy_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> tuple[float, float]:
     """Greedy accuracy on ``rows``: the share of exact ``\\boxed{answer}`` completions, and the accuracy of
     the answer's worst digit position (tens or units)."""
-    from rewardkit.rl.rollout import SamplingParams, get_backend
+    from rewardkit.generation import SamplingParams, get_backend
 
     probe = get_backend("hf", model, tokenizer, batch_size=256)
     out = probe.generate([r["prompt"] for r in rows], SamplingParams(temperature=0.0, max_new_tokens=12))
@@ -120,8 +120,8 @@ def warm_start(
     """The supervised warm start, stopped at ``--sft-target`` validation accuracy; ``prompt`` rewrites every
     training and validation prompt (``bench/algorithms.py`` adds L1's length budget to them)."""
     from rewardkit.data import arithmetic
+    from rewardkit.data.tiny import build_tiny_model
     from rewardkit.rl.sft import SFTConfig, sft
-    from rewardkit.tiny import build_tiny_model
 
     model = build_tiny_model(args.model, seed=seed)
     n_params = sum(p.numel() for p in model.parameters())
@@ -191,10 +191,10 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     from rewardkit.data import arithmetic
+    from rewardkit.data.tiny import load_tiny_tokenizer
     from rewardkit.rl.config import load_config
     from rewardkit.rl.plot import plot_run
     from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.tiny import load_tiny_tokenizer
     from rewardkit.types import Record
 
     out.mkdir(parents=True, exist_ok=True)
@@ -262,7 +262,7 @@ def run_seeds(
     out: Path,
     jobs: int,
     *,
-    module: str = "rewardkit.rl.demo",
+    module: str = "rewardkit.demos.rl",
     line: Any = None,
 ) -> list[dict[str, Any]]:
     """Runs each seed as ``python -m MODULE --seeds S --out OUT/seed-S`` (its log in ``seed-S/log.txt``), at

@@ -141,27 +141,27 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
     import math
     from pathlib import Path
 
-    from rewardkit.cli import CLIError
     from rewardkit.data.loaders import _looks_local
+    from rewardkit.errors import UserError
     from rewardkit.scoring.io import check_paths, first_row, score_file
 
     if args.workers < 0:
-        raise CLIError("--workers must be >= 0")
+        raise UserError("--workers must be >= 0")
     if not math.isfinite(args.timeout) or args.timeout <= 0:
-        raise CLIError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+        raise UserError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
     if args.ray_address and args.engine != "ray":
-        raise CLIError("--ray-address needs --engine ray")
+        raise UserError("--ray-address needs --engine ray")
     if not Path(args.input).exists() and _looks_local(args.input):
-        raise CLIError(f"input not found: {args.input}")
+        raise UserError(f"input not found: {args.input}")
     if args.engine == "ray":
         try:
             import ray  # noqa: F401
         except ImportError as exc:
-            raise CLIError("--engine ray needs Ray: pip install 'rewardkit[ray]'") from exc
+            raise UserError("--engine ray needs Ray: pip install 'rewardkit[ray]'") from exc
     if args.config and not args.verifier:
-        raise CLIError("--config needs --verifier (it configures the default verifier)")
+        raise UserError("--config needs --verifier (it configures the default verifier)")
     if args.reward_model and args.verifier:
-        raise CLIError("--reward-model and --verifier are exclusive")
+        raise UserError("--reward-model and --verifier are exclusive")
     config = {key: _parse_value(value) for key, value in args.config}
     field_map = dict(args.field)
     pipeline = None
@@ -171,19 +171,19 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
         try:
             pipeline = build_pipeline(args.shape)
         except (TypeError, ValueError) as exc:
-            raise CLIError(f"--shape: {exc}") from exc
+            raise UserError(f"--shape: {exc}") from exc
     # Everything a user can get wrong is refused before a reward model is loaded.
     try:
         check_paths(args.input, args.output)
         problem = preference_file_problem(first_row(args.input, args.split), field_map)
     except (TypeError, ValueError) as exc:  # ScoreError, a bad split...
-        raise CLIError(str(exc).splitlines()[0]) from exc
+        raise UserError(str(exc).splitlines()[0]) from exc
     if problem:
-        raise CLIError(problem)
+        raise UserError(problem)
     source: Any = args.verifier
     run_info: dict[str, Any] = {"shape": args.shape}
     if args.reward_model:
-        from rewardkit.rewardmodels.cli import reward_model_source
+        from rewardkit.cli.rm import reward_model_source
 
         options = dict(model_options or {})
         source = reward_model_source(args.reward_model, **options)
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
             row_verifiers=not args.reward_model,  # a reward model scores every row
         )
     except (TypeError, ValueError) as exc:  # bad verifier settings, bad split, ScoreError...
-        raise CLIError(str(exc).splitlines()[0]) from exc
+        raise UserError(str(exc).splitlines()[0]) from exc
     if pipeline is not None:
         from rewardkit.rewardmodels.shaping import shape_jsonl
         from rewardkit.scoring.io import mark_shaped
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
             shaped = shape_jsonl(args.output, pipeline, field_map=field_map or None)
             mark_shaped(args.output, args.shape)
         except (KeyError, ValueError) as exc:
-            raise CLIError(f"--shape: {exc}") from exc
+            raise UserError(f"--shape: {exc}") from exc
         # The summary reports the shaped rewards.
         summary.reward_sum = float(sum(r for r in shaped if r is not None))
         summary.missing = sum(r is None for r in shaped)

@@ -13,19 +13,16 @@ import sys
 import threading
 
 from rewardkit import __version__
+from rewardkit.errors import UserError
 from rewardkit.registry import UnknownNameError
 
 SUBCOMMANDS = {
-    "score": "rewardkit.scoring.cli",
-    "rm": "rewardkit.rewardmodels.cli",
-    "rl": "rewardkit.rl.cli",
-    "eval": "rewardkit.eval.cli",
-    "view": "rewardkit.view.cli",
+    "score": "rewardkit.cli.score",
+    "rm": "rewardkit.cli.rm",
+    "rl": "rewardkit.cli.rl",
+    "eval": "rewardkit.cli.eval",
+    "view": "rewardkit.cli.view",
 }
-
-
-class CLIError(Exception):
-    """A user-facing error: printed as one line, exit code 2, no traceback."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -61,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
     try:
         return int(args.func(args) or 0)
-    except (CLIError, UnknownNameError, FileNotFoundError, NotADirectoryError) as exc:
+    except (UserError, UnknownNameError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"rewardkit {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C: 130; SIGTERM: 143 (128 + the signal, as a shell reports it)

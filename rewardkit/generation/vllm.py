@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rewardkit.rl.rollout.base import (
+from rewardkit.generation.base import (
     Generation,
     Prompt,
     RolloutBackend,

@@ -41,8 +41,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rewardkit.rl.rollout.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids, stop_end
-from rewardkit.rl.rollout.vllm import completion_text, on_cpu, policy_weights
+from rewardkit.generation.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids, stop_end
+from rewardkit.generation.vllm import completion_text, on_cpu, policy_weights
 from rewardkit.training import parallel
 
 SYNC_MODES = ("disk", "nccl")

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from rewardkit.rl.rollout.base import (
+from rewardkit.generation.base import (
     Generation,
     Prompt,
     RolloutBackend,
