@@ -49,7 +49,6 @@ from .functional import (
     whiten,
 )
 from .pipeline import (
-    GROUP_BASELINE_ESTIMATORS,
     RENAMED,
     SHAPINGS,
     STEP_SHAPINGS,
@@ -67,7 +66,6 @@ from .pipeline import (
 from .results import WeightedSumSource, results_to_batch, shape_jsonl, shape_results
 
 __all__ = [
-    "GROUP_BASELINE_ESTIMATORS",
     "RENAMED",
     "SHAPINGS",
     "STEP_SHAPINGS",

@@ -23,12 +23,13 @@ Names: "clip" always means Gao et al.'s Clip of process rewards (``step_clip`` a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 
+from rewardkit.estimators import ADVANTAGE_ESTIMATORS, estimator_traits
 from rewardkit.registry import Registry
 
 from . import functional as F
@@ -41,12 +42,6 @@ RENAMED: dict[str, str] = {
     "min(max(r, lo), hi), or 'step_clip' for Gao et al.'s Clip min(r_t - eta, 0) of per-step rewards",
 }
 """Former transform names -> the error that says what to write instead."""
-
-GROUP_BASELINE_ESTIMATORS = frozenset(
-    {"grpo", "dr_grpo", "rloo", "step_return", "reinforce_pp_baseline", "passk", "grpo_passk", "gdpo"}
-)
-"""Advantage estimators of :data:`rewardkit.rl.core_algos.ADVANTAGE_ESTIMATORS` that already centre (and
-GRPO: scale) each sample's reward by its group's statistics."""
 
 STEP_SHAPINGS: dict[str, str] = {
     "none": "none",
@@ -144,10 +139,12 @@ class Shaping:
         return f"{self.name}:{args}" if args else self.name
 
 
-def register(name: str):
+def register(name: str, *, override: bool = False) -> Callable[[type[Shaping]], type[Shaping]]:
+    """Class decorator: the transform ``name`` of pipelines and specs (a taken name needs ``override=True``)."""
+
     def decorator(cls: type[Shaping]) -> type[Shaping]:
-        cls.name = name
-        SHAPINGS.register(name, cls)
+        SHAPINGS.register(name, cls, override=override)
+        cls.name = name  # only once the name is the class's
         return cls
 
     return decorator
@@ -649,15 +646,16 @@ def conflicts_with_estimator(
 ) -> str | None:
     """Why a sample shaping pipeline and an advantage estimator should not be combined, or ``None``.
 
-    Protects against normalising twice: the GRPO-family estimators (:data:`GROUP_BASELINE_ESTIMATORS`)
-    already subtract a group baseline (and GRPO divides by the group std), so a ``group_norm`` shaping
-    before them normalises the rewards a second time: under GRPO the second pass is nearly a no-op (a
+    Protects against normalising twice: the estimators that centre by group (the trait
+    :attr:`rewardkit.estimators.EstimatorTraits.centres_by_group`, registered with each estimator) already
+    subtract a group baseline (and GRPO divides by the group std), so a ``group_norm`` shaping before them
+    normalises the rewards a second time: under GRPO the second pass is nearly a no-op (a
     wasted step whose eps and lone-sample rule differ from the estimator's), under RLOO, Dr. GRPO and
     REINFORCE++-baseline it silently brings back the per-group std scaling (the question-difficulty bias)
     those estimators leave out. Returns a one-line reason for config validation. Unknown or former names
     (``clip``) raise, as building would.
     """
-    if adv_estimator not in GROUP_BASELINE_ESTIMATORS or specs is None:
+    if specs is None or not _centres_by_group(adv_estimator):
         return None
     if isinstance(specs, (str, dict, Shaping)):
         specs = [specs]
@@ -670,6 +668,11 @@ def conflicts_with_estimator(
                 "(reinforce_pp, gae)"
             )
     return None
+
+
+def _centres_by_group(adv_estimator: str) -> bool:
+    """The estimator's trait; an unknown name conflicts with nothing (the config check refuses it)."""
+    return adv_estimator in ADVANTAGE_ESTIMATORS and estimator_traits(adv_estimator).centres_by_group
 
 
 def step_shaping(mode: str, eta: float = 0.0) -> ShapingPipeline:

@@ -1,0 +1,68 @@
+"""The registries of policy losses, loss aggregations and KL estimators, and the traits the loop reads.
+
+The advantage estimator registry lives in the core layer (:mod:`rewardkit.estimators`), since reward shaping
+below RL reads its traits; it is re-exported here with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rewardkit.estimators import ADVANTAGE_ESTIMATORS, EstimatorTraits, advantage_estimator, estimator_traits
+from rewardkit.registry import Registry
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class PolicyLossTraits:
+    """What a policy loss accepts beyond the common arguments."""
+
+    dual_clip: bool = False
+    """It takes ``clip_ratio_c``, the dual-clip constant (Ye et al., 2020), which the loop then passes."""
+
+
+@dataclass(frozen=True)
+class AggregationTraits:
+    """How a loss aggregation counts the samples of its normaliser."""
+
+    counts_masked_samples: bool = False
+    """Its sequence count is every sample of the step, masked ones included (a constant normaliser), not
+    the samples with a token in the loss (:func:`rewardkit.rl.core_algos.batch_counts`)."""
+
+
+POLICY_LOSSES: Registry[Callable[..., Any]] = Registry("policy loss")
+"""Policy losses by name, each with its :class:`PolicyLossTraits`."""
+LOSS_AGG_MODES: Registry[Callable[..., Tensor]] = Registry("loss aggregation mode")
+"""Loss aggregations by name, each with its :class:`AggregationTraits`."""
+KL_ESTIMATORS: Registry[Callable[[Tensor, Tensor], Tensor]] = Registry("KL estimator")
+"""Per-token KL estimators by name (aliases share a function)."""
+
+
+def policy_loss_traits(name: str) -> PolicyLossTraits:
+    """The traits of the policy loss ``name`` (default traits when registered without any)."""
+    return POLICY_LOSSES.traits(name) or PolicyLossTraits()
+
+
+def aggregation_traits(name: str) -> AggregationTraits:
+    """The traits of the loss aggregation ``name`` (default traits when registered without any)."""
+    return LOSS_AGG_MODES.traits(name) or AggregationTraits()
+
+
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "AggregationTraits",
+    "EstimatorTraits",
+    "KL_ESTIMATORS",
+    "LOSS_AGG_MODES",
+    "POLICY_LOSSES",
+    "PolicyLossTraits",
+    "advantage_estimator",
+    "aggregation_traits",
+    "estimator_traits",
+    "policy_loss_traits",
+]
