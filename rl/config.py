@@ -17,9 +17,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardkit.envs import ENVS, TOOLS
 from rewardkit.envs.config import EnvConfig
-from rewardkit.training.config import ConfigError, apply_override, build, dump, load, read_config_file
+from rewardkit.estimators import estimator_traits
+from rewardkit.generation import BACKENDS
+from rewardkit.rl.presets import PRESETS
+from rewardkit.rl.prompt_filter import FILTER_MODES
+from rewardkit.training.config import (
+    REPORT_TO,
+    BaseTrainingConfig,
+    ConfigError,
+    Renamed,
+    apply_override,
+    build,
+    dump,
+    load,
+    parse_literal,
+    read_config_file,
+)
 from rewardkit.training.config import field_docs as _field_docs
+from rewardkit.verifiers.sources import check_python_path, check_source
 
 __all__ = [
     "PRESETS",
@@ -234,7 +251,7 @@ class RewardConfig:
     """Largest budget drawn at the start of training (L1: 4000 tokens)."""
     length_budget_final_max: int = 0
     """Shrinking-budget curriculum (long2short): the largest budget falls linearly from
-    ``length_budget_max`` to this over ``train.steps``; 0: no curriculum (L1's fixed range). Evaluation asks
+    ``length_budget_max`` to this over ``train.max_steps``; 0: no curriculum (L1's fixed range). Evaluation asks
     for the current largest budget."""
 
 
@@ -335,39 +352,67 @@ class AlgorithmConfig:
     PSR)."""
 
 
-@dataclass
-class TrainConfig:
-    """Optimisation."""
+def _betas(betas: Any) -> dict[str, Any]:
+    """The former ``train.betas: [b1, b2]`` as ``adam_beta1`` and ``adam_beta2``."""
+    if isinstance(betas, str):
+        betas = parse_literal(betas)
+    if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+        raise ConfigError(f"train.betas: expected [beta1, beta2], got {betas!r}")
+    return {"adam_beta1": betas[0], "adam_beta2": betas[1]}
 
-    steps: int = 100
+
+@dataclass
+class TrainConfig(BaseTrainingConfig):
+    """Optimisation, logging and checkpoints (the shared fields of
+    :class:`~rewardkit.training.config.BaseTrainingConfig`, with RL's defaults)."""
+
+    DEPRECATED = {
+        "lr": "learning_rate",
+        "lr_schedule": "lr_scheduler_type",
+        "betas": Renamed("adam_beta1/adam_beta2", _betas),
+        "steps": "max_steps",
+        "micro_batch_size": "per_device_train_batch_size",
+    }
+    UNSUPPORTED = {
+        "gradient_accumulation_steps": "RL accumulates the micro-batches of each minibatch (set "
+        "train.minibatches and train.per_device_train_batch_size)",
+        "warmup_ratio": "use train.warmup_steps",
+        "adam_epsilon": "the RL trainer's AdamW keeps eps 1e-8",
+    }
+
+    max_steps: int = 100
     """Training steps (rollout + update rounds)."""
+    per_device_train_batch_size: int = 16
+    """Samples per forward/backward on each device (gradient accumulation inside a minibatch)."""
+    learning_rate: float = 1e-6
+    """Peak learning rate (AdamW)."""
+    lr_scheduler_type: str = "constant"
+    """Learning-rate decay after warm-up."""
+    warmup_steps: int = 0
+    """Linear warm-up (in optimiser steps)."""
+    seed: int = 0
+    """Seeds sampling, data order and everything else."""
+    save_steps: int = 0
+    """Checkpoint every N steps (0: only at the end)."""
+    save_total_limit: int | None = 2
+    """How many step checkpoints to keep (0 or ``None``: all)."""
+    eval_steps: int = 0
+    """Greedy pass@1 on the eval set every N steps (0: only before and after)."""
+    logging_steps: int = 1
+    """Console line every N steps (JSONL gets every step)."""
     prompts_per_step: int = 8
     """Prompts per step (the batch is ``prompts_per_step * rollout.n`` samples)."""
     epochs: int = 1
     """Optimisation epochs over each rollout batch (PPO's K; GRPO's mu)."""
     minibatches: int = 1
     """Optimiser steps per epoch (the rollout batch is split into this many minibatches)."""
-    micro_batch_size: int = 16
-    """Samples per forward/backward (gradient accumulation inside a minibatch)."""
     micro_batch_tokens: int = 0
     """With ``padding_free``: micro-batches of about this many tokens (prompt + response) each instead of
-    ``micro_batch_size`` samples, longest sequences first into the least-loaded one (verl's
+    ``per_device_train_batch_size`` samples, longest sequences first into the least-loaded one (verl's
     ``use_dynamic_bsz`` / ``ppo_max_token_len_per_gpu``); 0: off. Under DDP/FSDP every rank runs as many
     micro-batches as the rank that needs the most."""
-    lr: float = 1e-6
-    """Peak learning rate (AdamW)."""
     value_lr: float = 1e-5
     """PPO: value model learning rate."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    betas: tuple[float, float] = (0.9, 0.999)
-    """AdamW betas."""
-    warmup_steps: int = 0
-    """Linear warm-up (in optimiser steps)."""
-    lr_schedule: str = "constant"
-    """Learning-rate decay after warm-up."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm."""
     skip_zero_advantage: bool = True
     """Skip the forward/backward of samples whose advantage is 0 on every token (all-equal groups) when the
     loss has no KL / entropy term: the gradient is unchanged (normalisers still count them), the time is not."""
@@ -388,34 +433,27 @@ class TrainConfig:
     fsdp_cpu_offload: bool = False
     """``fsdp``: keep the sharded parameters, gradients and optimiser state in CPU memory (the optimiser
     step runs on the CPU); saves device memory at the cost of host-device copies every step."""
-    seed: int = 0
-    """Seeds sampling, data order and everything else."""
 
 
 @dataclass
 class RunConfig:
-    """Logging, checkpoints, evaluation, devices."""
+    """Output folder, sample logging, devices (logging, evaluation and checkpoint steps are ``train``'s)."""
 
     output_dir: str = "runs/rl"
     """Where metrics.jsonl, rollouts.jsonl, checkpoints and plots go."""
-    save_every: int = 0
-    """Checkpoint every N steps (0: only at the end)."""
-    keep_checkpoints: int = 2
-    """How many step checkpoints to keep."""
-    eval_every: int = 0
-    """Greedy pass@1 on the eval set every N steps (0: only before and after)."""
-    log_every: int = 1
-    """Console line every N steps (JSONL gets every step)."""
     log_completions: int = 16
     """Completions logged per step to ``OUTPUT/rollouts.jsonl`` (prompt, completion, rewards, advantage, the
     first source's details), taken as whole groups (rounded up to a multiple of ``rollout.n``), the first
     groups of the step's rollout; 0 turns logging off. Follows TRL's ``log_completions``."""
-    tensorboard: bool = True
-    """Also write TensorBoard events when tensorboard is installed."""
     device: str = "auto"
     """``auto`` (CUDA if present), ``cpu``, ``cuda``."""
     num_threads: int = 0
     """torch intra-op threads on CPU (0: torch's default)."""
+
+
+def _report_to(tensorboard: Any) -> dict[str, Any]:
+    """The former ``run.tensorboard: true/false`` as ``train.report_to``."""
+    return {"train.report_to": "tensorboard" if tensorboard else "none"}
 
 
 @dataclass
@@ -433,152 +471,24 @@ class RLConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     """Advantages and losses."""
     train: TrainConfig = field(default_factory=TrainConfig)
-    """Optimisation."""
+    """Optimisation, logging, evaluation and checkpoint steps."""
     run: RunConfig = field(default_factory=RunConfig)
-    """Logging and checkpoints."""
+    """Output folder, sample logging, devices."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """Multi-turn episodes with tools (``env.name`` empty: single-turn); docs/envs.md."""
     preset: str | None = None
     """The preset the run started from (informational)."""
 
+    DEPRECATED = {
+        "run.save_every": "train.save_steps",
+        "run.keep_checkpoints": "train.save_total_limit",
+        "run.eval_every": "train.eval_steps",
+        "run.log_every": "train.logging_steps",
+        "run.tensorboard": Renamed("train.report_to", _report_to),
+    }
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-# Values where the papers differ; everything else is the dataclass default.
-PRESETS: dict[str, dict[str, Any]] = {
-    # DeepSeekMath (Shao et al., 2024): group-normalised advantages, per-sequence mean of token losses,
-    # KL in the loss (k3) with beta 0.04, lr 1e-6, one update per rollout.
-    "grpo": {
-        "algorithm": {
-            "adv_estimator": "grpo",
-            "adv_scale": "group",
-            "loss_agg_mode": "seq-mean-token-mean",
-            "kl_coef": 0.04,
-            "kl_estimator": "k3",
-            "clip_ratio_low": 0.2,
-            "clip_ratio_high": 0.2,
-        },
-        "train": {"lr": 1e-6, "epochs": 1},
-    },
-    # Dr.GRPO (Liu et al., 2025): no std normalisation, constant normaliser, no KL.
-    "dr_grpo": {
-        "algorithm": {
-            "adv_estimator": "dr_grpo",
-            "adv_scale": "none",
-            "loss_agg_mode": "seq-mean-token-sum-norm",
-            "kl_coef": 0.0,
-        },
-        "train": {"lr": 1e-6},
-    },
-    # DAPO (Yu et al., 2025): clip-higher 0.2/0.28, token-mean, no KL, dynamic sampling, overlong
-    # filtering and soft punishment, G = 16.
-    "dapo": {
-        "algorithm": {
-            "adv_estimator": "grpo",
-            "loss_agg_mode": "token-mean",
-            "clip_ratio_low": 0.2,
-            "clip_ratio_high": 0.28,
-            "kl_coef": 0.0,
-            "dynamic_sampling": True,
-        },
-        "reward": {"truncation": "mask"},
-        "rollout": {"n": 16},
-        "train": {"lr": 1e-6},
-    },
-    # RLOO (Ahmadian et al., 2024): leave-one-out baseline, the whole completion is one action (sequence sum),
-    # KL in the reward (beta 0.05 as TRL's RLOOTrainer), k = 4.
-    "rloo": {
-        "algorithm": {
-            "adv_estimator": "rloo",
-            "loss_agg_mode": "seq-mean-token-sum",
-            "kl_coef": 0.05,
-            "kl_estimator": "k1",
-            "use_kl_in_reward": True,
-        },
-        "rollout": {"n": 4},
-        "train": {"lr": 1e-6},
-    },
-    # REINFORCE++ (Hu et al., 2025): per-token KL in the reward (k1, beta 0.01 as OpenRLHF's init_kl_coef),
-    # returns whitened over the whole batch (no per-prompt baseline), PPO clip 0.2, token-mean.
-    "reinforce_pp": {
-        "algorithm": {
-            "adv_estimator": "reinforce_pp",
-            "loss_agg_mode": "token-mean",
-            "kl_coef": 0.01,
-            "kl_estimator": "k1",
-            "use_kl_in_reward": True,
-            "gamma": 1.0,
-        },
-        "train": {"lr": 5e-7},
-    },
-    # PPO for LLMs (Ouyang et al., 2022; verl defaults): GAE with gamma = lambda = 1, value clipping 0.2,
-    # 4 epochs with minibatches, KL in the reward, actor lr 1e-6 and critic lr 1e-5.
-    "ppo": {
-        "algorithm": {
-            "adv_estimator": "gae",
-            "loss_agg_mode": "token-mean",
-            "gamma": 1.0,
-            "lam": 1.0,
-            "kl_coef": 0.001,
-            "kl_estimator": "k1",
-            "use_kl_in_reward": True,
-            "cliprange_value": 0.2,
-            "vf_coef": 0.5,
-        },
-        "rollout": {"n": 1},
-        "train": {"lr": 1e-6, "value_lr": 1e-5, "epochs": 4, "minibatches": 4},
-    },
-    # Lite PPO (Liu et al., 2025, "Tricks or Traps? A Deep Dive into RL for LLM Reasoning", sec. 5): the
-    # group's mean with the batch's std, token-level loss aggregation, vanilla PPO loss, no KL.
-    "lite_ppo": {
-        "algorithm": {
-            "adv_estimator": "grpo",
-            "adv_scale": "batch",
-            "loss_agg_mode": "token-mean",
-            "kl_coef": 0.0,
-        },
-        "train": {"lr": 1e-6},
-    },
-    # W-REINFORCE (Zhu et al., 2025, "The Surprising Effectiveness of Negative Reinforcement in LLM
-    # Reasoning"): REINFORCE on +1/-1 rewards, the positive samples' term weighted 0.1, no KL.
-    "w_reinforce": {
-        "algorithm": {
-            "adv_estimator": "reinforce_signed",
-            "positive_adv_weight": 0.1,
-            "negative_adv_weight": 1.0,
-            "loss_agg_mode": "seq-mean-token-mean",
-            "kl_coef": 0.0,
-        },
-        "train": {"lr": 1e-6},
-    },
-    # Pass@k Training (Chen et al., 2025): analytic pass@k advantages, k = 4, otherwise GRPO without KL.
-    "passk": {
-        "algorithm": {"adv_estimator": "passk", "passk_k": 4, "kl_coef": 0.0},
-        "train": {"lr": 1e-6},
-    },
-    # GDPO (Liu et al., 2026): each reward source normalised in its group, summed with its weight, then
-    # normalised over the batch; for runs with several reward sources (e.g. correctness and format).
-    "gdpo": {
-        "algorithm": {"adv_estimator": "gdpo", "kl_coef": 0.0},
-        "train": {"lr": 1e-6},
-    },
-    # GRPO with process rewards (DeepSeekMath's process supervision, Shao et al., 2024, sec. 4.1.3, with Gao et
-    # al. 2024's Clip+Delta shaping against step-reward hacking): shaped step rewards on the step-end tokens
-    # plus the verifier's success reward, return-to-go advantages with a leave-one-out group baseline.
-    # Set reward.process (e.g. prm:runs/prm).
-    "grpo_prm": {
-        "algorithm": {
-            "adv_estimator": "step_return",
-            "adv_scale": "none",
-            "step_baseline": "rloo",
-            "loss_agg_mode": "seq-mean-token-mean",
-            "kl_coef": 0.0,
-        },
-        "reward": {"step_shaping": "clip+delta", "step_eta": 0.0},
-        "train": {"lr": 1e-6},
-    },
-}
 
 
 def load_config(
@@ -636,15 +546,28 @@ def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, A
 # ----------------------------------------------------------------------------------------------------------
 def choices() -> dict[str, list[Any]]:
     """Dotted field -> its allowed values, read from the registries and modules that implement them."""
-    from rewardkit.generation import BACKENDS
+    # lazy: torch
     from rewardkit.generation.vllm import LORA_MODES, SLEEP_LEVELS
+
+    # lazy: torch
     from rewardkit.generation.vllm_server import SYNC_MODES
+
+    # lazy: torch
     from rewardkit.rewardmodels.shaping import STEP_SHAPINGS
+
+    # lazy: torch
     from rewardkit.rewardmodels.shaping.functional import LENGTH_BUDGET_MODES, TRUNCATION_MODES
+
+    # lazy: torch
     from rewardkit.rl import core_algos as ca
-    from rewardkit.rl.prompt_filter import FILTER_MODES
+
+    # lazy: torch
     from rewardkit.training.device import BF16_SETTINGS, DTYPES
+
+    # lazy: torch
     from rewardkit.training.optim import SCHEDULES
+
+    # lazy: torch
     from rewardkit.training.parallel import STRATEGIES
 
     return {
@@ -662,7 +585,8 @@ def choices() -> dict[str, list[Any]]:
         "algorithm.kl_estimator": ca.KL_ESTIMATORS.names(),
         "algorithm.rollout_is": ["none", *ca.IS_LEVELS],
         "algorithm.prompt_filter": list(FILTER_MODES),
-        "train.lr_schedule": list(SCHEDULES),
+        "train.lr_scheduler_type": list(SCHEDULES),
+        "train.report_to": list(REPORT_TO),
         "train.bf16": list(BF16_SETTINGS),
         "train.strategy": list(STRATEGIES),
         "train.fsdp_mixed_precision": list(BF16_SETTINGS),
@@ -715,21 +639,21 @@ _RANGES: list[tuple[str, Any, str]] = [
     ("algorithm.positive_adv_weight", lambda v: 0 <= v < float("inf"), ">= 0"),
     ("algorithm.negative_adv_weight", lambda v: 0 <= v < float("inf"), ">= 0"),
     ("rollout.async_staleness", lambda v: 0 <= v <= 8, "in [0, 8] (0: synchronous)"),
-    ("train.steps", lambda v: v >= 0, ">= 0"),
+    ("train.max_steps", lambda v: v >= 0, ">= 0"),
     ("train.prompts_per_step", lambda v: v >= 1, "at least 1"),
     ("train.epochs", lambda v: v >= 1, "at least 1"),
     ("train.minibatches", lambda v: v >= 1, "at least 1"),
-    ("train.micro_batch_size", lambda v: v >= 1, "at least 1"),
+    ("train.per_device_train_batch_size", lambda v: v >= 1, "at least 1"),
     ("train.micro_batch_tokens", lambda v: v >= 0, ">= 0 (0: off)"),
-    ("train.lr", lambda v: v > 0, "> 0"),
+    ("train.learning_rate", lambda v: v > 0, "> 0"),
     ("train.value_lr", lambda v: v > 0, "> 0"),
     ("train.weight_decay", lambda v: v >= 0, ">= 0"),
     ("train.warmup_steps", lambda v: v >= 0, ">= 0"),
     ("train.max_grad_norm", lambda v: v > 0, "> 0"),
-    ("run.save_every", lambda v: v >= 0, ">= 0 (0: only at the end)"),
-    ("run.keep_checkpoints", lambda v: v >= 0, ">= 0 (0: all)"),
-    ("run.eval_every", lambda v: v >= 0, ">= 0 (0: before and after)"),
-    ("run.log_every", lambda v: v >= 1, "at least 1"),
+    ("train.save_steps", lambda v: v >= 0, ">= 0 (0: only at the end)"),
+    ("train.save_total_limit", lambda v: v is None or v >= 0, ">= 0 (0 or null: all)"),
+    ("train.eval_steps", lambda v: v >= 0, ">= 0 (0: before and after)"),
+    ("train.logging_steps", lambda v: v >= 1, "at least 1"),
     ("run.log_completions", lambda v: v >= 0, ">= 0 (0: off)"),
     ("run.num_threads", lambda v: v >= 0, ">= 0 (0: torch's default)"),
 ]
@@ -742,45 +666,9 @@ def _get(cfg: RLConfig, dotted: str) -> Any:
     return value
 
 
-def _check_python_path(spec: str, where: str) -> None:
-    """A ``module:attribute`` a ``py:`` spec names must import, so a typo fails now, not after the model."""
-    from rewardkit.registry import lazy
-
-    if ":" not in spec:
-        raise ConfigError(f"{where}: {'py:' + spec!r} must be py:module:attribute")
-    try:
-        lazy(spec)
-    except Exception as exc:
-        raise ConfigError(f"{where}: cannot import {spec!r}: {type(exc).__name__}: {exc}") from None
-
-
 def _check_sources(cfg: RLConfig) -> None:
-    from rewardkit.rl.label_free import LABEL_FREE_SOURCES
-    from rewardkit.verifiers import VERIFIERS
-    from rewardkit.verifiers.remote import http_config, is_remote, remote_url
-
     for i, src in enumerate(cfg.reward.sources):
-        where = f"reward.sources[{i}].name"
-        if src.name in LABEL_FREE_SOURCES:
-            if src.name == "self_certainty" and src.kwargs:
-                raise ConfigError(f"reward.sources[{i}].kwargs: self_certainty takes no arguments")
-        elif src.name.startswith("py:"):
-            _check_python_path(src.name[3:], where)
-        elif src.name.startswith("rm:"):
-            if not src.name[3:]:
-                raise ConfigError(f"{where}: rm: needs a reward model path (rm:PATH)")
-        elif is_remote(src.name):
-            try:
-                remote_url(src.name)
-            except ValueError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
-            http_config(src.kwargs, f"reward.sources[{i}].kwargs")  # a ConfigError naming the bad key
-        elif src.name not in VERIFIERS:
-            known = ", ".join(VERIFIERS.names())
-            raise ConfigError(
-                f"{where}: unknown reward source {src.name!r} "
-                f"(verifiers: {known}; label-free: ttrl, self_certainty; or rm:PATH, py:module:fn, http:URL)"
-            )
+        check_source(src.name, src.kwargs, f"reward.sources[{i}]")  # the kind's own check
         if src.weight != src.weight or abs(src.weight) == float("inf"):
             raise ConfigError(f"reward.sources[{i}].weight must be a finite number, got {src.weight}")
 
@@ -790,7 +678,7 @@ def _check_process(cfg: RLConfig) -> None:
     if spec is None or spec == "correct_looking" or (spec.startswith("prm:") and spec[4:]):
         return
     if spec.startswith("py:"):
-        _check_python_path(spec[3:], "reward.process")
+        check_python_path(spec[3:], "reward.process")
         return
     raise ConfigError(
         f"reward.process: unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)"
@@ -798,6 +686,7 @@ def _check_process(cfg: RLConfig) -> None:
 
 
 def _check_shaping(cfg: RLConfig) -> None:
+    # lazy: torch
     from rewardkit.rewardmodels.shaping import build_pipeline, conflicts_with_estimator
 
     try:
@@ -842,7 +731,6 @@ def validate(cfg: RLConfig) -> RLConfig:
 def _check_env(cfg: RLConfig) -> None:
     """The environment's settings, names and tools resolve; process rewards (step segmentation of one
     completion) are not defined over an episode's turns and observations."""
-    from rewardkit.envs import ENVS, TOOLS
 
     ec = cfg.env
     if not ec.enabled:
@@ -871,6 +759,7 @@ def _check_lora(cfg: RLConfig) -> None:
     of a 4-bit body)."""
     import importlib.util
 
+    # lazy: torch
     from rewardkit.training.lora import qlora_unavailable
 
     lc = cfg.model.lora
@@ -888,7 +777,7 @@ def _check_lora(cfg: RLConfig) -> None:
     why = "needs a CUDA device, not run.device=cpu" if cfg.run.device == "cpu" else qlora_unavailable()
     if why:
         raise ConfigError(f"model.lora.load_in_4bit: QLoRA {why}")
-    if cfg.algorithm.adv_estimator == "gae":
+    if estimator_traits(cfg.algorithm.adv_estimator).needs_critic:
         raise ConfigError(
             "model.lora.load_in_4bit: PPO's critic is a trainable copy of the policy's body, which a 4-bit "
             "body cannot give (use LoRA without load_in_4bit)"

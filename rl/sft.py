@@ -16,35 +16,51 @@ from typing import Any
 import torch
 
 from rewardkit.training import build_optimizer, build_scheduler, optimizer_step
+from rewardkit.training.config import BaseTrainingConfig
 
 
 @dataclass
-class SFTConfig:
-    """Supervised warm-start settings."""
+class SFTConfig(BaseTrainingConfig):
+    """Supervised warm-start settings (the shared fields of :class:`~rewardkit.training.config.BaseTrainingConfig`
+    with this trainer's defaults)."""
 
-    steps: int = 300
+    DEPRECATED = {
+        "steps": "max_steps",
+        "batch_size": "per_device_train_batch_size",
+        "lr": "learning_rate",
+        "schedule": "lr_scheduler_type",
+        "log_every": "logging_steps",
+    }
+    UNSUPPORTED = {
+        "gradient_accumulation_steps": "the warm start takes one optimiser step per batch",
+        "warmup_ratio": "use warmup_steps",
+        "save_steps": "the warm start saves nothing (save from the callback)",
+        "save_total_limit": "the warm start saves nothing",
+        "eval_steps": "the warm start evaluates nothing (evaluate from the callback)",
+        "report_to": "the warm start logs to its log function only",
+    }
+
+    max_steps: int = 300
     """Optimiser steps."""
-    batch_size: int = 32
+    per_device_train_batch_size: int = 32
     """Pairs per step."""
-    lr: float = 3e-3
+    learning_rate: float = 3e-3
     """Peak learning rate of AdamW."""
-    schedule: str = "cosine"
+    lr_scheduler_type: str = "cosine"
     """Learning-rate schedule after the warm-up (``rewardkit.training.SCHEDULES``: ``cosine``, ``constant``...)."""
     warmup_steps: int = 20
     """Linear warm-up steps before the schedule."""
     min_lr_ratio: float = 0.1
-    """The cosine decays to ``lr * min_lr_ratio``."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm."""
+    """The cosine decays to ``learning_rate * min_lr_ratio``."""
     seed: int = 0
     """Seeds batch order and dropout."""
-    log_every: int = 50
+    logging_steps: int = 50
     """Steps between log lines (0: silent)."""
+    report_to: str = "none"
+    """Not used: the warm start logs through its ``log`` function."""
     schedule_steps: int | None = None
-    """Length of the cosine schedule (default ``steps``); longer than ``steps`` stops the warm start early on
-    a still-high learning rate (a deliberately partial warm start)."""
+    """Length of the cosine schedule (default ``max_steps``); longer than ``max_steps`` stops the warm start
+    early on a still-high learning rate (a deliberately partial warm start)."""
 
 
 Completion = str | Sequence[tuple[str, bool]]
@@ -114,25 +130,32 @@ def sft(
     data = encode_pairs(tokenizer, pairs)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
-    opt = build_optimizer(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    opt = build_optimizer(
+        model.parameters(),
+        lr=config.learning_rate,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
+        weight_decay=config.weight_decay,
+    )
     sched = build_scheduler(
         opt,
-        config.schedule,
+        config.lr_scheduler_type,
         warmup_steps=config.warmup_steps,
-        total_steps=config.schedule_steps or config.steps,
+        total_steps=config.schedule_steps or config.max_steps,
         min_lr_ratio=config.min_lr_ratio,
     )
     model.train()
     order: list[int] = []
     losses = []
     start = time.perf_counter()
-    for step in range(config.steps):
-        if len(order) < config.batch_size:
+    batch_size = config.per_device_train_batch_size
+    for step in range(config.max_steps):
+        if len(order) < batch_size:
             more = list(range(len(data)))
             rng.shuffle(more)
             order += more
-        batch = [data[i] for i in order[: config.batch_size]]
-        del order[: config.batch_size]
+        batch = [data[i] for i in order[:batch_size]]
+        del order[:batch_size]
         ids, mask, labels = collate(batch, pad_id)
         out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
         opt.zero_grad(set_to_none=True)
@@ -144,10 +167,10 @@ def sft(
             model.train()
             if stop:
                 break
-        if log and config.log_every and (step + 1) % config.log_every == 0:
-            recent = losses[-config.log_every :]
+        if log and config.logging_steps and (step + 1) % config.logging_steps == 0:
+            recent = losses[-config.logging_steps :]
             log(
-                f"[sft] step {step + 1}/{config.steps} loss {sum(recent) / len(recent):.4f} "
+                f"[sft] step {step + 1}/{config.max_steps} loss {sum(recent) / len(recent):.4f} "
                 f"({time.perf_counter() - start:.0f}s)"
             )
     model.eval()

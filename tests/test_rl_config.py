@@ -11,6 +11,7 @@ from rewardkit.rl.config import (
     PRESETS,
     ConfigError,
     RLConfig,
+    config_from_dict,
     dump_config,
     field_docs,
     load_config,
@@ -53,7 +54,7 @@ def test_paper_defaults():
 
 def test_overrides_types_and_precedence(tmp_path):
     path = tmp_path / "run.yaml"
-    path.write_text('preset: dapo\nrollout:\n  n: 6\n  stop: ["\\n"]\ntrain:\n  lr: 3.0e-6\n')
+    path.write_text('preset: dapo\nrollout:\n  n: 6\n  stop: ["\\n"]\ntrain:\n  learning_rate: 3.0e-6\n')
     cfg = load_config(
         path,
         overrides=[
@@ -61,15 +62,16 @@ def test_overrides_types_and_precedence(tmp_path):
             "rollout.n=4",
             "algorithm.clip_ratio_c=3",
             "reward.truncation=penalize",
-            "train.betas=[0.9, 0.95]",
+            "train.adam_beta1=0.9",
+            "train.adam_beta2=0.95",
             "algorithm.dynamic_sampling=false",
         ],
     )
     assert cfg.preset == "dapo" and cfg.algorithm.clip_ratio_high == 0.28  # from the preset
-    assert cfg.train.lr == 3e-6 and cfg.rollout.stop == ["\n"]  # from the file
+    assert cfg.train.learning_rate == 3e-6 and cfg.rollout.stop == ["\n"]  # from the file
     assert cfg.rollout.n == 4 and cfg.algorithm.kl_coef == 0.01  # overrides win
     assert cfg.algorithm.clip_ratio_c == 3.0 and isinstance(cfg.algorithm.clip_ratio_c, float)
-    assert cfg.train.betas == (0.9, 0.95)
+    assert (cfg.train.adam_beta1, cfg.train.adam_beta2) == (0.9, 0.95)
     assert cfg.algorithm.dynamic_sampling is False
     assert (
         load_config(preset="grpo", overrides=["algorithm.clip_ratio_c=null"]).algorithm.clip_ratio_c is None
@@ -92,8 +94,8 @@ def test_bad_overrides_are_user_errors(override, message):
 
 def test_unknown_key_in_file(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text("train:\n  learning_rate: 1e-6\n")
-    with pytest.raises(ConfigError, match="learning_rate"):
+    path.write_text("train:\n  learning_rat: 1e-6\n")
+    with pytest.raises(ConfigError, match="learning_rat"):
         load_config(path)
     with pytest.raises(ConfigError, match="unknown preset"):
         load_config(preset="nope")
@@ -118,8 +120,8 @@ def test_dump_roundtrip(tmp_path):
         ("reward.truncation=maskk", "reward.truncation: unknown value 'maskk'"),
         ("reward.step_shaping=clamp", "reward.step_shaping: unknown value"),
         ("rollout.backend=sglang", "rollout.backend: unknown value"),
-        ("train.lr_schedule=step", "train.lr_schedule: unknown value"),
-        ("train.lr=-1e-6", "train.lr must be > 0"),
+        ("train.lr_scheduler_type=step", "train.lr_scheduler_type: unknown value"),
+        ("train.learning_rate=-1e-6", "train.learning_rate must be > 0"),
         ("rollout.n=0", "rollout.n must be at least 1"),
         ("rollout.top_p=0", r"rollout.top_p must be in \(0, 1\]"),
         ("reward.timeout=.inf", "reward.timeout must be a positive number"),
@@ -179,3 +181,63 @@ def test_docs_reference_table_is_generated_from_the_config():
     assert reference_table() in docs, (
         "regenerate docs/rl.md's table with rewardkit.rl.config.reference_table()"
     )
+
+
+# ---- renamed fields: the shared training fields of rewardkit.training.config.BaseTrainingConfig --------------
+OLD_AND_NEW = [
+    ("train.lr=3e-6", "train.learning_rate=3e-6"),
+    ("train.lr_schedule=cosine", "train.lr_scheduler_type=cosine"),
+    ("train.steps=7", "train.max_steps=7"),
+    ("train.micro_batch_size=4", "train.per_device_train_batch_size=4"),
+    ("run.save_every=5", "train.save_steps=5"),
+    ("run.keep_checkpoints=0", "train.save_total_limit=0"),
+    ("run.eval_every=3", "train.eval_steps=3"),
+    ("run.log_every=2", "train.logging_steps=2"),
+    ("run.tensorboard=false", "train.report_to=none"),
+]
+
+
+@pytest.mark.parametrize("old, new", OLD_AND_NEW)
+def test_old_names_load_with_a_warning(tmp_path, old, new):
+    old_key = old.partition("=")[0]
+    with pytest.warns(FutureWarning, match=rf"{old_key} is deprecated: use {new.partition('=')[0]}"):
+        via_set = load_config(preset="grpo", overrides=[old])
+    assert via_set == load_config(preset="grpo", overrides=[new])
+    section, _, key = old_key.partition(".")
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump({section: {key: yaml.safe_load(old.partition("=")[2])}}))
+    with pytest.warns(FutureWarning, match="is deprecated: use"):
+        assert load_config(path) == load_config(overrides=[new])
+
+
+def test_old_betas_and_attribute_names():
+    with pytest.warns(FutureWarning, match="train.betas is deprecated: use train.adam_beta1/adam_beta2"):
+        cfg = load_config(overrides=["train.betas=[0.9, 0.95]", "run.save_every=4", "run.tensorboard=false"])
+    assert cfg == load_config(
+        overrides=["train.adam_beta2=0.95", "train.save_steps=4", "train.report_to=none"]
+    )
+    assert (cfg.train.adam_beta1, cfg.train.adam_beta2) == (0.9, 0.95)
+    with pytest.warns(FutureWarning, match="lr is deprecated: use learning_rate"):
+        assert cfg.train.lr == cfg.train.learning_rate  # a plain rename still reads, with the warning
+    path_both = {"train": {"lr": 1e-6, "learning_rate": 2e-6}}
+    with (
+        pytest.raises(ConfigError, match="train.lr and train.learning_rate both given"),
+        pytest.warns(FutureWarning),
+    ):
+        config_from_dict(path_both)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.gradient_accumulation_steps=2", "train: gradient_accumulation_steps=2 is not supported"),
+        ("train.warmup_ratio=0.1", "train: warmup_ratio=0.1 is not supported: use train.warmup_steps"),
+        ("train.adam_epsilon=1e-6", "train: adam_epsilon=1e-06 is not supported"),
+        ("train.report_to=wandb", "report_to: unknown value 'wandb'"),
+    ],
+)
+def test_training_fields_rl_cannot_honour_are_refused(override, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(overrides=[override])
+    assert len(str(info.value).splitlines()) == 1
+    assert "gradient_accumulation_steps" not in dump_config(RLConfig())  # not offered either

@@ -3,6 +3,7 @@ metrics logger and the config convention every trainer uses."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -124,7 +125,7 @@ def test_flat_configs_load_yaml_and_overrides(tmp_path):
     with pytest.raises(ConfigError, match="unknown key 'lr'"):
         load(ORMTrainConfig, overrides=["lr=1"])
     with pytest.raises(ConfigError, match="expected an integer"):
-        load(PRMTrainConfig, {"batch_size": "eight"})
+        load(PRMTrainConfig, {"per_device_train_batch_size": "eight"})
 
 
 def test_rm_train_set_overrides_and_bad_keys(tmp_path, tiny_model_dir, capsys):
@@ -159,7 +160,7 @@ def test_prm_training_resumes_exactly(tmp_path, tiny_model_dir):
         # 20 examples in micro-batches of 4: 5 per epoch; 3 epochs = 15 steps; the interruption at step 7
         # falls inside the second epoch.
         return PRMTrainConfig(
-            model=str(tiny_model_dir), output_dir=str(out), batch_size=4, epochs=3, learning_rate=3e-3,
+            model=str(tiny_model_dir), output_dir=str(out), per_device_train_batch_size=4, epochs=3, learning_rate=3e-3,
             warmup_ratio=0.2, save_steps=3, save_total_limit=2, device="cpu", **kw,
         )  # fmt: skip
 
@@ -182,3 +183,130 @@ def test_prm_training_resumes_exactly(tmp_path, tiny_model_dir):
         assert torch.allclose(value, resumed_params[key], atol=1e-6), key
     steps = [r["step"] for r in read_metrics(tmp_path / "part") if "loss" in r]
     assert steps == list(range(1, 16))
+
+
+# ---- one base training config: renamed fields still load, unsupported ones are refused ----------------------
+def test_every_trainer_config_shares_the_base_fields():
+    from rewardkit.rewardmodels.orm.config import ORMTrainConfig
+    from rewardkit.rewardmodels.prm.config import PRMTrainConfig
+    from rewardkit.rl.config import TrainConfig
+    from rewardkit.rl.sft import SFTConfig
+    from rewardkit.training.config import BaseTrainingConfig
+
+    base = {f.name for f in dataclasses.fields(BaseTrainingConfig)}
+    assert {
+        "learning_rate",
+        "per_device_train_batch_size",
+        "logging_steps",
+        "save_steps",
+        "report_to",
+    } <= base
+    for cls in (ORMTrainConfig, PRMTrainConfig, SFTConfig, TrainConfig):
+        assert issubclass(cls, BaseTrainingConfig) and base <= set(cls.__dataclass_fields__), cls
+    # each keeps its own defaults
+    assert (ORMTrainConfig().learning_rate, PRMTrainConfig().learning_rate) == (1e-4, 2e-5)
+    assert (SFTConfig().learning_rate, TrainConfig().learning_rate) == (3e-3, 1e-6)
+
+
+@pytest.mark.parametrize(
+    "cls_path, old, new",
+    [
+        (
+            "rewardkit.rl.sft:SFTConfig",
+            {"steps": 5, "batch_size": 4, "lr": 1e-3, "schedule": "constant", "log_every": 0},
+            {
+                "max_steps": 5,
+                "per_device_train_batch_size": 4,
+                "learning_rate": 1e-3,
+                "lr_scheduler_type": "constant",
+                "logging_steps": 0,
+            },
+        ),
+        (
+            "rewardkit.rewardmodels.prm.config:PRMTrainConfig",
+            {"batch_size": 4, "grad_accum": 2, "eval_every": 3, "log_every": 1, "tensorboard": False},
+            {
+                "per_device_train_batch_size": 4,
+                "gradient_accumulation_steps": 2,
+                "eval_steps": 3,
+                "logging_steps": 1,
+                "report_to": "none",
+            },
+        ),
+        ("rewardkit.rewardmodels.orm.config:ORMTrainConfig", {"tensorboard": False}, {"report_to": "none"}),
+    ],
+)
+def test_old_names_load_with_a_warning(cls_path, old, new):
+    from rewardkit.registry import lazy
+
+    cls = lazy(cls_path)
+    expected = cls(**new)
+    for (name, value), (new_name, new_value) in zip(old.items(), new.items(), strict=True):  # YAML / mapping
+        with pytest.warns(FutureWarning, match=rf"{name} is deprecated: use {new_name}"):
+            assert load(cls, {name: value}) == load(cls, {new_name: new_value})
+    with pytest.warns(FutureWarning, match="is deprecated: use"):
+        assert load(cls, old) == expected
+    with pytest.warns(FutureWarning, match="is deprecated: use"):  # --set
+        assert load(cls, overrides=[f"{k}={str(v).lower()}" for k, v in old.items()]) == expected
+    with pytest.warns(FutureWarning, match="is deprecated: use"):  # keyword arguments
+        assert cls(**old) == expected
+    first = next(iter(old))
+    with pytest.raises(ConfigError, match="both given"), pytest.warns(FutureWarning):
+        load(cls, {first: old[first], **new})
+
+
+def test_old_attribute_names_read_and_write_the_new_field():
+    from rewardkit.rl.sft import SFTConfig
+
+    cfg = SFTConfig()
+    with pytest.warns(FutureWarning, match="lr is deprecated: use learning_rate"):
+        cfg.lr = 0.5
+    assert cfg.learning_rate == 0.5
+    with pytest.warns(FutureWarning, match="batch_size is deprecated"):
+        assert cfg.batch_size == cfg.per_device_train_batch_size
+
+
+@pytest.mark.parametrize(
+    "cls_path, values, message",
+    [
+        ("rewardkit.rl.sft:SFTConfig", {"save_steps": 5}, "save_steps=5 is not supported"),
+        (
+            "rewardkit.rl.sft:SFTConfig",
+            {"report_to": "tensorboard"},
+            "report_to='tensorboard' is not supported",
+        ),
+        ("rewardkit.rl.sft:SFTConfig", {"gradient_accumulation_steps": 2}, "not supported"),
+        (
+            "rewardkit.rewardmodels.orm.config:ORMTrainConfig",
+            {"report_to": "wandb"},
+            "report_to: unknown value",
+        ),
+        (
+            "rewardkit.rewardmodels.prm.config:PRMTrainConfig",
+            {"warmup_steps": 2, "warmup_ratio": 0.1},
+            "both set",
+        ),
+    ],
+)
+def test_fields_a_trainer_cannot_honour_are_refused(cls_path, values, message):
+    from rewardkit.registry import lazy
+
+    cls = lazy(cls_path)
+    with pytest.raises(ConfigError, match=message) as info:
+        load(cls, values)
+    assert len(str(info.value).splitlines()) == 1
+    with pytest.raises(ValueError, match=message):
+        cls(**values)
+
+
+def test_rm_train_old_flags_still_parse(tmp_path, capsys):
+    from rewardkit.cli import main
+
+    args = ["rm", "train", "--type", "prm", "--model", str(tmp_path / "none"), "--train-file", "x.jsonl"]
+    with pytest.warns(FutureWarning, match="batch_size is deprecated: use per_device_train_batch_size"):
+        assert main([*args, "--batch-size", "4"]) == 2  # the missing model stops it after the config loaded
+    assert "model" in capsys.readouterr().err
+    assert (
+        main(["rm", "train", "--type", "orm", "--model", "m", "--train-file", "x", "--grad-accum", "2"]) == 2
+    )
+    assert "not an option of" in capsys.readouterr().err

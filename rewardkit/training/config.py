@@ -4,6 +4,13 @@ defaults < preset < YAML file < ``--set a.b=value`` overrides, with every key an
 The RL run config (:mod:`rewardkit.rl.config`) is a tree of sections; the reward-model configs
 (:class:`~rewardkit.rewardmodels.orm.config.ORMTrainConfig`, the PRM's ``PRMTrainConfig``) and the SFT
 warm start are flat. The same functions load, override, dump and document all of them.
+
+Every trainer's optimiser, schedule, logging and checkpoint fields come from one base,
+:class:`BaseTrainingConfig`, under transformers' ``TrainingArguments`` names (RL: its ``train`` section). A
+config class renames a field through its ``DEPRECATED`` map (old name -> new name, or a :class:`Renamed`
+that converts the value): the old name still loads from YAML, ``--set``, flags and keyword arguments, with a
+``FutureWarning`` naming the new one. Its ``UNSUPPORTED`` map names the base fields its trainer does not
+implement: any value but the default is refused on load, in one line.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import json
 import textwrap
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +33,185 @@ C = TypeVar("C")
 
 class ConfigError(ValueError):
     """A bad key or value in a config file or override."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Renamed fields: one mechanism for every config class (its ``DEPRECATED`` map)
+# ----------------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Renamed:
+    """What an old field name became: ``new`` (a field, or a dotted path below the class that declares it),
+    and ``convert`` when the value changes too (old value -> ``{new path: value}``)."""
+
+    new: str
+    convert: Callable[[Any], dict[str, Any]] | None = None
+
+    def values(self, old_value: Any) -> dict[str, Any]:
+        return self.convert(old_value) if self.convert is not None else {self.new: old_value}
+
+
+_DEPRECATIONS: dict[type, dict[str, Renamed]] = {}
+
+
+def deprecations(cls: type) -> dict[str, Renamed]:
+    """Old name (or dotted path) -> :class:`Renamed`, from the ``DEPRECATED`` maps of ``cls`` and its bases."""
+    if cls not in _DEPRECATIONS:
+        merged: dict[str, Renamed] = {}
+        for klass in reversed(cls.__mro__):
+            for old, spec in vars(klass).get("DEPRECATED", {}).items():
+                merged[old] = spec if isinstance(spec, Renamed) else Renamed(spec)
+        _DEPRECATIONS[cls] = merged
+    return _DEPRECATIONS[cls]
+
+
+def unsupported(cls: type) -> dict[str, str]:
+    """Base fields that ``cls``'s trainer does not implement -> why (its ``UNSUPPORTED`` map)."""
+    return dict(getattr(cls, "UNSUPPORTED", {}))
+
+
+def _warn_renamed(where: str, old: str, new: str, stacklevel: int = 3) -> None:
+    """``train.lr is deprecated: use train.learning_rate`` (``where``: the section, or a command's label)."""
+    label, prefix = (f"{where}: ", "") if " " in where else ("", f"{where}." if where else "")
+    message = f"{label}{prefix}{old} is deprecated: use {prefix}{new}"
+    warnings.warn(message, FutureWarning, stacklevel=stacklevel)
+
+
+def rename_deprecated(cls: type, values: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """``values`` (a mapping of ``cls``'s fields, nested sections included) with every deprecated name
+    replaced by its new one, each with a ``FutureWarning``; an old and a new name both given is an error."""
+    out = dict(values)
+    if not dataclasses.is_dataclass(cls):
+        return out
+    for old, spec in deprecations(cls).items():
+        *parents, leaf = old.split(".")
+        node = out
+        for part in parents:
+            if not isinstance(node.get(part), Mapping):
+                break
+            node[part] = dict(node[part])
+            node = node[part]
+        else:
+            if leaf not in node:
+                continue
+            value = node.pop(leaf)
+            _warn_renamed(where, old, spec.new, stacklevel=4)
+            for new, new_value in spec.values(value).items():
+                *new_parents, new_leaf = new.split(".")
+                target = out
+                for part in new_parents:
+                    target[part] = dict(target.get(part) or {})
+                    target = target[part]
+                if new_leaf in target:
+                    prefix = f"{where}." if where and " " not in where else ""
+                    raise ConfigError(f"{prefix}{old} and {prefix}{new} both given: keep {prefix}{new}")
+                target[new_leaf] = new_value
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        sub = hints.get(f.name)
+        if dataclasses.is_dataclass(sub) and isinstance(out.get(f.name), Mapping):
+            out[f.name] = rename_deprecated(sub, out[f.name], f"{where}.{f.name}".lstrip("."))
+    return out
+
+
+class _ConfigMeta(type):
+    """Old field names as keyword arguments: ``SFTConfig(lr=1e-3)`` is ``SFTConfig(learning_rate=1e-3)``,
+    with a ``FutureWarning``."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if kwargs and deprecations(cls):
+            renamed = deprecations(cls)
+            for old in [k for k in kwargs if k in renamed]:
+                spec = renamed[old]
+                _warn_renamed("", old, spec.new)
+                for new, value in spec.values(kwargs.pop(old)).items():
+                    if new in kwargs:
+                        raise TypeError(f"{old} and {new} both given: keep {new}")
+                    kwargs[new] = value
+        return super().__call__(*args, **kwargs)
+
+
+REPORT_TO = ("tensorboard", "none")
+"""Values of ``report_to``: where metrics go besides ``metrics.jsonl`` and the console."""
+
+
+@dataclasses.dataclass
+class BaseTrainingConfig(metaclass=_ConfigMeta):
+    """The optimiser, schedule, logging and checkpoint fields every trainer shares, under transformers'
+    ``TrainingArguments`` names (defaults are transformers'; each trainer's config overrides its own).
+
+    A subclass lists in ``UNSUPPORTED`` the fields its trainer cannot honour (field -> what to use instead);
+    setting one to anything but its default is refused on load. ``DEPRECATED`` maps its old names to the new.
+    """
+
+    # Class attributes, not fields (unannotated): old name -> new name or Renamed; field -> why it is refused.
+    DEPRECATED = {}
+    UNSUPPORTED = {}
+
+    learning_rate: float = 5e-5
+    """Peak learning rate of AdamW (after the warm-up)."""
+    per_device_train_batch_size: int = 8
+    """Examples per forward/backward pass on each device (a micro-batch)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches whose gradients are summed into one optimiser step."""
+    warmup_ratio: float = 0.0
+    """Fraction of the optimiser steps spent warming the learning rate up linearly (not with
+    ``warmup_steps``)."""
+    warmup_steps: int = 0
+    """Optimiser steps of linear warm-up (not with ``warmup_ratio``)."""
+    lr_scheduler_type: str = "linear"
+    """Learning-rate schedule after the warm-up (``linear``, ``cosine``, ``constant``; :mod:`.optim`)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    adam_beta1: float = 0.9
+    """AdamW beta1."""
+    adam_beta2: float = 0.999
+    """AdamW beta2."""
+    adam_epsilon: float = 1e-8
+    """AdamW epsilon."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm (0: no clipping)."""
+    max_steps: int = -1
+    """Optimiser steps to run (<= 0: as many as the epochs give)."""
+    logging_steps: int = 500
+    """Log every this many optimiser steps."""
+    save_steps: int = 0
+    """Save a checkpoint every this many optimiser steps (0: only at the end)."""
+    save_total_limit: int | None = None
+    """Checkpoints to keep (oldest deleted first); ``None`` or 0 keeps all."""
+    eval_steps: int = 0
+    """Evaluate every this many optimiser steps (0: only at the end)."""
+    seed: int = 42
+    """Seed of the data order, new weights' initialisation and sampling."""
+    report_to: str = "tensorboard"
+    """Where metrics go besides ``metrics.jsonl`` and the console: ``tensorboard`` (events in
+    ``OUTPUT/tb`` when tensorboard is installed) or ``none``."""
+
+    def __post_init__(self) -> None:
+        if self.report_to not in REPORT_TO:
+            raise ValueError(f"report_to: unknown value {self.report_to!r} (known: {', '.join(REPORT_TO)})")
+        if self.warmup_steps > 0 and self.warmup_ratio > 0:
+            raise ValueError("warmup_steps and warmup_ratio are both set: set one (the other 0)")
+        for f in dataclasses.fields(self):
+            why = unsupported(type(self)).get(f.name)
+            if why is not None and getattr(self, f.name) != f.default:
+                raise ValueError(f"{f.name}={getattr(self, f.name)!r} is not supported: {why}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        spec = deprecations(type(self)).get(name)
+        if spec is not None and "." not in name:
+            _warn_renamed("", name, spec.new)
+            for new, new_value in spec.values(value).items():
+                object.__setattr__(self, new, new_value)
+            return
+        object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        """An old name reads its new field (plain renames only), with a ``FutureWarning``."""
+        spec = deprecations(type(self)).get(name) if not name.startswith("__") else None
+        if spec is None or spec.convert is not None or "." in spec.new:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        _warn_renamed("", name, spec.new)
+        return getattr(self, spec.new)
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -135,7 +322,9 @@ def parse_literal(text: str) -> Any:
 
 
 def build(cls: type[C], values: Mapping[str, Any], where: str = "") -> C:
-    """``cls(**values)`` with unknown keys refused and every value converted to its field's type."""
+    """``cls(**values)`` with unknown keys refused and every value converted to its field's type (deprecated
+    names read as their new ones)."""
+    values = rename_deprecated(cls, values, where)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     unknown = set(values) - set(names)
@@ -162,10 +351,18 @@ def deep_update(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, An
 
 def apply_override(tree: dict[str, Any], assignment: str) -> None:
     """Applies ``a.b.c=value`` (value parsed as YAML: numbers, booleans, lists, null) to a dict tree."""
+    key, value = _parse_assignment(assignment)
+    _assign(tree, key.split("."), value, assignment)
+
+
+def _parse_assignment(assignment: str) -> tuple[str, Any]:
     if "=" not in assignment:
         raise ConfigError(f"override {assignment!r} is not KEY=VALUE")
     key, _, raw = assignment.partition("=")
-    parts = key.strip().split(".")
+    return key.strip(), parse_literal(raw) if raw.strip() else ""
+
+
+def _assign(tree: dict[str, Any], parts: list[str], value: Any, assignment: str) -> None:
     node = tree
     for i, part in enumerate(parts[:-1]):
         if part not in node or not isinstance(node[part], dict):
@@ -176,7 +373,32 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
     if parts[-1] not in node:
         section = ".".join(parts[:-1]) or "config"
         raise ConfigError(f"unknown key {parts[-1]!r} in {section} (known: {', '.join(sorted(node))})")
-    node[parts[-1]] = parse_literal(raw) if raw.strip() else ""
+    node[parts[-1]] = value
+
+
+def _leaves(tree: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[list[str], Any]]:
+    out: list[tuple[list[str], Any]] = []
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            out += _leaves(value, (*prefix, key))
+        elif not isinstance(value, Mapping):
+            out.append(([*prefix, key], value))
+    return out
+
+
+def _apply_renamed_override(cls: type, tree: dict[str, Any], assignment: str, where: str) -> None:
+    """An override whose key may be a deprecated name: applied to the new name(s)."""
+    key, value = _parse_assignment(assignment)
+    parts = key.split(".")
+    layer: dict[str, Any] = {parts[-1]: value}
+    for part in reversed(parts[:-1]):
+        layer = {part: layer}
+    renamed = rename_deprecated(cls, layer, where)
+    if renamed == layer:
+        _assign(tree, parts, value, assignment)
+        return
+    for path, new_value in _leaves(renamed):
+        _assign(tree, path, new_value, assignment)
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -210,18 +432,32 @@ def load(
     """
     tree = dataclasses.asdict(cls())  # type: ignore[call-overload]
     for layer in layers:
-        deep_update(tree, layer)
+        deep_update(tree, rename_deprecated(cls, layer, where))
         build(cls, tree, where)
     for assignment in overrides or []:
-        apply_override(tree, assignment)
+        _apply_renamed_override(cls, tree, assignment, where)
     return build(cls, tree, where)
+
+
+def to_tree(config: Any) -> Any:
+    """A config as plain data (``dataclasses.asdict``), without the fields its trainer does not support."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        skip = unsupported(type(config))
+        return {
+            f.name: to_tree(getattr(config, f.name)) for f in dataclasses.fields(config) if f.name not in skip
+        }
+    if isinstance(config, (list, tuple)):
+        return [to_tree(v) for v in config]
+    if isinstance(config, dict):
+        return {k: to_tree(v) for k, v in config.items()}
+    return copy.deepcopy(config)
 
 
 def dump(config: Any, path: str | Path | None = None) -> str:
     """A config dataclass as YAML (written to ``path`` when given)."""
     import yaml
 
-    text = yaml.safe_dump(json.loads(json.dumps(dataclasses.asdict(config))), sort_keys=False)
+    text = yaml.safe_dump(json.loads(json.dumps(to_tree(config))), sort_keys=False)
     if path is not None:
         Path(path).write_text(text)
     return text
@@ -251,8 +487,11 @@ def field_docs(cls: type, prefix: str = "") -> list[tuple[str, str, Any]]:
     default = cls()
     hints = typing.get_type_hints(cls)
     out: list[tuple[str, str, Any]] = []
+    skip = unsupported(cls)
     for f in dataclasses.fields(cls):
         name = f"{prefix}{f.name}"
+        if f.name in skip:
+            continue
         if dataclasses.is_dataclass(hints[f.name]):
             out += field_docs(hints[f.name], prefix=f"{name}.")
         else:

@@ -5,10 +5,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rewardkit.training.config import BaseTrainingConfig, Renamed, build
+
+
+def _report_to(tensorboard: Any) -> dict[str, Any]:
+    """The former ``tensorboard: true/false`` as ``report_to``."""
+    return {"report_to": "tensorboard" if tensorboard else "none"}
+
 
 @dataclass
-class ORMTrainConfig:
-    """Everything ``train_orm`` needs. Field defaults follow TRL's ``RewardConfig`` / ``ModelConfig``."""
+class ORMTrainConfig(BaseTrainingConfig):
+    """Everything ``train_orm`` needs. Field defaults follow TRL's ``RewardConfig`` / ``ModelConfig``; the
+    optimiser, schedule, logging and checkpoint fields are :class:`~rewardkit.training.config.BaseTrainingConfig`'s."""
+
+    DEPRECATED = {"tensorboard": Renamed("report_to", _report_to)}
 
     model: str = ""
     """Base model: a hub name or a local folder (a causal LM gets a new one-output score head; a saved
@@ -38,29 +48,15 @@ class ORMTrainConfig:
     """Append EOS to plain (non-templated) texts so every reward is read at an EOS token."""
     learning_rate: float = 1e-4
     """Peak AdamW learning rate (TRL's reward default 1e-4)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    adam_beta1: float = 0.9
-    """AdamW beta1."""
-    adam_beta2: float = 0.999
-    """AdamW beta2."""
-    adam_epsilon: float = 1e-8
-    """AdamW epsilon."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm (0 disables)."""
     lr_scheduler_type: str = "linear"
     """Any ``transformers.get_scheduler`` name (``linear``, ``cosine``, ``constant``...), with its conventions
     (warm-up from lr 0, as TRL)."""
-    warmup_ratio: float = 0.0
-    """Fraction of the optimizer steps spent warming up linearly."""
     num_train_epochs: float = 1.0
     """Passes over the training rows."""
     max_steps: int = -1
     """Optimizer steps to run; > 0 overrides ``num_train_epochs``."""
     per_device_train_batch_size: int = 8
     """Pairs (or pointwise rows) per micro-batch."""
-    gradient_accumulation_steps: int = 1
-    """Micro-batches per optimizer step."""
     eval_steps: int = 0
     """Evaluate every this many optimizer steps (0: only at the end)."""
     save_steps: int = 0
@@ -101,8 +97,6 @@ class ORMTrainConfig:
     """``torch.set_num_threads`` for CPU runs; ``None`` leaves torch's default."""
     log_to_stdout: bool = True
     """Print a console line per log / eval event (the events always go to ``metrics.jsonl``)."""
-    tensorboard: bool = True
-    """Also write TensorBoard events to ``output_dir/tb`` when tensorboard is installed."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +104,5 @@ class ORMTrainConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ORMTrainConfig:
         """A config from a mapping of fields (unknown keys and wrong types raise ``ConfigError``)."""
-        from rewardkit.training.config import build
 
         return build(cls, values, "ORM config")

@@ -32,7 +32,10 @@ from rewardkit.training.optim import optimizer_step
 
 from .config import ORMTrainConfig
 from .data import collate_pairwise, collate_pointwise, detect_kind, load_rows, tokenize_rows
+from .evaluate import evaluate_examples
 from .losses import bradley_terry_loss, pointwise_bce_loss
+from .model import add_lora, disable_dropout, load_tokenizer, resolve_dtype
+from .scoring import RewardModel
 
 MODEL_DIR = "model"  # the model's folder inside a checkpoint
 
@@ -45,8 +48,6 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
 def _build_model(config: ORMTrainConfig, tokenizer, checkpoint: Path | None):
     import torch
     from transformers import AutoModelForSequenceClassification
-
-    from .model import add_lora, disable_dropout, resolve_dtype
 
     torch.manual_seed(config.seed)  # the new score head's init
     kwargs: dict[str, Any] = {"num_labels": 1}
@@ -160,8 +161,6 @@ def _epoch_order(n: int, seed: int, epoch: int) -> list[int]:
 
 
 def _evaluate(model, tokenizer, data: _Data, config: ORMTrainConfig) -> dict[str, Any]:
-    from .evaluate import evaluate_examples
-    from .scoring import RewardModel
 
     rm = RewardModel(model, tokenizer, max_tokens=config.eval_token_budget, max_length=None)
     metrics, _ = evaluate_examples(rm, data.evals, data.kind)
@@ -214,7 +213,7 @@ class _ORMRun(SupervisedRun):
         self.log = MetricsLogger(
             self.out_dir,
             console=sys.stdout if config.log_to_stdout else None,
-            tensorboard=config.tensorboard,
+            tensorboard=config.report_to == "tensorboard",
             resume_step=self.state.step if checkpoint is not None else None,
         )
         self.log.event(
@@ -247,7 +246,7 @@ class _ORMRun(SupervisedRun):
         scheduler = build_scheduler(
             optimizer,
             config.lr_scheduler_type,
-            warmup_steps=math.ceil(config.warmup_ratio * self.total_steps),
+            warmup_steps=config.warmup_steps or math.ceil(config.warmup_ratio * self.total_steps),
             total_steps=self.total_steps,
             library="transformers",
         )
@@ -333,7 +332,6 @@ def train_orm(
     a checkpoint at that step (how the resume test interrupts a run); ``callback`` gets every log event;
     ``progress``: a bar of optimiser steps (``None``: only on a terminal).
     """
-    from .model import load_tokenizer
 
     set_threads(config.num_threads)
     Path(config.output_dir).mkdir(parents=True, exist_ok=True)

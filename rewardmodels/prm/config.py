@@ -4,13 +4,29 @@ builds its flags without importing torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rewardkit.rewardmodels.prm.model import PRMConfig
+from rewardkit.training.config import BaseTrainingConfig, Renamed
+
+
+def _report_to(tensorboard: Any) -> dict[str, Any]:
+    """The former ``tensorboard: true/false`` as ``report_to``."""
+    return {"report_to": "tensorboard" if tensorboard else "none"}
 
 
 @dataclass
-class PRMTrainConfig:
-    """Options of :func:`train_prm` (the ``rewardkit rm train --type prm`` flags)."""
+class PRMTrainConfig(BaseTrainingConfig):
+    """Options of :func:`train_prm` (the ``rewardkit rm train --type prm`` flags); the optimiser, schedule,
+    logging and checkpoint fields are :class:`~rewardkit.training.config.BaseTrainingConfig`'s."""
+
+    DEPRECATED = {
+        "batch_size": "per_device_train_batch_size",
+        "grad_accum": "gradient_accumulation_steps",
+        "eval_every": "eval_steps",
+        "log_every": "logging_steps",
+        "tensorboard": Renamed("report_to", _report_to),
+    }
 
     model: str = ""
     """Base model or PRM to start from (hub name or local path)."""
@@ -19,7 +35,7 @@ class PRMTrainConfig:
     train_file: str = ""
     """Step-labelled training data (JSONL in any layout of :mod:`.data`)."""
     eval_file: str | None = None
-    """Held-out data evaluated after every epoch (and every ``eval_every`` steps)."""
+    """Held-out data evaluated after every epoch (and every ``eval_steps`` steps)."""
     output_dir: str | None = None
     """Where the trained PRM is saved (``None``: not saved)."""
     data_format: str = "auto"
@@ -32,19 +48,11 @@ class PRMTrainConfig:
     epochs: int = 1
     """Passes over the training data."""
     max_steps: int = 0
-    """Stop after this many optimiser steps (0: no limit)."""
+    """Stop after this many optimiser steps (<= 0: no limit)."""
     learning_rate: float = 2e-5
-    """AdamW learning rate (peak; linear warmup then linear decay)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    warmup_ratio: float = 0.0
-    """Fraction of the optimiser steps spent warming the learning rate up."""
-    batch_size: int = 8
+    """AdamW learning rate (peak; linear warmup then ``lr_scheduler_type`` decay)."""
+    per_device_train_batch_size: int = 8
     """Sequences per micro-batch."""
-    grad_accum: int = 1
-    """Micro-batches per optimiser step."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm (0: no clipping)."""
     max_length: int = 2048
     """Longest input in tokens (longer inputs lose prompt tokens, then trailing steps)."""
     step_marker: str = "\n"
@@ -65,18 +73,14 @@ class PRMTrainConfig:
     """Label of PRM800K's neutral (rating 0) steps."""
     seed: int = 0
     """Random seed (data order, new head initialisation)."""
-    eval_every: int = 0
+    eval_steps: int = 0
     """Evaluate every this many optimiser steps (0: only after each epoch)."""
-    log_every: int = 0
+    logging_steps: int = 0
     """Print the running loss every this many optimiser steps (0: silent; ``metrics.jsonl`` gets every step)."""
     save_steps: int = 0
     """Save a checkpoint (``output_dir/checkpoints/step-N``) every this many optimiser steps (0: none)."""
-    save_total_limit: int | None = None
-    """Checkpoints to keep (oldest deleted first); ``None`` keeps all."""
     resume_from_checkpoint: str | bool | None = None
     """A checkpoint folder, or ``True`` / ``"latest"`` for the newest one in ``output_dir``."""
-    tensorboard: bool = True
-    """Also write TensorBoard events to ``output_dir/tb`` when tensorboard is installed."""
     device: str | None = None
     """``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available."""
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from rewardkit.rewardmodels.prm.config import PRMTrainConfig
 from rewardkit.rewardmodels.prm.data import StepExample, load_step_examples
+from rewardkit.rewardmodels.prm.metrics import evaluate_step_scores
 from rewardkit.rewardmodels.prm.model import ProcessRewardModel, load_backbone
 from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
 from rewardkit.training import config as config_io
@@ -91,7 +92,6 @@ def evaluate_prm(
     prm: ProcessRewardModel, examples: Sequence[StepExample], *, threshold: float | None = None, group_by=None
 ) -> dict[str, Any]:
     """Step accuracy / F1 and ProcessBench metrics of ``prm`` on labelled ``examples``."""
-    from rewardkit.rewardmodels.prm.metrics import evaluate_step_scores
 
     scores = prm.score_examples(examples)
     return evaluate_step_scores(
@@ -168,18 +168,26 @@ class _PRMRun(SupervisedRun):
         checkpoint = self.checkpoints.resolve(config.resume_from_checkpoint) if self.checkpoints else None
         self.prm = prm if prm is not None and checkpoint is None else _load_model(config, checkpoint)
         self.data = _encode(self.prm, train_examples, config)
-        micro_per_epoch = math.ceil(len(self.data) / config.batch_size)
-        total = max(1, math.ceil(micro_per_epoch * config.epochs / config.grad_accum))
-        self.total_steps = min(total, config.max_steps) if config.max_steps else total
+        micro_per_epoch = math.ceil(len(self.data) / config.per_device_train_batch_size)
+        total = max(1, math.ceil(micro_per_epoch * config.epochs / config.gradient_accumulation_steps))
+        self.total_steps = min(total, config.max_steps) if config.max_steps > 0 else total
         self.batch_size, self.grad_accum, self.save_steps = (
-            config.batch_size,
-            config.grad_accum,
+            config.per_device_train_batch_size,
+            config.gradient_accumulation_steps,
             config.save_steps,
         )
         self.params = [p for p in self.prm.model.parameters() if p.requires_grad]
-        optimizer = build_optimizer(self.params, lr=config.learning_rate, weight_decay=config.weight_decay)
-        warmup = int(self.total_steps * config.warmup_ratio)
-        scheduler = build_scheduler(optimizer, "linear", warmup_steps=warmup, total_steps=self.total_steps)
+        optimizer = build_optimizer(
+            self.params,
+            lr=config.learning_rate,
+            betas=(config.adam_beta1, config.adam_beta2),
+            eps=config.adam_epsilon,
+            weight_decay=config.weight_decay,
+        )
+        warmup = config.warmup_steps or int(self.total_steps * config.warmup_ratio)
+        scheduler = build_scheduler(
+            optimizer, config.lr_scheduler_type, warmup_steps=warmup, total_steps=self.total_steps
+        )
         self.state = SupervisedState(optimizer, scheduler)
         self.result = PRMTrainResult(prm=self.prm)
         if checkpoint is not None:
@@ -188,20 +196,21 @@ class _PRMRun(SupervisedRun):
         self.state.extra = {"history": self.result.history, "evals": self.result.evals}
         self.log = MetricsLogger(
             config.output_dir,
-            console=sys.stdout if config.log_every else None,
-            tensorboard=config.tensorboard,
+            console=sys.stdout if config.logging_steps else None,
+            tensorboard=config.report_to == "tensorboard",
             resume_step=self.state.step if checkpoint is not None else None,
-            log_every=config.log_every or 1,
+            log_every=config.logging_steps or 1,
         )
 
     def order_of_epoch(self, epoch: int) -> list[int]:
         return _epoch_order(len(self.data), self.config.seed, epoch)
 
     def train_step(self, group: list[list[int]]) -> None:
-        """One optimiser step (each micro-batch's mean loss divided by ``grad_accum``); logs the step."""
+        """One optimiser step (each micro-batch's mean loss divided by ``gradient_accumulation_steps``); logs
+        the step."""
         running = 0.0
         for idx in group:
-            loss = prm_loss(self.prm, [self.data[i] for i in idx]) / self.config.grad_accum
+            loss = prm_loss(self.prm, [self.data[i] for i in idx]) / self.config.gradient_accumulation_steps
             loss.backward()
             running += float(loss.detach())
         optimizer_step(self.params, self.state.optimizer, self.state.scheduler, self.config.max_grad_norm)
@@ -240,9 +249,9 @@ class _PRMRun(SupervisedRun):
             )
 
     def after_step(self, ends_epoch: bool) -> None:
-        """Evaluation (every ``eval_every`` steps, else after each epoch) and checkpoints due now."""
+        """Evaluation (every ``eval_steps`` steps, else after each epoch) and checkpoints due now."""
         config, step = self.config, self.state.step
-        due = step % config.eval_every == 0 if config.eval_every else ends_epoch and step < self.total_steps
+        due = step % config.eval_steps == 0 if config.eval_steps else ends_epoch and step < self.total_steps
         if due:
             self.evaluate()
         if self.saves_at(step):
