@@ -1,0 +1,130 @@
+"""The RL trainer's forward passes over a :func:`rewardkit.rl.batch.build_tensors` batch: per-token
+log-probs and entropies, the critic's values, self-certainty, and the split of a batch into micro-batches.
+
+Every pass reads the padded rows, or with ``train.padding_free`` one packed row per micro-batch
+(:mod:`rewardkit.rl.packing`), and returns ``(B, T)`` results either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rewardkit.rl import core_algos as ca
+from rewardkit.rl import packing
+from rewardkit.rl.config import RLConfig
+from rewardkit.training import device as dev
+from rewardkit.training import parallel
+
+__all__ = ["ForwardPasses"]
+
+
+class ForwardPasses:
+    """Forward passes of any of the run's models (policy, reference, critic, a sampler's copy)."""
+
+    def __init__(self, cfg: RLConfig, device: torch.device, use_bf16: bool) -> None:
+        self.cfg = cfg
+        self.device = device
+        self.use_bf16 = use_bf16
+
+    @property
+    def temperature(self) -> float:
+        """The sampling temperature the logits are divided by (1 for greedy)."""
+        return self.cfg.rollout.temperature if self.cfg.rollout.temperature > 0 else 1.0
+
+    def autocast(self) -> Any:
+        return dev.autocast(self.device, self.use_bf16)
+
+    def logprobs(
+        self, model: Any, batch: dict[str, torch.Tensor], idx: torch.Tensor, *, entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per-token log-probs (and entropies) of the responses of rows ``idx`` under ``model``."""
+        inputs, packed = self.forward_inputs(batch, idx)
+        with self.autocast():
+            out = model(**inputs, use_cache=False)
+        if packed is None:
+            logits, labels = out.logits[:, :-1].float(), batch["responses"][idx].to(self.device)
+        else:  # (1, M) response tokens of the packed row
+            logits, labels = out.logits.float(), packed.labels[None]
+        temp = self.temperature
+        logp = ca.logprobs_from_logits(logits, labels, temperature=temp)
+        ent = None
+        if entropy:
+            if self.cfg.algorithm.entropy_coef:
+                ent = ca.entropy_from_logits(logits, temperature=temp)
+            else:  # logged only: keep it out of the autograd graph
+                with torch.no_grad():
+                    ent = ca.entropy_from_logits(logits.detach(), temperature=temp)
+        if packed is not None:  # back to (B, T)
+            logp, ent = packed.unpack(logp[0]), packed.unpack(ent[0]) if ent is not None else None
+        return logp, ent
+
+    def forward_inputs(
+        self, batch: dict[str, torch.Tensor], idx: torch.Tensor
+    ) -> tuple[dict[str, Any], packing.PackedBatch | None]:
+        """The model's inputs for rows ``idx``: the padded rows (logits of the last ``T + 1`` positions), or
+        with ``train.padding_free`` one packed row (logits of the positions that predict response tokens)."""
+        if self.cfg.train.padding_free:
+            rows = (batch[k][idx] for k in ("input_ids", "attention_mask", "response_mask"))
+            packed = packing.pack(*rows).to(self.device)
+            return packed.model_inputs(), packed
+        return self.padded_inputs(batch, idx), None
+
+    def padded_inputs(self, batch: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, Any]:
+        """Rows ``idx`` as padded model inputs, keeping the logits of the last ``T + 1`` positions."""
+        inputs = {k: batch[k][idx].to(self.device) for k in ("input_ids", "attention_mask", "position_ids")}
+        return {**inputs, "logits_to_keep": batch["responses"].shape[1] + 1}
+
+    def micro_batches(self, batch: dict[str, torch.Tensor], rows: torch.Tensor) -> list[torch.Tensor]:
+        """``rows`` split into forward passes: ``micro_batch_size`` samples each, or with
+        ``micro_batch_tokens`` about that many real tokens each (the same count on every rank)."""
+        tc = self.cfg.train
+        if not len(rows):
+            return []
+        if not tc.micro_batch_tokens:
+            return list(torch.split(rows, max(1, tc.per_device_train_batch_size)))
+        lengths = batch["attention_mask"][rows].sum(-1).tolist()
+        count = len(packing.token_budget_micro_batches(lengths, tc.micro_batch_tokens))
+        count = -parallel.all_ranks_min(-count, self.device)  # the most any rank needs
+        return [
+            rows[idx] for idx in packing.token_budget_micro_batches(lengths, tc.micro_batch_tokens, count)
+        ]
+
+    def no_grad_logprobs(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Per-token log-probs of every row under ``model``, without gradient, micro-batch by micro-batch."""
+        rows = torch.arange(batch["input_ids"].shape[0])
+        out = torch.zeros(batch["responses"].shape, dtype=torch.float32)
+        with torch.no_grad():
+            for idx in self.micro_batches(batch, rows):
+                out[idx] = self.logprobs(model, batch, idx)[0].float().cpu()
+        return out
+
+    def values(self, model: Any, batch: dict[str, torch.Tensor], idx: torch.Tensor) -> torch.Tensor:
+        """The critic ``model``'s values of the response tokens of rows ``idx``."""
+        inputs, packed = self.forward_inputs(batch, idx)
+        at = packed.logit_index if packed is not None else batch["responses"].shape[1]
+        with self.autocast():
+            values = model(inputs["input_ids"], inputs["attention_mask"], inputs["position_ids"], at).float()
+        return values if packed is None else packed.unpack(values[0])
+
+    def no_grad_values(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The critic's values of every row, without gradient, micro-batch by micro-batch."""
+        out = torch.zeros(batch["responses"].shape, dtype=torch.float32)
+        with torch.no_grad():
+            for idx in self.micro_batches(batch, torch.arange(batch["input_ids"].shape[0])):
+                out[idx] = self.values(model, batch, idx).float().cpu()
+        return out
+
+    def self_certainty(self, model: Any, batch: dict[str, torch.Tensor]) -> list[float]:
+        """Each row's self-certainty (:func:`rewardkit.rl.core_algos.self_certainty`) over its loss tokens
+        under ``model``, without gradient."""
+        temp = self.temperature
+        scores = []
+        with torch.no_grad():
+            for idx in self.micro_batches(batch, torch.arange(batch["input_ids"].shape[0])):
+                with self.autocast():
+                    logits = model(**self.padded_inputs(batch, idx), use_cache=False).logits[:, :-1]
+                mask = batch["loss_mask"][idx].to(self.device)
+                scores.append(ca.self_certainty(logits.float() / temp, mask).cpu())
+        return torch.cat(scores).tolist() if scores else []

@@ -1,0 +1,225 @@
+"""The RL step's rollout stage: sampling parameters, generation (completions, or whole episodes with an
+environment), scoring through the reward pipeline, DAPO's dynamic sampling, and the greedy evaluation.
+
+A :class:`Sampler` is given what it reads (config, tokenizer, the policy, backend, environment, reward
+pipeline, prompt source, forward passes); the step it samples for is an argument, since the asynchronous
+rollout thread samples ahead of the trainer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from rewardkit.envs import run_episodes
+from rewardkit.generation import Generation, SamplingParams
+from rewardkit.rl import core_algos as ca
+from rewardkit.rl.batch import Rollout, build_tensors
+from rewardkit.rl.config import RLConfig
+from rewardkit.rl.forward import ForwardPasses
+from rewardkit.rl.prompts import PromptSource, prompt_text, with_budget
+from rewardkit.rl.rewards import RewardBatch, RewardPipeline, RewardSources
+from rewardkit.training import parallel
+from rewardkit.types import Record
+
+__all__ = ["Sampler"]
+
+
+class Sampler:
+    """Generates and scores the rollouts of a step; ``backend`` is the run's rollout backend (a call may
+    pass another, as the rollout thread does with its copy of the policy)."""
+
+    def __init__(
+        self,
+        cfg: RLConfig,
+        *,
+        tokenizer: Any,
+        policy: Any,
+        backend: Any,
+        env: Any | None,
+        reward_pipeline: RewardPipeline,
+        prompts: PromptSource,
+        passes: ForwardPasses,
+        rank: int,
+    ) -> None:
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.policy = policy
+        self.backend = backend
+        self.env = env
+        self.reward_pipeline = reward_pipeline
+        self.prompts = prompts
+        self.passes = passes
+        self.rank = rank
+        self.score_lock = threading.Lock()  # the rollout thread and evaluation share the scoring pools
+        self.scoring_context: tuple[dict[str, Generation], Any] = ({}, None)
+        """The generations being scored by id, and the backend that sampled them (self-certainty reads it)."""
+
+    def prompt_text(self, record: Record) -> str:
+        return prompt_text(self.cfg, self.tokenizer, record)
+
+    def sampling_params(self, round_: int, step: int) -> SamplingParams:
+        """Step ``step``'s sampling of refill round ``round_``, seeded by both and the rank."""
+        rc = self.cfg.rollout
+        seed = (self.cfg.train.seed * 1_000_003 + step * 1_009 + round_ * 17 + self.rank) % (2**31)
+        return SamplingParams(
+            n=rc.n,
+            temperature=rc.temperature,
+            top_p=rc.top_p,
+            top_k=rc.top_k,
+            max_new_tokens=rc.max_new_tokens,
+            stop=list(rc.stop),
+            seed=seed,
+            # The rollout's own log-probs are only read by IS correction or when old log-probs are not
+            # recomputed; otherwise the trainer's forward pass provides them and the sampler skips the work.
+            logprobs=self.cfg.algorithm.rollout_is != "none" or not self.cfg.algorithm.recompute_old_logprobs,
+        )
+
+    def generate(
+        self, records: list[Record], params: SamplingParams, backend: Any | None = None
+    ) -> list[list[Generation]]:
+        """The backend's samples of each record's prompt: completions, or with an environment whole episodes
+        (``rewardkit.envs``). A backend that generates with the policy itself gets it whole under FSDP
+        (gathered once, no collective per forward pass: the ranks decode different lengths)."""
+        prompts = [self.prompt_text(r) for r in records]
+        backend = backend or self.backend
+        own = getattr(backend, "model", None) is self.policy
+        with parallel.gathered(self.policy) if own else contextlib.nullcontext():
+            if self.env is None:
+                return backend.generate(prompts, params)
+            return run_episodes(
+                backend,
+                self.env,
+                records,
+                prompts,
+                params,
+                self.tokenizer,
+                self.cfg.env,
+                chat=self.cfg.model.chat_template,
+            )  # type: ignore[return-value]
+
+    def rollout(
+        self,
+        prompts: list[Record],
+        round_: int,
+        timings: dict[str, float],
+        *,
+        step: int,
+        backend: Any | None = None,
+    ) -> Rollout:
+        """Generates ``rollout.n`` samples of each prompt (with ``backend``, the run's by default) and scores
+        them; ``step`` seeds the sampling and the L1 budgets."""
+        t0 = time.perf_counter()
+        backend = backend or self.backend
+        prompts = [with_budget(self.cfg, p, step) for p in prompts]
+        groups = self.generate(prompts, self.sampling_params(round_, step), backend)
+        timings["generate"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        gens = [g for group in groups for g in group]
+        records = [
+            Record(
+                id=f"{rec.id}#{j}",
+                prompt=rec.prompt,
+                completion=g.text,
+                reference=rec.reference,
+                verifier=rec.verifier,
+                metadata={**rec.metadata, "group": gi},
+            )
+            for gi, (rec, group) in enumerate(zip(prompts, groups, strict=True))
+            for j, g in enumerate(group)
+        ]
+        with self.score_lock:
+            self.scoring_context = ({r.id: g for r, g in zip(records, gens, strict=True)}, backend)
+            reward = self.reward_pipeline.score(records, gens)
+        if self.prompts.filter is not None:
+            self.prompts.filter.observe(
+                [str(p.id) for p in prompts], *self._group_outcomes(reward, len(prompts))
+            )
+        timings["score"] += time.perf_counter() - t0
+        return Rollout(gens, reward)
+
+    def _group_outcomes(self, reward: RewardBatch, groups: int) -> tuple[list[list[float]], list[list[bool]]]:
+        """Each group's shaped rewards and verdicts, for the prompt filter's estimates."""
+        n = self.cfg.rollout.n
+        values, correct = reward.rewards.tolist(), reward.scored.correct
+        return (
+            [values[g * n : (g + 1) * n] for g in range(groups)],
+            [correct[g * n : (g + 1) * n] for g in range(groups)],
+        )
+
+    def dynamic_sampling(
+        self, rollout: Rollout, step: int, timings: dict[str, float], metrics: dict[str, Any]
+    ) -> tuple[Rollout | None, list[Rollout]]:
+        """DAPO's dynamic sampling: keep the groups whose rewards differ, refill from new prompts (at most
+        ``max_refill_rounds`` more rollouts); returns the training rollout (``None``: nothing kept) and every
+        rollout generated. Under data parallelism the ranks refill in lockstep (until every rank has enough)
+        and train on the same number of groups, the fewest any rank kept: unequal batches would run unequal
+        numbers of collectives (FSDP's gathers, DDP's reductions per minibatch) and hang."""
+        ac, n, wanted = self.cfg.algorithm, self.cfg.rollout.n, self.cfg.train.prompts_per_step
+        device = self.passes.device
+        all_parts, kept_parts, kept = [rollout], [], 0
+        for round_ in range(ac.max_refill_rounds + 1):
+            part = (
+                rollout
+                if round_ == 0
+                else self.rollout(self.prompts.draw(wanted), round_, timings, step=step)
+            )
+            if round_ > 0:
+                all_parts.append(part)
+            groups = ca.dynamic_sampling_keep(part.rewards, n, part.valid).nonzero().flatten()
+            if len(groups):
+                kept_parts.append(part.select_groups(groups, n))
+                kept += len(groups)
+            if parallel.all_ranks_min(kept, device) >= wanted:
+                break
+        generated = sum(len(p.gens) for p in all_parts) // n
+        common = parallel.all_ranks_min(min(kept, wanted), device)
+        metrics["dynamic_sampling/rounds"] = len(all_parts)
+        metrics["dynamic_sampling/kept_groups"] = common
+        metrics["dynamic_sampling/kept_frac"] = kept / max(generated, 1)
+        if not common:
+            return None, all_parts
+        train_rollout = Rollout.concat(kept_parts)
+        if kept > common:
+            train_rollout = train_rollout.select_groups(torch.arange(common), n)
+        return train_rollout, all_parts
+
+    def self_certainty(self, records: Sequence[Record]) -> list[float]:
+        """The ``self_certainty`` source's scores: a forward pass, without gradient, of the model that sampled
+        ``records`` (the rollout thread's copy under asynchronous rollouts), over their completions."""
+        by_id, backend = self.scoring_context
+        gens = [by_id[r.id] for r in records]
+        model = getattr(backend, "model", None) or self.policy
+        return self.passes.self_certainty(model, build_tensors(gens, self.tokenizer.pad_token_id))
+
+    def evaluate(self, records: Sequence[Record], step: int) -> dict[str, Any]:
+        """Greedy pass@1 on held-out prompts with the first reward source's verdict; a completion cut at
+        ``max_new_tokens`` never counts as solved (``eval/truncated`` is their share)."""
+        records = list(records)
+        if not records:
+            return {}
+        rc = self.cfg.rollout
+        records = [with_budget(self.cfg, r, step, largest=True) for r in records]
+        groups = self.generate(
+            records,
+            SamplingParams(n=1, temperature=0.0, max_new_tokens=rc.max_new_tokens, stop=list(rc.stop)),
+        )
+        scored_records = [
+            Record(id=r.id, prompt=r.prompt, completion=g[0].text, reference=r.reference, verifier=r.verifier)
+            for r, g in zip(records, groups, strict=True)
+        ]
+        first = RewardSources([self.reward_pipeline.sources.sources[0]])
+        with self.score_lock:
+            scored = first.score(scored_records)
+        finished = [not g[0].truncated for g in groups]
+        solved = sum(c and f for c, f in zip(scored.correct, finished, strict=True))
+        return {
+            "eval/pass@1": solved / len(records),
+            "eval/truncated": 1 - sum(finished) / len(records),
+            "eval/num": len(records),
+        }
