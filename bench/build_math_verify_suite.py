@@ -20,9 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import types
 from pathlib import Path
+
+from rewardkit.runtime import StandInModules
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "math_verify_suite.jsonl"
@@ -108,10 +109,8 @@ def collect(repo: str, rev: str) -> tuple[list[dict], str]:
     package = types.ModuleType("tests")
     helper = types.ModuleType("tests.test_all")
     helper.compare_strings = _compare_strings_recorder
-    saved = {name: sys.modules.get(name) for name in ("tests", "tests.test_all")}
-    sys.modules["tests"], sys.modules["tests.test_all"] = package, helper
     rows: list[dict] = []
-    try:
+    with StandInModules({"tests": package, "tests.test_all": helper}):
         for path in FILES:
             namespace: dict = {"__name__": f"mv_{Path(path).stem}"}
             exec(compile(_source(repo, rev, path), path, "exec"), namespace)
@@ -135,12 +134,6 @@ def collect(repo: str, rev: str) -> tuple[list[dict], str]:
                         continue  # no call to math-verify's parse/verify (e.g. sympy-level asserts only)
                     expected = kwargs.get("expected", kwargs.get("result", UNPARAMETRISED.get(test_id)))
                     rows.append({"test": test_id, "expected": int(expected), **call})
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
     return rows, commit
 
 

@@ -61,9 +61,7 @@ class Record:
     @property
     def prompt_text(self) -> str:
         """The prompt as plain text (messages joined by newlines for chat-format prompts)."""
-        if isinstance(self.prompt, list):
-            return "\n".join(message_text(m) for m in self.prompt)
-        return message_text(self.prompt)
+        return message_text(self.prompt, every=True)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,8 +84,10 @@ def _as_metadata(value: Any) -> dict[str, Any]:
     return {"metadata": value}
 
 
-def message_text(value: Any) -> str:
-    """Text of a completion given as a string, a chat message dict, or a list of messages."""
+def message_text(value: Any, *, every: bool = False) -> str:
+    """Text of a prompt or completion given as a string, a chat message dict, or a list of messages: of a
+    list, the last message's (what a verifier scores), or with ``every`` all messages' joined by newlines
+    (a prompt's text, the plain text a reward model reads)."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -95,9 +95,9 @@ def message_text(value: Any) -> str:
     if isinstance(value, dict):
         return str(value.get("content", ""))
     if isinstance(value, list):
-        if not value:
-            return ""
-        return message_text(value[-1])
+        if every:
+            return "\n".join(message_text(m) for m in value)
+        return message_text(value[-1]) if value else ""
     return str(value)
 
 

@@ -295,7 +295,3 @@ class SelfCertaintySource:
 
     def close(self) -> None:
         pass
-
-
-LABEL_FREE_SOURCES = ("ttrl", "self_certainty")
-"""Reward source names that need no reference answer (``reward.sources[].name``)."""

@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from rewardkit.registry import lazy
+from rewardkit.rewardmodels.prm import ProcessRewardModel
 from rewardkit.rewardmodels.shaping import (
     ShapingBatch,
     ShapingPipeline,
@@ -36,8 +38,11 @@ from rewardkit.rewardmodels.shaping import (
 from rewardkit.rewardmodels.shaping.functional import success_plus_steps
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.config import RLConfig
+from rewardkit.rl.step_rewards import CorrectLookingStepScorer, shaped_step_token_rewards
+from rewardkit.scoring import Scorer
 from rewardkit.types import Record, Result, as_reward, error_kind
 from rewardkit.verifiers.combine import CombinedSource, PartScores
+from rewardkit.verifiers.sources import build_source, source_kind
 
 __all__ = [
     "CallableSource",
@@ -146,19 +151,22 @@ class CallableSource:
         pass
 
 
+def python_source(path: str) -> CallableSource:
+    """The reward function ``py:module:fn`` names (``path`` is ``module:fn``), as a reward source."""
+    return CallableSource(lazy(path), name=path.split(":")[-1])
+
+
 class ScorerSource:
-    """A verifier (by name) behind a warm :class:`rewardkit.scoring.Scorer` pool, or ``rm:PATH`` (an outcome
-    reward model scored in this process); never raises."""
+    """A source the scoring engine scores (``SourceKind.scored_by_engine``): a verifier or ``http:URL`` (by
+    name) behind a warm :class:`rewardkit.scoring.Scorer` pool, or a run-only kind (``rm:PATH``, an outcome
+    reward model scored in this process) built first; never raises."""
 
     def __init__(self, name: str, kwargs: dict[str, Any], workers: int, timeout: float) -> None:
-        from rewardkit.scoring import Scorer
 
         self.name = name
-        if name.startswith("rm:"):
-            # An outcome reward model (rewardkit.rewardmodels.orm): scored in this process, batched.
-            from rewardkit.rewardmodels.orm import RewardModelSource
-
-            self.scorer = Scorer(RewardModelSource(name[3:], **kwargs), workers=workers, timeout=timeout)
+        if source_kind(name).run_only:
+            # The engine resolves only names a file run may give: a run-only source goes in built.
+            self.scorer = Scorer(build_source(name, kwargs, run={}), workers=workers, timeout=timeout)
             return
         # Large chunks: an RL batch arrives all at once, and fewer messages to the workers is what matters;
         # the engine still reports (and times out) each item separately.
@@ -204,28 +212,14 @@ class RewardSources:
     ) -> RewardSources:
         """The sources of ``reward.sources`` plus ``extra`` (weight 1 each); ``self_certainty`` scores the
         ``self_certainty`` source (the trainer's forward pass of the sampling model)."""
-        from rewardkit.rl.label_free import MajorityVoteSource, SelfCertaintySource
-
+        run = {"score_fn": self_certainty}
         built: list[tuple[Any, float]] = []
         for src in cfg.reward.sources:
-            if src.name == "ttrl":
-                built.append((MajorityVoteSource(**src.kwargs), src.weight))
-            elif src.name == "self_certainty":
-                if self_certainty is None:
-                    raise ValueError(
-                        "the self_certainty reward source needs the policy: it runs inside an RL run"
-                    )
-                built.append((SelfCertaintySource(self_certainty), src.weight))
-            elif src.name.startswith("py:"):
-                from rewardkit.registry import lazy
-
-                built.append(
-                    (CallableSource(lazy(src.name[3:]), name=src.name[3:].split(":")[-1]), src.weight)
-                )
+            if source_kind(src.name).scored_by_engine:
+                source = ScorerSource(src.name, src.kwargs, cfg.reward.workers, cfg.reward.timeout)
             else:
-                built.append(
-                    (ScorerSource(src.name, src.kwargs, cfg.reward.workers, cfg.reward.timeout), src.weight)
-                )
+                source = build_source(src.name, src.kwargs, run=run)
+            built.append((source, src.weight))
         built.extend((_as_source(fn), 1.0) for fn in extra)
         if not built:
             raise ValueError("no reward source configured (reward.sources is empty)")
@@ -262,16 +256,10 @@ def load_process_scorer(cfg: RLConfig) -> Any | None:
     if not spec:
         return None
     if spec.startswith("prm:"):
-        from rewardkit.rewardmodels.prm import ProcessRewardModel
-
         return ProcessRewardModel.from_pretrained(spec[4:], **kwargs)
     if spec == "correct_looking":
-        from rewardkit.rl.step_rewards import CorrectLookingStepScorer
-
         return CorrectLookingStepScorer(**kwargs)
     if spec.startswith("py:"):
-        from rewardkit.registry import lazy
-
         return lazy(spec[3:])(**kwargs)
     raise ValueError(f"unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)")
 
@@ -460,7 +448,6 @@ class RewardPipeline:
         if self.process is None:
             steps = torch.zeros(response_mask.shape, dtype=torch.float32)
             return success_plus_steps(batch.rewards, steps, response_mask), {}
-        from rewardkit.rl.step_rewards import shaped_step_token_rewards
 
         steps, stats = shaped_step_token_rewards(
             self.process,

@@ -1,5 +1,6 @@
 """Rule-based verifiers (math, code, SQL, instruction constraints, format) behind one registry, and
-``get_source``: a verifier or a reward server (``http:URL``) by name.
+``get_source``: a verifier or a reward server (``http:URL``) by name (every kind of source name is in
+``verifiers/sources.py``).
 
 from rewardkit.verifiers import get_verifier
 math = get_verifier("math", mode="strict")
@@ -8,12 +9,12 @@ result = math.score(Record(completion="... \\boxed{42}", reference="42"))
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from rewardkit.registry import Registry
 from rewardkit.verifiers.base import RewardSource, Verifier
+from rewardkit.verifiers.sources import VERIFIERS, build_source
 
-VERIFIERS: Registry[type[Verifier]] = Registry("verifier")
 VERIFIERS.register("math", "rewardkit.verifiers.math:MathVerifier")
 VERIFIERS.register("code", "rewardkit.verifiers.code:CodeVerifier")
 VERIFIERS.register("sql", "rewardkit.verifiers.sql:SQLVerifier")
@@ -21,9 +22,10 @@ VERIFIERS.register("ifeval", "rewardkit.verifiers.ifeval:IFEvalVerifier")
 VERIFIERS.register("format", "rewardkit.verifiers.format:FormatVerifier")
 
 
-def register_verifier(name: str):
-    """Class decorator that makes a :class:`Verifier` subclass available to ``get_verifier(name)``."""
-    return VERIFIERS.register(name)
+def register_verifier(name: str, *, override: bool = False) -> Callable[[type[Verifier]], type[Verifier]]:
+    """Class decorator that makes a :class:`Verifier` subclass available to ``get_verifier(name)``; a taken
+    name is refused unless ``override=True``."""
+    return VERIFIERS.register(name, override=override)
 
 
 def get_verifier(name: str, **config: Any) -> Verifier:
@@ -32,17 +34,14 @@ def get_verifier(name: str, **config: Any) -> Verifier:
 
 
 def get_source(name: str, **config: Any) -> Any:
-    """The reward source a name gives: ``http:URL`` a reward server (:mod:`rewardkit.verifiers.remote`), any
-    other name a registered verifier. Every place that turns a user's source name into a source calls this.
+    """The reward source a name gives outside an RL run: ``http:URL`` a reward server
+    (:mod:`rewardkit.verifiers.remote`), any other name a registered verifier. Every place that turns a user's
+    source name into a source calls this; the kinds of name are :mod:`rewardkit.verifiers.sources`'s table.
 
     Raises:
         UnknownNameError: an unknown verifier name. ValueError, TypeError: bad settings.
     """
-    from rewardkit.verifiers.remote import HTTPRewardSource, is_remote
-
-    if is_remote(name):
-        return HTTPRewardSource(name, **config)
-    return get_verifier(name, **config)
+    return build_source(name, config)
 
 
 def list_verifiers() -> list[str]:

@@ -40,6 +40,13 @@ class Verifier(ABC):
     def __init__(self, **config: Any) -> None:
         self.config = config
 
+    @classmethod
+    def summary_tallies(cls) -> dict[str, Any]:
+        """Fresh running summaries that ``rewardkit score`` adds to its summary when this verifier is the
+        run's default source: ``key -> object`` with ``add(row)``, ``to_dict()`` and ``format()`` (see
+        :class:`rewardkit.scoring.summary.Summary`). None by default; IFEval reports its four accuracies."""
+        return {}
+
     @abstractmethod
     def verify(self, record: Record) -> Result:
         """Scores one record. May raise; :meth:`score` catches."""

@@ -28,8 +28,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rewardkit.remote import Failed, HTTPClient
+from rewardkit.training.config import ConfigError, build
 from rewardkit.types import Record, Result, jsonable
 
+PREFIXES = ("http:", "https:")
+"""How an ``http:URL`` source name starts (a bare ``http://...`` / ``https://...`` URL is one too)."""
 PROTOCOLS = ("rewardkit", "openrlhf")
 ERROR_PREFIX = "reward server"
 """Every error of this source starts so (the summary groups errors by the text before the first colon)."""
@@ -68,7 +71,7 @@ class HTTPSourceConfig:
 
 def is_remote(name: Any) -> bool:
     """Whether a source name names a reward server (``http:URL``, ``http://...``, ``https://...``)."""
-    return isinstance(name, str) and name.startswith(("http:", "https:"))
+    return isinstance(name, str) and name.startswith(PREFIXES)
 
 
 def remote_url(name: str) -> str:
@@ -89,9 +92,22 @@ def http_config(values: dict[str, Any] | None, where: str = "http source") -> HT
     Raises:
         ValueError (``ConfigError``): an unknown key or a bad value, in one line.
     """
-    from rewardkit.training.config import build
 
     return build(HTTPSourceConfig, dict(values or {}), where)
+
+
+def check_http_source(name: str, config: dict[str, Any] | None, where: str) -> None:
+    """Checks an ``http:`` source's name and settings before a run starts (the ``http:URL`` kind's check in
+    :mod:`rewardkit.verifiers.sources`); ``where`` is the source's config path.
+
+    Raises:
+        ConfigError: naming ``where.name`` (no URL) or ``where.kwargs`` (an unknown key or a bad value).
+    """
+    try:
+        remote_url(name)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.name: {exc}") from None
+    http_config(config, f"{where}.kwargs")
 
 
 class HTTPRewardSource:

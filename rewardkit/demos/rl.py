@@ -34,6 +34,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.data import arithmetic
+from rewardkit.data.tiny import build_tiny_model
+from rewardkit.generation import SamplingParams, get_backend
+from rewardkit.types import Record
+
 DIST = {"max_value": 99, "min_value": 10, "ops": "+", "carry": False}
 
 
@@ -93,7 +98,6 @@ def parse_seeds(text: str) -> list[int]:
 def greedy_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> tuple[float, float]:
     """Greedy accuracy on ``rows``: the share of exact ``\\boxed{answer}`` completions, and the accuracy of
     the answer's worst digit position (tens or units)."""
-    from rewardkit.generation import SamplingParams, get_backend
 
     probe = get_backend("hf", model, tokenizer, batch_size=256)
     out = probe.generate([r["prompt"] for r in rows], SamplingParams(temperature=0.0, max_new_tokens=12))
@@ -109,6 +113,21 @@ def greedy_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> t
     return exact, min(hits.values()) / len(rows)
 
 
+def sft_config(args: argparse.Namespace, seed: int) -> Any:
+    """The demos' warm-start settings (this one's and ``rewardkit.demos.tools``'): ``--sft-steps`` steps of
+    ``--sft-batch`` at the constant learning rate ``--sft-lr``."""
+    from rewardkit.rl.sft import SFTConfig  # lazy: torch (rewardkit.rl), not needed to parse --help
+
+    return SFTConfig(
+        max_steps=args.sft_steps,
+        learning_rate=args.sft_lr,
+        per_device_train_batch_size=args.sft_batch,
+        seed=seed,
+        logging_steps=100,
+        lr_scheduler_type="constant",
+    )
+
+
 def warm_start(
     args: argparse.Namespace,
     seed: int,
@@ -119,9 +138,8 @@ def warm_start(
 ) -> Any:
     """The supervised warm start, stopped at ``--sft-target`` validation accuracy; ``prompt`` rewrites every
     training and validation prompt (``bench/algorithms.py`` adds L1's length budget to them)."""
-    from rewardkit.data import arithmetic
-    from rewardkit.data.tiny import build_tiny_model
-    from rewardkit.rl.sft import SFTConfig, sft
+    # lazy: torch
+    from rewardkit.rl.sft import sft
 
     model = build_tiny_model(args.model, seed=seed)
     n_params = sum(p.numel() for p in model.parameters())
@@ -146,14 +164,7 @@ def warm_start(
         return done
 
     t0 = time.perf_counter()
-    config = SFTConfig(
-        steps=args.sft_steps,
-        lr=args.sft_lr,
-        batch_size=args.sft_batch,
-        seed=seed,
-        log_every=100,
-        schedule="constant",
-    )
+    config = sft_config(args, seed)
     sft(model, tokenizer, [(r["prompt"], r["completion"]) for r in train_rows], config, callback=check)
     print(f"[demo] warm start done in {time.perf_counter() - t0:.0f}s")
     return model
@@ -164,8 +175,8 @@ def grpo_overrides(args: argparse.Namespace, seed: int, out: Path, extra: Sequen
     last."""
     return [
         f"run.output_dir={out / 'grpo'}",
-        f"train.steps={args.rl_steps}",
-        f"train.lr={args.rl_lr}",
+        f"train.max_steps={args.rl_steps}",
+        f"train.learning_rate={args.rl_lr}",
         f"train.prompts_per_step={args.prompts_per_step}",
         f"rollout.n={args.group_size}",
         "rollout.max_new_tokens=12",
@@ -174,33 +185,49 @@ def grpo_overrides(args: argparse.Namespace, seed: int, out: Path, extra: Sequen
         "train.warmup_steps=5",
         "reward.workers=1",
         "reward.sources=[{name: math, kwargs: {mode: strict}}]",
-        f"run.eval_every={args.eval_every}",
+        f"train.eval_steps={args.eval_every}",
         f"train.seed={seed}",
-        "train.micro_batch_size=256",
+        "train.per_device_train_batch_size=256",
         "rollout.batch_size=512",
-        "run.log_every=10",
-        "run.tensorboard=false",
+        "train.logging_steps=10",
+        "train.report_to=none",
         *extra,
         *args.overrides,
     ]
 
 
-def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
-    """Warm start, GRPO and held-out evaluation of one seed; returns (and writes) its summary."""
+def as_records(rows: Sequence[dict[str, Any]]) -> list[Record]:
+    """Generated problems as the records RL trains and evaluates on."""
+    return [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in rows]
+
+
+def start_seed(
+    args: argparse.Namespace, seed: int, out: Path, dist: dict[str, Any]
+) -> tuple[Any, list[dict[str, Any]]]:
+    """What every demo's seed starts from (this one's and ``rewardkit.demos.tools``'): ``--threads`` torch
+    threads, the run folder, the char-level tokenizer and 20000 training problems of ``dist`` from ``seed``.
+    Returns ``(tokenizer, train_rows)``."""
     import torch
 
     torch.set_num_threads(args.threads)
+    # lazy: torch and transformers (the tiny tokenizer), loaded in the seed's own process only
     from rewardkit.data import arithmetic
     from rewardkit.data.tiny import load_tiny_tokenizer
+
+    out.mkdir(parents=True, exist_ok=True)
+    return load_tiny_tokenizer(), arithmetic.generate(20000, seed=seed, **dist)
+
+
+def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
+    """Warm start, GRPO and held-out evaluation of one seed; returns (and writes) its summary."""
+    t_start = time.perf_counter()
+    tokenizer, train_rows = start_seed(args, seed, out, DIST)
+    # lazy: torch and transformers (rewardkit.rl), loaded in the seed's own process only
+    from rewardkit.data import arithmetic
     from rewardkit.rl.config import load_config
     from rewardkit.rl.plot import plot_run
     from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record
 
-    out.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
-    tokenizer = load_tiny_tokenizer()
-    train_rows = arithmetic.generate(20000, seed=seed, **DIST)
     held_rows = arithmetic.heldout(**DIST)
     if args.sft_from:
         from transformers import AutoModelForCausalLM
@@ -213,8 +240,7 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
         tokenizer.save_pretrained(out / "sft")
 
     cfg = load_config(preset="grpo", overrides=grpo_overrides(args, seed, out))
-    records = [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in train_rows]
-    held = [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in held_rows]
+    records, held = as_records(train_rows), as_records(held_rows)
     print(
         f"[demo] GRPO: {args.rl_steps} steps x {args.prompts_per_step} prompts x {args.group_size} samples, "
         f"lr {args.rl_lr}"
@@ -339,7 +365,6 @@ def report(summaries: list[dict[str, Any]], out: Path) -> dict[str, Any]:
 
 def write_heldout(out: Path) -> None:
     """The held-out set as a benchmark file, for ``rewardkit eval`` after training (``scripts/demo``)."""
-    from rewardkit.data import arithmetic
 
     rows = arithmetic.heldout(**DIST)
     with (out / "heldout.jsonl").open("w") as handle:

@@ -31,6 +31,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rewardkit.data.tiny import build_tiny_model
+from rewardkit.demos import rl as rl_demo
+from rewardkit.demos.rl import as_records, parse_seeds, run_seeds, sft_config, start_seed
+from rewardkit.envs import EnvConfig, build_env, run_episodes
+from rewardkit.generation import SamplingParams, get_backend
+from rewardkit.types import Record
+from rewardkit.verifiers import get_verifier
+
 DIST = {"min_value": 100, "max_value": 999, "ops": "*"}
 OBSERVATION = "={output};"
 TOOL = "calc"
@@ -79,7 +87,6 @@ def demonstration(row: dict[str, Any], use_tool: bool) -> tuple[str, list[tuple[
 
 
 def env_config() -> Any:
-    from rewardkit.envs import EnvConfig
 
     return EnvConfig(
         name="tools",
@@ -95,10 +102,6 @@ def env_config() -> Any:
 
 def evaluate(model: Any, tokenizer: Any, records: list[Any], samples: int, seed: int) -> dict[str, float]:
     """Sampled (temperature 1) accuracy with and without the tool, and the share of episodes calling it."""
-    from rewardkit.envs import build_env, run_episodes
-    from rewardkit.generation import SamplingParams, get_backend
-    from rewardkit.types import Record
-    from rewardkit.verifiers import get_verifier
 
     verifier = get_verifier("math", mode="strict")
     backend = get_backend("hf", model, tokenizer, batch_size=512)
@@ -129,8 +132,8 @@ def evaluate(model: Any, tokenizer: Any, records: list[Any], samples: int, seed:
 
 def warm_start(args: argparse.Namespace, seed: int, tokenizer: Any, rows: list[dict[str, Any]]) -> Any:
     """A tiny model after ``--sft-steps`` on demonstrations, ``--tool-share`` of which call the tool."""
-    from rewardkit.data.tiny import build_tiny_model
-    from rewardkit.rl.sft import SFTConfig, sft
+    # lazy: torch
+    from rewardkit.rl.sft import sft
 
     rng = random.Random(seed)
     pairs = [demonstration(r, rng.random() < args.tool_share) for r in rows]
@@ -138,38 +141,22 @@ def warm_start(args: argparse.Namespace, seed: int, tokenizer: Any, rows: list[d
     print(
         f"[demo-tools] warm start: {args.sft_steps} steps, {args.tool_share:.0%} of demonstrations call the tool"
     )
-    config = SFTConfig(
-        steps=args.sft_steps,
-        lr=args.sft_lr,
-        batch_size=args.sft_batch,
-        seed=seed,
-        log_every=100,
-        schedule="constant",
-    )
+    config = sft_config(args, seed)
     sft(model, tokenizer, pairs, config)
     return model
 
 
 def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     """Warm start, GRPO with the calculator and held-out evaluation of one seed; returns its summary."""
-    import torch
-
-    torch.set_num_threads(args.threads)
+    t_start = time.perf_counter()
+    tokenizer, train_rows = start_seed(args, seed, out, DIST)
+    # lazy: torch and transformers (rewardkit.rl), loaded in the seed's own process only
     from rewardkit.data import arithmetic
-    from rewardkit.data.tiny import load_tiny_tokenizer
     from rewardkit.rl.config import load_config
     from rewardkit.rl.plot import plot_run
     from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record
 
-    out.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
-    tokenizer = load_tiny_tokenizer()
-    train_rows = arithmetic.generate(20000, seed=seed, **DIST)
-    held = [
-        Record(id=r["id"], prompt=r["prompt"], reference=r["reference"])
-        for r in arithmetic.heldout(**DIST)[: args.heldout]
-    ]
+    held = as_records(arithmetic.heldout(**DIST)[: args.heldout])
     t0 = time.perf_counter()
     model = warm_start(args, seed, tokenizer, train_rows)
     sft_seconds = time.perf_counter() - t0
@@ -178,7 +165,7 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
 
     cfg = load_config(preset="grpo", overrides=grpo_overrides(args, seed, out))
     cfg.env = env_config()
-    records = [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in train_rows]
+    records = as_records(train_rows)
     t0 = time.perf_counter()
     with RLTrainer(cfg, model=model, tokenizer=tokenizer, train_records=records, eval_records=[]) as trainer:
         trainer.train()
@@ -205,9 +192,8 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
 
 def grpo_overrides(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
     """The addition demo's GRPO settings (``rewardkit.demos.rl``) with this demo's turn length."""
-    from rewardkit.demos import rl as rl_demo
 
-    extra = ["rollout.max_new_tokens=24", "train.warmup_steps=3", "run.log_every=5"]
+    extra = ["rollout.max_new_tokens=24", "train.warmup_steps=3", "train.logging_steps=5"]
     return rl_demo.grpo_overrides(args, seed, out, extra)
 
 
@@ -260,7 +246,6 @@ def report(summaries: list[dict[str, Any]], out: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from rewardkit.demos.rl import parse_seeds, run_seeds
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)

@@ -32,6 +32,7 @@ from rewardkit.progress import wanted as show_progress
 from rewardkit.scoring.engine import Done, Job, Scorer, _call_score_batch, verifier_field_problem
 from rewardkit.scoring.summary import Summary
 from rewardkit.types import Record, Result, jsonable
+from rewardkit.verifiers import VERIFIERS
 
 ADDED_FIELDS = ("reward", "details", "error")
 """The fields scoring adds to every row."""
@@ -489,13 +490,16 @@ def _write_outputs(
 
 
 def _tallies_for(source: Any) -> dict[str, Any]:
-    """Verifier-specific summaries: IFEval runs also report instruction- and prompt-level accuracy."""
-    name = source if isinstance(source, str) else getattr(source, "name", None)
-    if name == "ifeval":
-        from rewardkit.verifiers.ifeval.summary import IFEvalTally
-
-        return {"ifeval": IFEvalTally()}
-    return {}
+    """The default source's own running summaries (its ``summary_tallies`` hook, e.g. IFEval's accuracies)."""
+    if isinstance(source, str):
+        try:
+            source = VERIFIERS.get(source)
+        except (
+            Exception
+        ):  # not a verifier's name (an http: source), or one the Scorer will refuse with its error
+            return {}
+    hook = getattr(source, "summary_tallies", None)
+    return dict(hook()) if callable(hook) else {}
 
 
 class _NoDefault:

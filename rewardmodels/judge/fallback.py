@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rewardkit.rewardmodels.judge.judge import LLMJudge
 from rewardkit.types import Record, Result
+from rewardkit.verifiers import get_verifier
 
 
 def _undecided(result: Result) -> bool:
@@ -48,14 +50,10 @@ class FallbackVerifier:
         undecided: Callable[[Result], bool] = _undecided,
     ) -> None:
         if isinstance(primary, str):
-            from rewardkit.verifiers import get_verifier
-
             primary = get_verifier(primary, **(primary_config or {}))
         self.primary = primary
         self.primary_name = getattr(primary, "name", type(primary).__name__)
         if judge is None and judge_model is not None:
-            from rewardkit.rewardmodels.judge.judge import LLMJudge
-
             kwargs = {"mode": "binary", "template": "math_equivalence", **(judge_kwargs or {})}
             judge = LLMJudge(judge_model, **kwargs)
         self.judge = judge

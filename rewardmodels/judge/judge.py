@@ -33,10 +33,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardkit.generation import SamplingParams, get_backend
 from rewardkit.remote import Failed
 from rewardkit.rewardmodels.judge.parse import KINDS, Verdict, try_parse_verdict
+from rewardkit.rewardmodels.judge.remote import ChatAPIBackend
 from rewardkit.rewardmodels.judge.templates import get_template, render
-from rewardkit.types import Record, Result
+from rewardkit.rewardmodels.prm.steps import char_to_token_index
+from rewardkit.types import Record, Result, message_text
 
 REMOTE_BACKENDS = ("openai",)
 """Backends that send chat messages to a server (no local model or tokenizer)."""
@@ -171,14 +174,10 @@ class LLMJudge:
         self.config = config
         self.template = get_template(config.template, config.mode)
         if isinstance(backend, str) and backend in REMOTE_BACKENDS:
-            from rewardkit.rewardmodels.judge.remote import ChatAPIBackend
-
             if model is not None and not isinstance(model, str):
                 raise ValueError("the openai backend takes the served model's name, not a model object")
             self.backend = ChatAPIBackend(model, **(backend_kwargs or {}))
         elif isinstance(backend, str):
-            from rewardkit.generation import get_backend
-
             if tokenizer is None and isinstance(model, str):
                 from transformers import AutoTokenizer
 
@@ -235,39 +234,24 @@ class LLMJudge:
         meta = record.metadata or {}
         if self.config.b_field not in meta:
             raise KeyError(f"pairwise judging needs metadata[{self.config.b_field!r}] (response B)")
-        from rewardkit.types import message_text
-
         a, b = record.completion_text, message_text(meta[self.config.b_field])
-        prompts = [
+        # With ``swap`` the same prompt again with B shown first: position bias shows as disagreement.
+        orders = [(a, b, False), (b, a, True)] if self.config.swap else [(a, b, False)]
+        return [
             (
                 self._wrap(
                     render(
                         self.template,
                         prompt=record.prompt_text,
-                        response_a=a,
-                        response_b=b,
+                        response_a=first,
+                        response_b=second,
                         reference=reference,
                     )
                 ),
-                False,
+                swapped,
             )
+            for first, second, swapped in orders
         ]
-        if self.config.swap:
-            prompts.append(
-                (
-                    self._wrap(
-                        render(
-                            self.template,
-                            prompt=record.prompt_text,
-                            response_a=b,
-                            response_b=a,
-                            reference=reference,
-                        )
-                    ),
-                    True,
-                )
-            )
-        return prompts
 
     # ---- judging ----------------------------------------------------------------------------------------
 
@@ -305,7 +289,6 @@ class LLMJudge:
 
     def judge(self, records: Sequence[Record]) -> list[Result]:
         """Judges every record; one :class:`Result` each, in order."""
-        from rewardkit.generation import SamplingParams
 
         cfg = self.config
         results: list[Result | None] = [None] * len(records)
@@ -406,7 +389,6 @@ def verdict_probability(
     tokenizer: Any, token_ids: Sequence[int], logprobs: Sequence[float], verdict: Verdict
 ) -> float | None:
     """Probability of the tokens that wrote ``verdict`` (from its character span in the decoded output)."""
-    from rewardkit.rewardmodels.prm.steps import char_to_token_index
 
     if not token_ids or len(logprobs) < 1:
         return None

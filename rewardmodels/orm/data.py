@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.data.loaders import read_rows
+from rewardkit.types import message_text
+
 PAIRWISE_KEYS = ("chosen", "rejected")
 POINTWISE_KEYS = ("completion", "label")
 
@@ -23,7 +26,6 @@ def load_rows(path_or_name: str, split: str | None = None, limit: int | None = N
     """Rows of a JSONL / JSON / Parquet / CSV file, or of a ``datasets`` dataset (name or saved folder),
     through the shared reader :func:`rewardkit.data.loaders.read_rows`; a dataset's split defaults to
     ``"train"``."""
-    from rewardkit.data.loaders import read_rows
 
     default_split = None if Path(path_or_name).is_file() else "train"
     return read_rows(path_or_name, split=split or default_split, limit=limit)
@@ -52,16 +54,6 @@ def _as_messages(prompt: Any) -> list[dict[str, str]]:
     if isinstance(prompt, dict):
         return [dict(prompt)]
     return [{"role": "user", "content": str(prompt)}]
-
-
-def _plain(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        return str(value.get("content", ""))
-    return "\n".join(_plain(m) for m in value)
 
 
 def uses_chat_template(tokenizer: Any, use_chat_template: bool | None) -> bool:
@@ -93,13 +85,15 @@ def build_text(
         if isinstance(completion, list):
             messages += [dict(m) for m in completion]
         else:
-            messages.append({"role": "assistant", "content": _plain(completion)})
+            messages.append({"role": "assistant", "content": message_text(completion)})
         text = tokenizer.apply_chat_template(messages, tokenize=False)
         return text, True
     if isinstance(prompt, list) or isinstance(completion, list):
-        text = "\n".join(part for part in (_plain(prompt), _plain(completion)) if part)
+        text = "\n".join(
+            part for part in (message_text(prompt, every=True), message_text(completion, every=True)) if part
+        )
     else:
-        text = _plain(prompt) + _plain(completion)
+        text = message_text(prompt) + message_text(completion)
     eos = getattr(tokenizer, "eos_token", None)
     if append_eos and eos and not text.endswith(eos):
         text += eos

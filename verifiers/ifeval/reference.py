@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 import tempfile
 import types
 from pathlib import Path
 from typing import Any
+
+from rewardkit.runtime import StandInModules
 
 _LOADED: dict[str, Any] = {}
 
@@ -75,30 +76,21 @@ def load_reference() -> types.ModuleType:
         install_punkt_tab()
 
     names = ("lm_eval", "lm_eval.tasks", "lm_eval.tasks.ifeval")
-    saved = {name: sys.modules.get(name) for name in names}
+    packages: dict[str, types.ModuleType] = {}
+    for name, path in zip(names, (folder.parent.parent, folder.parent, folder), strict=True):
+        packages[name] = types.ModuleType(name)
+        packages[name].__path__ = [str(path)]
     loaded: dict[str, types.ModuleType] = {}
-    try:
-        for name, path in zip(names, (folder.parent.parent, folder.parent, folder), strict=True):
-            package = types.ModuleType(name)
-            package.__path__ = [str(path)]
-            sys.modules[name] = package
+    # Leave no stand-in behind: a later real ``import lm_eval`` must get the real package.
+    with StandInModules(packages) as modules:
         for stem in ("instructions_util", "instructions", "instructions_registry", "utils"):
             full = f"lm_eval.tasks.ifeval.{stem}"
             spec = importlib.util.spec_from_file_location(full, folder / f"{stem}.py")
             module = importlib.util.module_from_spec(spec)
-            sys.modules[full] = module
-            setattr(sys.modules["lm_eval.tasks.ifeval"], stem, module)
+            modules.add(full, module)
+            setattr(packages["lm_eval.tasks.ifeval"], stem, module)
             spec.loader.exec_module(module)
             loaded[stem] = module
-    finally:
-        # Leave no stand-in behind: a later real ``import lm_eval`` must get the real package.
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
-        for stem in loaded:
-            sys.modules.pop(f"lm_eval.tasks.ifeval.{stem}", None)
     _LOADED.update(loaded)
     return loaded["utils"]
 

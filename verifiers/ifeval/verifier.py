@@ -26,6 +26,7 @@ from rewardkit.verifiers.ifeval.instructions import (
     Verdict,
     build_instruction,
 )
+from rewardkit.verifiers.ifeval.summary import IFEvalTally
 
 MODES = ("strict", "loose")
 
@@ -157,6 +158,11 @@ class IFEvalVerifier(Verifier):
     """
 
     name = "ifeval"
+
+    @classmethod
+    def summary_tallies(cls) -> dict[str, Any]:
+        """IFEval's prompt- and instruction-level accuracies, strict and loose, in the run's summary."""
+        return {"ifeval": IFEvalTally()}
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
