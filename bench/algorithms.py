@@ -203,8 +203,8 @@ def train_arm(args: argparse.Namespace) -> None:
     extra = [
         *{**ARMS, **EXTRA_ARMS}[args.arm],
         f"run.output_dir={out}",  # after the demo's own (OUT/grpo): one folder per arm
-        "run.save_every=0",
-        "run.keep_checkpoints=1",
+        "train.save_steps=0",
+        "train.save_total_limit=1",
         f"run.log_completions={args.prompts * args.group if args.arm in LABEL_FREE else 0}",
     ]
     cfg = load_config(preset="grpo", overrides=demo.grpo_overrides(demo_args(args), args.seed, out, extra))

@@ -61,11 +61,11 @@ def make_trainer(args: argparse.Namespace, out_dir: str):
     cfg = load_config(
         preset="grpo",
         overrides=[
-            f"train.micro_batch_size={args.micro_batch_size}",
+            f"train.per_device_train_batch_size={args.micro_batch_size}",
             f"run.device={args.device}",
             "algorithm.kl_coef=0",
             "reward.sources=[]",
-            "run.tensorboard=false",
+            "train.report_to=none",
             f"run.output_dir={out_dir}",
         ],
     )

@@ -109,13 +109,13 @@ def run(shaping: str, warm_model, tokenizer, records, args) -> list[dict[str, fl
     cfg.rollout.max_new_tokens = args.max_new_tokens
     cfg.rollout.temperature = 1.0
     cfg.rollout.stop = []
-    cfg.train.steps = args.steps
+    cfg.train.max_steps = args.steps
     cfg.train.prompts_per_step = args.prompts_per_step
-    cfg.train.micro_batch_size = args.n * args.prompts_per_step
-    cfg.train.lr = args.lr
+    cfg.train.per_device_train_batch_size = args.n * args.prompts_per_step
+    cfg.train.learning_rate = args.lr
     cfg.train.seed = args.seed
     cfg.run.output_dir = str(Path(args.out) / shaping.replace("+", "_"))
-    cfg.run.tensorboard = False
+    cfg.train.report_to = "none"
     cfg.run.num_threads = args.threads
     reward = HackableReward(shaping, step_weight=args.step_weight)
     trainer = RLTrainer(
@@ -175,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     print(f"warm start: {args.sft_steps} SFT steps on step-wise solutions (40% repeat a step)", flush=True)
     sft(
-        model, tokenizer, warm_start_pairs(4000, rng), SFTConfig(steps=args.sft_steps, lr=3e-3, log_every=100)
+        model,
+        tokenizer,
+        warm_start_pairs(4000, rng),
+        SFTConfig(max_steps=args.sft_steps, learning_rate=3e-3, logging_steps=100),
     )
     print(f"warm start done in {time.perf_counter() - t0:.0f}s", flush=True)
 

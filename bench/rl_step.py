@@ -91,14 +91,14 @@ def run_rewardkit(model, tokenizer, rows, args) -> dict:
             f"train.prompts_per_step={args.prompts}",
             f"rollout.n={args.n}",
             f"rollout.max_new_tokens={args.max_new}",
-            f"train.lr={args.lr}",
-            f"train.micro_batch_size={args.prompts * args.n}",
+            f"train.learning_rate={args.lr}",
+            f"train.per_device_train_batch_size={args.prompts * args.n}",
             f"rollout.batch_size={args.prompts * args.n}",
-            f"train.steps={args.steps + 1}",
+            f"train.max_steps={args.steps + 1}",
             "reward.sources=[{name: math}]",
             "reward.truncation=none",  # TRL keeps truncated completions' rewards: the same rewards on both sides
             "reward.workers=1",
-            "run.tensorboard=false",
+            "train.report_to=none",
             "data.shuffle=false",
             f"run.output_dir={tempfile.mkdtemp(prefix='rk-bench-')}",
         ],
@@ -242,12 +242,12 @@ def warm_start(point: OperatingPoint, args: argparse.Namespace):
         )
 
     config = SFTConfig(
-        steps=point.sft_steps,
+        max_steps=point.sft_steps,
         schedule_steps=600,
-        lr=point.lr,
-        schedule=point.schedule,
-        batch_size=64,
-        log_every=0,
+        learning_rate=point.lr,
+        lr_scheduler_type=point.schedule,
+        per_device_train_batch_size=64,
+        logging_steps=0,
     )
     pairs = [(point.template.format(prompt=r["prompt"]), r["completion"]) for r in rows]
     losses = sft(model, tokenizer, pairs, config, callback=reached_target, log=None)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardkit.hub import hub_problem as why_no_hub
 from rewardkit.types import Record
 
 
@@ -99,7 +100,6 @@ def open_dataset(path_or_name: str, split: str | None = None) -> Any:
         return _select_split(datasets.load_dataset(str(path)), split, str(path))
     if _looks_local(path_or_name):
         raise FileNotFoundError(f"input not found: {path_or_name}")
-    from rewardkit.hub import hub_problem as why_no_hub
 
     hub_problem = why_no_hub(datasets_offline=True)
     if hub_problem:

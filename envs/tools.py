@@ -21,6 +21,9 @@ from typing import Any
 
 from rewardkit.envs.base import EpisodeState
 from rewardkit.registry import Registry, lazy
+from rewardkit.verifiers.code.sandbox import Sandbox, SandboxConfig, StdioTask
+from rewardkit.verifiers.sql.engines import QueryError
+from rewardkit.verifiers.sql.verifier import SQLVerifier
 
 
 @dataclass
@@ -124,7 +127,6 @@ class PythonTool(Tool):
     description = "Runs Python code and returns what it prints (the last expression's value is printed)."
 
     def __init__(self, *, state: bool = False, name: str = "python", **sandbox: Any) -> None:
-        from rewardkit.verifiers.code.sandbox import SandboxConfig
 
         self.name = name
         self.state = state
@@ -134,8 +136,6 @@ class PythonTool(Tool):
     @property
     def sandbox(self) -> Any:
         if self._sandbox is None:
-            from rewardkit.verifiers.code.sandbox import Sandbox
-
             self._sandbox = Sandbox(self.config)
         return self._sandbox
 
@@ -158,7 +158,6 @@ class PythonTool(Tool):
         return results  # type: ignore[return-value]
 
     def _run(self, calls: Sequence[Call], timeout: float) -> list[ToolResult]:
-        from rewardkit.verifiers.code.sandbox import StdioTask
 
         results: list[ToolResult | None] = [None] * len(calls)
         tasks, where = [], []
@@ -234,7 +233,6 @@ class SQLTool(Tool):
 
     def __init__(self, *, max_rows_shown: int = 20, name: str = "sql", **verifier: Any) -> None:
         self.name = name
-        from rewardkit.verifiers.sql.verifier import SQLVerifier
 
         self.max_rows_shown = max_rows_shown
         self.verifier = SQLVerifier(**verifier)
@@ -243,7 +241,6 @@ class SQLTool(Tool):
         return [self._one(episode, args, timeout) for episode, args in calls]
 
     def _one(self, episode: EpisodeState, args: dict[str, Any], timeout: float) -> ToolResult:
-        from rewardkit.verifiers.sql.engines import QueryError
 
         query = _argument(args, "query")
         if query is None:

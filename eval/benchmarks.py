@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.data import sample_path
+from rewardkit.data.loaders import read_rows as read_all_rows
+from rewardkit.hub import hub_problem
 
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -235,7 +237,6 @@ def list_benchmarks() -> list[str]:
 
 def read_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]]:
     """Rows of a local JSONL / JSON / parquet file or a ``datasets`` ``save_to_disk`` folder."""
-    from rewardkit.data.loaders import read_rows as read_all_rows
 
     if not Path(path).exists():
         raise FileNotFoundError(f"benchmark data not found: {path}")
@@ -244,8 +245,6 @@ def read_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
 
 def _hub_rows(bench: Benchmark, split: str | None) -> list[dict[str, Any]]:
     from datasets import load_dataset
-
-    from rewardkit.hub import hub_problem
 
     problem = hub_problem(datasets_offline=True)
     if problem:

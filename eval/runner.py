@@ -28,9 +28,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rewardkit.envs import EnvConfig, episode_metrics, run_episodes
 from rewardkit.eval import metrics as M
 from rewardkit.eval.benchmarks import Benchmark, Problem, render_prompt
+from rewardkit.eval.report import plot_pass_at_k, render_markdown
+from rewardkit.generation import SamplingParams, get_backend
+from rewardkit.progress import progress_bar
+from rewardkit.scoring import score_records
 from rewardkit.types import Record, Result, as_reward, details_answer, error_kind, jsonable
+from rewardkit.verifiers import get_verifier
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +117,6 @@ def score_samples(
     generation_errors: dict[str, str] | None = None,
 ) -> list[Sample]:
     """Scores every completion with the benchmark's verifier (and a reward model for best-of-n)."""
-    from rewardkit.scoring import score_records
 
     by_id = {p.id: p for p in problems}
     records: list[Record] = []
@@ -135,6 +140,7 @@ def score_samples(
     )
     raw_rewards = [result.reward for result in results]
     if config.shape and results:
+        # lazy: pulls in torch
         from rewardkit.rewardmodels.shaping import shape_results
 
         results = shape_results(records, results, config.shape)
@@ -203,6 +209,7 @@ def group_answers(answers: Sequence[str | None], equivalent: Any = None) -> list
     are told apart at once, the rest by ``equivalent(a, b)`` (the math verifier's equivalence by
     default, cached per pair), so 100 samples cost a handful of symbolic checks.
     """
+    # lazy: pulls in math_verify and sympy
     from rewardkit.verifiers.math import normalize_answer, parse_number
 
     equivalent = equivalent or math_equivalent
@@ -292,8 +299,6 @@ _MATH = None
 def _math_verifier():
     global _MATH
     if _MATH is None:
-        from rewardkit.verifiers import get_verifier
-
         _MATH = get_verifier("math")
     return _MATH
 
@@ -549,7 +554,6 @@ def coverage(
 
 def write_run(report: EvalReport, run_dir: Path) -> None:
     """Writes the run folder's files (``samples.jsonl``, ``problems.jsonl``, summary, report, plot)."""
-    from rewardkit.eval.report import plot_pass_at_k, render_markdown
 
     run_dir.mkdir(parents=True, exist_ok=True)
     with (run_dir / "samples.jsonl").open("w") as handle:
@@ -649,7 +653,6 @@ def episode_info(episode: Any) -> dict[str, Any]:
 def environment_summary(setup: EpisodeSetup, generated: Generated) -> dict[str, Any]:
     """The summary's ``environment`` section: the env settings and the ``env/*`` metrics of
     :func:`rewardkit.envs.episode_metrics` over every episode of the run (prefix dropped)."""
-    from rewardkit.envs import episode_metrics
 
     episodes = [info for infos in generated.episodes.values() for info in infos or []]
     metrics = {name.removeprefix("env/"): value for name, value in episode_metrics(episodes).items()}
@@ -670,8 +673,6 @@ def _sample(
     if episodes is None:
         groups = backend.generate(texts, params)
     else:
-        from rewardkit.envs import run_episodes
-
         groups = run_episodes(
             backend,
             episodes.env,
@@ -711,8 +712,6 @@ def generate(
     file are not generated again (unless they were made with an environment and this run has none, or the
     reverse). A batch that fails is written as errors for its problems and the run goes on.
     ``progress``: a bar of problems done (``None``: only on a terminal)."""
-    from rewardkit.generation import SamplingParams
-    from rewardkit.progress import progress_bar
 
     done: dict[str, dict[str, Any]] = {}
     if resume and generations_path.exists():
@@ -784,7 +783,6 @@ def evaluate_model(
     """Samples completions from ``model`` (hub name or local path) and evaluates them; with ``env`` (an
     :class:`rewardkit.envs.Environment`, run with ``env_config``, an :class:`rewardkit.envs.EnvConfig`)
     each sample is an episode. The caller closes ``env``."""
-    from rewardkit.generation import get_backend
 
     model_obj, tokenizer = _load_model(model, backend)
     engine = get_backend(backend, model_obj, tokenizer, **(backend_kwargs or {}))
@@ -829,8 +827,6 @@ def evaluate_backend(
     prompts = build_prompts(bench, problems, tokenizer, gen, fewshot_pool)
     setup = None
     if env is not None:
-        from rewardkit.envs import EnvConfig
-
         setup = EpisodeSetup(
             env=env,
             config=env_config or EnvConfig(name=getattr(env, "name", "custom")),

@@ -33,6 +33,9 @@ from typing import Any
 
 import torch
 
+from rewardkit.rewardmodels.prm.model import StepScores
+from rewardkit.rewardmodels.prm.steps import char_to_token_index, split_steps
+from rewardkit.rewardmodels.shaping import shape_step_rewards
 from rewardkit.rewardmodels.shaping.functional import pad_steps
 
 Tensor = torch.Tensor
@@ -77,7 +80,6 @@ def step_end_token_positions(tokenizer: Any, token_ids: Sequence[int], char_ends
     is right whether or not re-tokenising the text would give the same ids). Offsets ``< 0`` (step not
     found in the text) stay ``-1``.
     """
-    from rewardkit.rewardmodels.prm.steps import char_to_token_index
 
     found = [e for e in char_ends if e > 0]
     mapped = iter(char_to_token_index(tokenizer, token_ids, found)) if found else iter(())
@@ -100,7 +102,6 @@ def step_token_rewards_from_scores(
     Stats: ``steps/mean_count``, ``steps/raw_sum_mean`` (mean over samples of the unshaped sum),
     ``steps/shaped_sum_mean``, ``steps/unscored``.
     """
-    from rewardkit.rewardmodels.shaping import shape_step_rewards
 
     kept_scores: list[list[float]] = []
     kept_ends: list[list[int]] = []
@@ -216,8 +217,6 @@ class CorrectLookingStepScorer:
 
     def score_steps_detailed(self, records: Sequence[Any]) -> list[Any]:
         """Per-record ``StepScores`` (scores, step texts, character ends in ``record.completion_text``)."""
-        from rewardkit.rewardmodels.prm.model import StepScores
-        from rewardkit.rewardmodels.prm.steps import split_steps
 
         out = []
         for record in records:

@@ -135,16 +135,16 @@ def _trainer(tmp_path, tok, model, backend, *overrides, reward_fns=()):
     cfg = load_config(
         preset="grpo",
         overrides=[
-            "train.steps=1",
+            "train.max_steps=1",
             "train.prompts_per_step=1",
             "rollout.n=2",
             "rollout.max_new_tokens=16",
-            "train.lr=1e-3",
+            "train.learning_rate=1e-3",
             "train.max_grad_norm=1e9",
             "algorithm.kl_coef=0.0",
             "algorithm.loss_agg_mode=token-mean",
             "reward.sources=[{name: math, kwargs: {mode: strict}}]",
-            "run.tensorboard=false",
+            "train.report_to=none",
             f"run.output_dir={tmp_path / 'run'}",
             *overrides,
         ],
@@ -187,7 +187,7 @@ def test_the_update_trains_on_the_models_tokens_only(tmp_path, tiny_tokenizer, t
     tok = tiny_tokenizer
     trainer = _trainer(tmp_path, tok, tiny_model, ScriptedBackend(tok))
     seen: dict = {}
-    optimise = trainer._optimise
+    optimise = trainer.updater.optimise
 
     def spy(u):
         seen["u"] = u
@@ -196,7 +196,7 @@ def test_the_update_trains_on_the_models_tokens_only(tmp_path, tiny_tokenizer, t
     def capture(*args, **kwargs):
         seen["grads"] = {n: p.grad.clone() for n, p in tiny_model.named_parameters() if p.grad is not None}
 
-    trainer._optimise = spy
+    trainer.updater.optimise = spy
     trainer.opt.step = capture  # the gradient, not the step: compared below
     trainer.sched.step = lambda *a, **k: None
     with trainer:

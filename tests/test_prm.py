@@ -284,7 +284,13 @@ def _train_and_eval(base: str, head: str, *, n: int, epochs: int, lr: float, **d
     ]
     held_out = held_out[:100]
     cfg = PRMTrainConfig(
-        model=base, head=head, epochs=epochs, learning_rate=lr, batch_size=16, warmup_ratio=0.05, device="cpu"
+        model=base,
+        head=head,
+        epochs=epochs,
+        learning_rate=lr,
+        per_device_train_batch_size=16,
+        warmup_ratio=0.05,
+        device="cpu",
     )
     # One thread: tiny matrices gain nothing from more, and spinning threads cost a loaded machine dearly.
     threads = torch.get_num_threads()
@@ -343,7 +349,7 @@ def test_train_from_jsonl_and_save(prm_pair, tmp_path):
         train_file=str(data),
         eval_file=str(data),
         output_dir=str(out),
-        batch_size=8,
+        per_device_train_batch_size=8,
         max_steps=2,
         labels="hard",
         device="cpu",
@@ -361,7 +367,7 @@ def test_train_progress_bar(prm_pair, capsys):
     """A bar of optimiser steps with the loss when asked for; nothing when refused (the default off a tty)."""
     from rewardkit.rewardmodels.prm.train import PRMTrainConfig, train_prm
 
-    cfg = PRMTrainConfig(model=prm_pair, max_steps=3, batch_size=4, device="cpu")
+    cfg = PRMTrainConfig(model=prm_pair, max_steps=3, per_device_train_batch_size=4, device="cpu")
     data = make_arithmetic_examples(12, seed=0)
     train_prm(cfg, train_examples=data, progress=True)
     err = capsys.readouterr().err

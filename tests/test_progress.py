@@ -146,10 +146,10 @@ def test_reward_model_training_shows_steps(tmp_path, tiny_model_dir, capsys, ter
     assert "train orm: 100%" in err and "3/3" in err and "loss=" in err and "eval_acc=" in err
     steps = Path(__file__).resolve().parent.parent / "data" / "prm" / "arithmetic_train.jsonl"
     prm = ["rm", "train", "--type", "prm", "--model", tiny_model_dir, "--train-file", str(steps),
-           "--output-dir", str(tmp_path / "prm"), "--max-steps", "2", "--batch-size", "4"]  # fmt: skip
+           "--output-dir", str(tmp_path / "prm"), "--max-steps", "2", "--per-device-train-batch-size", "4"]  # fmt: skip
     assert main(prm) == 0
     err = capsys.readouterr().err
     assert "train prm: 100%" in err and "2/2" in err and "loss=" in err
-    assert main([*prm[:-6], "--output-dir", str(tmp_path / "prm2"), "--max-steps", "2", "--batch-size", "4",
+    assert main([*prm[:-6], "--output-dir", str(tmp_path / "prm2"), "--max-steps", "2", "--per-device-train-batch-size", "4",
                  "--no-progress"]) == 0  # fmt: skip
     assert "train prm:" not in capsys.readouterr().err

@@ -33,15 +33,15 @@ def even_prompts_solved(prompts, completions, references):
 
 def _cfg(tmp_path, *overrides):
     base = [
-        "train.steps=3",
+        "train.max_steps=3",
         "train.prompts_per_step=3",
         "rollout.n=4",
         "rollout.max_new_tokens=6",
-        "train.lr=1e-3",
-        "train.micro_batch_size=12",
+        "train.learning_rate=1e-3",
+        "train.per_device_train_batch_size=12",
         "reward.sources=[]",
         "reward.truncation=none",
-        "run.tensorboard=false",
+        "train.report_to=none",
         "run.log_completions=12",
         f"run.output_dir={tmp_path / 'run'}",
     ]
@@ -103,8 +103,10 @@ def test_overlapped_rollouts_raise_the_threads_error_and_close_while_waiting():
 
 def test_async_run_trains_one_step_behind_on_the_same_prompts(tmp_path):
     sync_dir, async_dir = tmp_path / "sync", tmp_path / "async"
-    sync = _train(_cfg(sync_dir, "train.steps=4"))
-    tr = _train(_cfg(async_dir, "train.steps=4", "rollout.async_staleness=1", "algorithm.rollout_is=token"))
+    sync = _train(_cfg(sync_dir, "train.max_steps=4"))
+    tr = _train(
+        _cfg(async_dir, "train.max_steps=4", "rollout.async_staleness=1", "algorithm.rollout_is=token")
+    )
     rows = read_metrics(async_dir / "run")
     assert [r["async/staleness"] for r in rows] == [0, 1, 1, 1]
     assert all("rollout_is/ratio_mean" in r and "timing/wait_rollout_s" in r for r in rows)
@@ -123,7 +125,7 @@ def test_async_run_trains_one_step_behind_on_the_same_prompts(tmp_path):
 # -- prompt filters -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["band", "greso"])
 def test_prompt_filter_skips_prompts_seen_solved_or_failed_and_resumes(tmp_path, mode):
-    cfg = _cfg(tmp_path, "train.steps=6", f"algorithm.prompt_filter={mode}", "run.save_every=2")
+    cfg = _cfg(tmp_path, "train.max_steps=6", f"algorithm.prompt_filter={mode}", "train.save_steps=2")
     tr = _train(cfg, reward_fns=(even_prompts_solved,), steps=4)
     rows = read_metrics(tmp_path / "run")
     assert [r["prompt_filter/skipped"] for r in rows[:2]] == [0, 0]  # the first epoch: nothing is known
@@ -143,7 +145,7 @@ def test_band_filter_prefers_prompts_inside_the_band(tmp_path):
         ]
 
     cfg = _cfg(
-        tmp_path, "train.steps=6", "algorithm.prompt_filter=band", "algorithm.prompt_filter_max_draws=2"
+        tmp_path, "train.max_steps=6", "algorithm.prompt_filter=band", "algorithm.prompt_filter_max_draws=2"
     )
     _train(cfg, reward_fns=(odd_prompts_mixed,))
     late = [r for r in _rows(tmp_path) if r["step"] > 2]
@@ -155,7 +157,7 @@ def test_band_filter_prefers_prompts_inside_the_band(tmp_path):
 def test_length_budget_goes_in_the_prompt_and_shrinks(tmp_path):
     cfg = _cfg(
         tmp_path,
-        "train.steps=4",
+        "train.max_steps=4",
         "reward.length_budget=max",
         "reward.length_budget_min=2",
         "reward.length_budget_max=40",
@@ -213,20 +215,20 @@ def test_self_certainty_source_scores_with_the_sampling_policy(tmp_path):
 def test_is_weights_from_the_updates_own_pass_equal_a_separate_pass(tmp_path):
     """With one optimiser step per rollout the update's forward pass is pi_old, so the IS weights come from
     it (no second pass); the policy after training is the one a separate pi_old pass gives."""
-    common = ("train.steps=3", "rollout.async_staleness=1", "algorithm.rollout_is=token")
+    common = ("train.max_steps=3", "rollout.async_staleness=1", "algorithm.rollout_is=token")
     own = _train(_cfg(tmp_path / "own", *common))
     cfg = _cfg(tmp_path / "sep", *common)
     with RLTrainer(
         cfg, train_records=PROMPTS, eval_records=[], reward_fns=(digits_reward,), console=None
     ) as sep:
-        original = sep._importance_weights
+        original = sep.updater.importance_weights
 
         def separate_pass(u, m):  # pi_old from a pass of its own, as before
-            u.old_logp = sep._no_grad_logprobs(sep.policy, u.tensors)
+            u.old_logp = sep.passes.no_grad_logprobs(sep.policy, u.tensors)
             original(u, m)
             assert not u.is_per_micro_batch
 
-        sep._importance_weights = separate_pass
+        sep.updater.importance_weights = separate_pass
         sep.train()
     for a, b in zip(own.policy.parameters(), sep.policy.parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-6)

@@ -15,10 +15,9 @@ def test_train_plot_and_resume(tmp_path, capsys):
     config.write_text(
         "preset: grpo\n"
         "rollout: {n: 2, max_new_tokens: 6}\n"
-        "train: {steps: 1, prompts_per_step: 2, micro_batch_size: 4}\n"
+        "train: {max_steps: 1, prompts_per_step: 2, per_device_train_batch_size: 4, report_to: none}\n"
         "data: {num_examples: 20, eval_path: arithmetic, eval_limit: 4}\n"
         "reward: {workers: 0}\n"
-        "run: {tensorboard: false}\n"
     )
     out = tmp_path / "run"
     assert main(["rl", "train", "--config", str(config), "-o", str(out), "--set", "algorithm.kl_coef=0"]) == 0

@@ -37,9 +37,9 @@ def _trainer(out_dir: str, overrides: list[str], records: int, reward):
     from rewardkit.rl.trainer import RLTrainer
 
     base = [
-        "train.steps=1", "train.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=6",
+        "train.max_steps=1", "train.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=6",
         "reward.truncation=none",  # a random model's 6-token completions are all cut off
-        "reward.sources=[]", "run.tensorboard=false", f"run.output_dir={out_dir}", "run.device=cpu",
+        "reward.sources=[]", "train.report_to=none", f"run.output_dir={out_dir}", "run.device=cpu",
     ]  # fmt: skip
     cfg = load_config(preset="grpo", overrides=base + overrides)
     rows = [Record(id=i, prompt=f"{i}*{i}=", reference=str(i * i)) for i in range(records)]
@@ -51,13 +51,15 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
 
     _join_gloo(rank, world, port)
     try:
-        with _trainer(out_dir, ["train.lr=1e-3", "train.micro_batch_size=3"], 8, digits_reward) as tr:
+        with _trainer(
+            out_dir, ["train.learning_rate=1e-3", "train.per_device_train_batch_size=3"], 8, digits_reward
+        ) as tr:
             initial = torch.cat([p.detach().flatten().clone() for p in tr.policy.parameters()])
             metrics = tr.train_step()
             final = torch.cat([p.detach().flatten() for p in tr.policy.parameters()])
         gathered = [torch.zeros_like(final) for _ in range(world)]
         dist.all_gather(gathered, final)
-        prompts = [tr.records[i].prompt for i in tr._order[:2]]
+        prompts = [tr.records[i].prompt for i in tr.prompts.order[:2]]
         torch.save(
             {
                 "same": all(torch.equal(gathered[0], g) for g in gathered),

@@ -30,11 +30,11 @@ WORLD = 2
 PROMPTS = [Record(id=i, prompt=f"{i}*{i}=", reference=str(i * i)) for i in range(16)]
 COMMON = [
     "rollout.max_new_tokens=6",
-    "train.lr=1e-3",
+    "train.learning_rate=1e-3",
     "train.max_grad_norm=0.5",
     "reward.sources=[]",
     "reward.truncation=none",
-    "run.tensorboard=false",
+    "train.report_to=none",
     "run.device=cpu",
 ]
 
@@ -76,11 +76,11 @@ def _trainer(overrides: list[str], **kw: Any) -> Any:
 
 def _equivalence_overrides(world: int, out_dir: str) -> list[str]:
     return [
-        "train.steps=3",
+        "train.max_steps=3",
         f"train.prompts_per_step={4 // world}",
         "rollout.n=4",
         "train.epochs=2",
-        "train.micro_batch_size=3",
+        "train.per_device_train_batch_size=3",
         f"run.output_dir={out_dir}",
     ]
 
@@ -139,12 +139,12 @@ def test_two_fsdp_ranks_train_like_one_process(tmp_path, free_port):
 
 def _resume_overrides(out_dir: str) -> list[str]:
     return [
-        "train.steps=3",
+        "train.max_steps=3",
         "train.prompts_per_step=2",
         "rollout.n=2",
         "train.epochs=2",
         "train.minibatches=2",
-        "train.micro_batch_size=1",
+        "train.per_device_train_batch_size=1",
         "train.strategy=fsdp",
         f"run.output_dir={out_dir}",
     ]
@@ -170,10 +170,10 @@ def _resume_worker(rank: int, port: int, root: str) -> None:
             results["full"] = _weights(tr)
             pushed = dict(VLLMBackend._weights(tr.policy))  # what a vllm engine would receive, on every rank
         resumed_dir = os.path.join(root, "resumed")
-        with _ppo([*_resume_overrides(resumed_dir), "run.save_every=1"]) as tr:
+        with _ppo([*_resume_overrides(resumed_dir), "train.save_steps=1"]) as tr:
             tr.train(steps=1)
         torch.manual_seed(12345)  # disturb the global RNG: resume must restore it
-        with _ppo([*_resume_overrides(resumed_dir), "run.save_every=1"]) as tr:
+        with _ppo([*_resume_overrides(resumed_dir), "train.save_steps=1"]) as tr:
             tr.train(resume=True)
             results["resumed"] = _weights(tr)
         if rank == 0:

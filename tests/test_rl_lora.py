@@ -13,7 +13,7 @@ import torch
 from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
 from rewardkit.generation import SamplingParams
 from rewardkit.generation.hf import HFBackend
-from rewardkit.rl import trainer as trainer_module
+from rewardkit.rl import policy as policy_module
 from rewardkit.rl.config import ConfigError, load_config
 from rewardkit.rl.trainer import RLTrainer, ValueModel
 from rewardkit.training import lora
@@ -32,15 +32,15 @@ def digits_reward(prompts, completions, references):
 
 def _cfg(tmp_path, *overrides, name="run"):
     base = [
-        "train.steps=1",
+        "train.max_steps=1",
         "train.prompts_per_step=2",
         "rollout.n=4",
         "rollout.max_new_tokens=6",
-        "train.lr=1e-2",
-        "train.micro_batch_size=8",
+        "train.learning_rate=1e-2",
+        "train.per_device_train_batch_size=8",
         "reward.sources=[]",
         "reward.truncation=none",
-        "run.tensorboard=false",
+        "train.report_to=none",
         "model.lora.r=4",
         f"run.output_dir={tmp_path / name}",
     ]
@@ -68,7 +68,7 @@ def test_only_adapters_train_and_the_reference_is_the_base_model(tmp_path, monke
     def no_deepcopy(obj, memo=None):
         raise AssertionError("the LoRA reference must not be a copy")
 
-    monkeypatch.setattr(trainer_module, "copy", types.SimpleNamespace(deepcopy=no_deepcopy))
+    monkeypatch.setattr(policy_module, "copy", types.SimpleNamespace(deepcopy=no_deepcopy))
     base = build_tiny_model()
     before = {k: v.clone() for k, v in base.state_dict().items()}
     tr = _trainer(_cfg(tmp_path), model=base, tokenizer=load_tiny_tokenizer())
@@ -90,14 +90,14 @@ def test_only_adapters_train_and_the_reference_is_the_base_model(tmp_path, monke
         assert any(not torch.equal(merged[k], before[k]) for k in before)
 
         # The reference pass: the policy with its adapters off gives the base model's log-probs.
-        u = tr._prepare_update(tr._rollout(tr._next_prompts(2), 0, {"generate": 0.0, "score": 0.0}))
+        u = tr.updater.batch(tr._rollout(tr.prompts.next(2), 0, {"generate": 0.0, "score": 0.0}), tr.step)
         tr.policy.train()
-        tr._reference_passes(u)
+        tr.updater.reference_passes(u)
         assert tr.policy.training  # the mode is restored
         fresh = build_tiny_model()
-        expected = tr._no_grad_logprobs(fresh, u.tensors)
+        expected = tr.passes.no_grad_logprobs(fresh, u.tensors)
         assert torch.allclose(u.ref_logp, expected, atol=1e-6)
-        assert not torch.allclose(tr._no_grad_logprobs(tr.policy, u.tensors), expected, atol=1e-3)
+        assert not torch.allclose(tr.passes.no_grad_logprobs(tr.policy, u.tensors), expected, atol=1e-3)
     finally:
         tr.close()
 
@@ -176,7 +176,7 @@ def test_checkpoint_holds_the_merged_model_and_the_adapter(tmp_path):
 
 
 def test_resume_continues_exactly(tmp_path):
-    common = ["train.steps=2", "run.save_every=1", "train.epochs=2"]
+    common = ["train.max_steps=2", "train.save_steps=1", "train.epochs=2"]
     with _trainer(_cfg(tmp_path, *common, name="full")) as tr:
         tr.train()
         full_adapter = {k: v.clone() for k, v in tr.policy.state_dict().items() if "lora_" in k}

@@ -100,9 +100,9 @@ def digits_reward(prompts, completions, references):
 def _update(model, tokenizer, gens, preset, overrides, padding_free, out):
     """One update of a fresh trainer on a fixed rollout; returns (metrics, weights)."""
     base = [
-        "train.steps=1", "train.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=20",
-        "train.micro_batch_size=3", "train.lr=1e-5", "train.skip_zero_advantage=false",
-        "reward.sources=[]", "run.tensorboard=false", f"run.output_dir={out}",
+        "train.max_steps=1", "train.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=20",
+        "train.per_device_train_batch_size=3", "train.learning_rate=1e-5", "train.skip_zero_advantage=false",
+        "reward.sources=[]", "train.report_to=none", f"run.output_dir={out}",
         f"train.padding_free={str(padding_free).lower()}",
     ]  # fmt: skip
     cfg = load_config(preset=preset, overrides=base + overrides)
@@ -131,7 +131,7 @@ def _update(model, tokenizer, gens, preset, overrides, padding_free, out):
     ],
 )  # fmt: skip
 def test_one_update_packed_equals_padded(preset, overrides, tiny_tokenizer, monkeypatch, tmp_path):
-    import rewardkit.rl.trainer as trainer_mod
+    import rewardkit.rl.update as trainer_mod
 
     real_step = trainer_mod.optimizer_step
     grads: list[list[torch.Tensor]] = []

@@ -61,14 +61,14 @@ class DigitSource:
 
 def _cfg(tmp_path, *overrides, preset="grpo"):
     base = [
-        "train.steps=2",
+        "train.max_steps=2",
         "train.prompts_per_step=3",
         f"rollout.n={N}",
         "rollout.max_new_tokens=8",
-        "train.lr=1e-3",
-        "train.micro_batch_size=12",
+        "train.learning_rate=1e-3",
+        "train.per_device_train_batch_size=12",
         "reward.sources=[]",
-        "run.tensorboard=false",
+        "train.report_to=none",
         "run.log_completions=5",  # rounded up to 2 whole groups of 4
         f"run.output_dir={tmp_path / 'run'}",
     ]
@@ -134,7 +134,7 @@ def test_dynamic_sampling_logs_the_first_round_and_dropped_groups_have_no_advant
 
     cfg = _cfg(
         tmp_path,
-        "train.steps=1",
+        "train.max_steps=1",
         "algorithm.dynamic_sampling=true",
         "algorithm.max_refill_rounds=1",
         "reward.truncation=none",  # a penalised truncation would break the even groups' tie
@@ -153,7 +153,7 @@ def test_dynamic_sampling_logs_the_first_round_and_dropped_groups_have_no_advant
 
 
 def test_skipped_update_logs_no_advantage(tmp_path):
-    cfg = _cfg(tmp_path, "train.steps=1", "algorithm.kl_coef=0", "reward.truncation=none")
+    cfg = _cfg(tmp_path, "train.max_steps=1", "algorithm.kl_coef=0", "reward.truncation=none")
     _train(cfg, reward_fns=(lambda p, c, r: [1.0] * len(c),))
     assert read_metrics(tmp_path / "run")[0]["skipped_update"] == 1
     rows = _rows(tmp_path / "run")
@@ -161,7 +161,7 @@ def test_skipped_update_logs_no_advantage(tmp_path):
 
 
 def test_log_completions_zero_writes_no_file_and_negative_is_refused(tmp_path):
-    _train(_cfg(tmp_path, "train.steps=1", "run.log_completions=0"))
+    _train(_cfg(tmp_path, "train.max_steps=1", "run.log_completions=0"))
     assert (tmp_path / "run" / "metrics.jsonl").exists()
     assert not (tmp_path / "run" / "rollouts.jsonl").exists()
     with pytest.raises(ConfigError, match="log_completions"):
@@ -169,7 +169,7 @@ def test_log_completions_zero_writes_no_file_and_negative_is_refused(tmp_path):
 
 
 def test_resume_drops_later_steps_and_a_fresh_run_starts_anew(tmp_path):
-    cfg = _cfg(tmp_path, "train.steps=3")
+    cfg = _cfg(tmp_path, "train.max_steps=3")
     _train(cfg, steps=2)
     path = tmp_path / "run" / "rollouts.jsonl"
     with path.open("a") as f:  # the interrupted run got further than its last checkpoint
@@ -178,5 +178,5 @@ def test_resume_drops_later_steps_and_a_fresh_run_starts_anew(tmp_path):
     rows = _rows(tmp_path / "run")
     assert Counter(r["step"] for r in rows) == {1: 2 * N, 2: 2 * N, 3: 2 * N}
     assert all(r["completion"] != "stale" for r in rows)
-    _train(_cfg(tmp_path, "train.steps=1"))
+    _train(_cfg(tmp_path, "train.max_steps=1"))
     assert Counter(r["step"] for r in _rows(tmp_path / "run")) == {1: 2 * N}

@@ -58,7 +58,13 @@ def test_collate_masks_untrained_segments(tiny_tokenizer):
 def test_sft_learns_the_format(tiny_model, tiny_tokenizer):
     torch.manual_seed(0)
     pairs = [(r["prompt"], r["completion"]) for r in arithmetic.generate(256, seed=0)]
-    losses = sft(tiny_model, tiny_tokenizer, pairs, SFTConfig(steps=60, batch_size=16, lr=3e-3), log=None)
+    losses = sft(
+        tiny_model,
+        tiny_tokenizer,
+        pairs,
+        SFTConfig(max_steps=60, per_device_train_batch_size=16, learning_rate=3e-3),
+        log=None,
+    )
     assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:5]) / 5
     from rewardkit.generation import SamplingParams, get_backend
 

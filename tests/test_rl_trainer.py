@@ -22,14 +22,14 @@ def digits_reward(prompts, completions, references):
 
 def _cfg(tmp_path, *overrides, preset="grpo"):
     base = [
-        "train.steps=2",
+        "train.max_steps=2",
         "train.prompts_per_step=3",
         "rollout.n=4",
         "rollout.max_new_tokens=8",
-        "train.lr=1e-3",
-        "train.micro_batch_size=5",
+        "train.learning_rate=1e-3",
+        "train.per_device_train_batch_size=5",
         "reward.sources=[]",
-        "run.tensorboard=false",
+        "train.report_to=none",
         f"run.output_dir={tmp_path / 'run'}",
     ]
     return load_config(preset=preset, overrides=base + list(overrides))
@@ -85,7 +85,7 @@ def test_crashing_reward_is_a_scored_error_and_none_excludes(tmp_path):
             out.append(None if p.startswith("2+") else 0.5 + 0.1 * len(p))
         return out
 
-    cfg = _cfg(tmp_path, "train.steps=1", "train.prompts_per_step=4", "data.shuffle=false")
+    cfg = _cfg(tmp_path, "train.max_steps=1", "train.prompts_per_step=4", "data.shuffle=false")
     _, last = _train(cfg, reward_fns=(flaky, digits_reward))
     # Prompts 0..3: "1+1=" crashes (4 samples, reward 0 + error), "2+2=" has no reward (4 samples excluded).
     assert last["scoring/errors"] == 4
@@ -97,7 +97,7 @@ def test_crashing_reward_is_a_scored_error_and_none_excludes(tmp_path):
 
 def test_all_degenerate_batch_is_reported(tmp_path):
     # truncation kept as it is: a random model's cut-off completions would otherwise be penalised (not all equal)
-    cfg = _cfg(tmp_path, "train.steps=1", "algorithm.kl_coef=0", "reward.truncation=none")
+    cfg = _cfg(tmp_path, "train.max_steps=1", "algorithm.kl_coef=0", "reward.truncation=none")
     _, last = _train(cfg, reward_fns=(lambda p, c, r: [1.0] * len(c),))
     assert last["frac_reward_zero_std"] == 1.0
     assert "zero reward std" in last["warning"]
@@ -106,7 +106,7 @@ def test_all_degenerate_batch_is_reported(tmp_path):
 
 @pytest.mark.parametrize("mode", ["mask", "penalize"])
 def test_truncation_is_counted(tmp_path, mode):
-    cfg = _cfg(tmp_path, "train.steps=1", "rollout.max_new_tokens=3", f"reward.truncation={mode}")
+    cfg = _cfg(tmp_path, "train.max_steps=1", "rollout.max_new_tokens=3", f"reward.truncation={mode}")
     _, last = _train(cfg)
     assert last["completions/clipped_ratio"] > 0.5
     assert last["completions/num_truncated"] >= 6
@@ -122,7 +122,7 @@ def test_dynamic_sampling_refills(tmp_path):
             for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
         ]
 
-    cfg = _cfg(tmp_path, "train.steps=1", "train.prompts_per_step=4", "data.shuffle=false", preset="dapo")
+    cfg = _cfg(tmp_path, "train.max_steps=1", "train.prompts_per_step=4", "data.shuffle=false", preset="dapo")
     cfg.reward.truncation = "none"
     cfg.rollout.n = 4
     _, last = _train(cfg, reward_fns=(half_degenerate,))
@@ -132,7 +132,7 @@ def test_dynamic_sampling_refills(tmp_path):
 
 
 def test_ppo_with_value_model(tmp_path):
-    cfg = _cfg(tmp_path, "train.steps=1", "train.minibatches=2", "train.epochs=2", preset="ppo")
+    cfg = _cfg(tmp_path, "train.max_steps=1", "train.minibatches=2", "train.epochs=2", preset="ppo")
     tr, last = _train(cfg)
     assert tr.value is not None and "value_loss" in last and last["grad_norm"] > 0
     assert (tmp_path / "run" / "checkpoints" / "step-1" / "value" / "value_model.pt").exists()
@@ -141,7 +141,7 @@ def test_ppo_with_value_model(tmp_path):
 def test_checkpoint_loads_with_from_pretrained(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tr, _ = _train(_cfg(tmp_path, "train.steps=1"))
+    tr, _ = _train(_cfg(tmp_path, "train.max_steps=1"))
     path = tmp_path / "run" / "checkpoints" / "step-1" / "policy"
     model = AutoModelForCausalLM.from_pretrained(path)
     AutoTokenizer.from_pretrained(path)
@@ -152,8 +152,8 @@ def test_checkpoint_loads_with_from_pretrained(tmp_path):
 def test_resume_gives_identical_metrics(tmp_path):
     full_dir, resumed_dir = tmp_path / "full", tmp_path / "resumed"
     common = [
-        "train.steps=4",
-        "run.save_every=2",
+        "train.max_steps=4",
+        "train.save_steps=2",
         "algorithm.kl_coef=0.01",
         "train.epochs=2",
         "train.minibatches=2",
@@ -184,7 +184,7 @@ def test_resume_gives_identical_metrics(tmp_path):
 
 
 def test_config_saved_and_jsonl_valid(tmp_path):
-    _train(_cfg(tmp_path, "train.steps=1"))
+    _train(_cfg(tmp_path, "train.max_steps=1"))
     run = tmp_path / "run"
     assert (run / "config.yaml").exists()
     for line in (run / "metrics.jsonl").read_text().splitlines():
@@ -192,14 +192,14 @@ def test_config_saved_and_jsonl_valid(tmp_path):
 
 
 def test_process_rewards_grpo_prm(tmp_path):
-    cfg = _cfg(tmp_path, "train.steps=1", "reward.process=correct_looking", preset="grpo_prm")
+    cfg = _cfg(tmp_path, "train.max_steps=1", "reward.process=correct_looking", preset="grpo_prm")
     _, last = _train(cfg)
     assert "steps/mean_count" in last and "steps/shaped_sum_mean" in last
     assert last["grad_norm"] > 0
 
 
 def test_rollout_is_correction_logged(tmp_path):
-    cfg = _cfg(tmp_path, "train.steps=1", "algorithm.rollout_is=token", "algorithm.rollout_is_mask=true")
+    cfg = _cfg(tmp_path, "train.max_steps=1", "algorithm.rollout_is=token", "algorithm.rollout_is_mask=true")
     _, last = _train(cfg)
     # hf rollout log-probs equal the trainer's (same model, fp32): the ratio is 1 and nothing is masked.
     assert last["rollout_is/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
@@ -221,7 +221,7 @@ def test_skipping_zero_advantage_samples_keeps_the_update(tmp_path, minibatches,
     for skip in (True, False):
         cfg = _cfg(
             tmp_path,
-            "train.steps=2",
+            "train.max_steps=2",
             "train.prompts_per_step=4",
             "algorithm.kl_coef=0",
             f"train.minibatches={minibatches}",
@@ -245,7 +245,7 @@ def test_reward_model_source(tmp_path, tiny_tokenizer):
     rm = AutoModelForSequenceClassification.from_config(tiny_model_config(num_labels=1))
     rm.save_pretrained(tmp_path / "rm")
     tiny_tokenizer.save_pretrained(tmp_path / "rm")
-    cfg = _cfg(tmp_path, "train.steps=1", f"reward.sources=[{{name: 'rm:{tmp_path / 'rm'}'}}]")
+    cfg = _cfg(tmp_path, "train.max_steps=1", f"reward.sources=[{{name: 'rm:{tmp_path / 'rm'}'}}]")
     _, last = _train(cfg, reward_fns=())
     assert f"rewards/rm:{tmp_path / 'rm'}/mean" in last
     assert last["reward_std"] > 0 and last["scoring/errors"] == 0

@@ -56,8 +56,8 @@ def test_one_inputs_object_serves_every_estimator(name):
 def _train(tmp_path, model, tokenizer, *overrides):
     """A short GRPO run on the tiny model; returns the config and the final KL coefficient."""
     base = [
-        "train.steps=2", "train.prompts_per_step=3", "rollout.n=4", "rollout.max_new_tokens=8",
-        "train.lr=1e-2", "reward.sources=[]", "run.tensorboard=false", f"run.output_dir={tmp_path}",
+        "train.max_steps=2", "train.prompts_per_step=3", "rollout.n=4", "rollout.max_new_tokens=8",
+        "train.learning_rate=1e-2", "reward.sources=[]", "train.report_to=none", f"run.output_dir={tmp_path}",
     ]  # fmt: skip
     cfg = load_config(preset="grpo", overrides=base + list(overrides))
     with RLTrainer(

@@ -178,8 +178,8 @@ def test_user_errors(trained, capsys):
 
 
 def test_field_docs_become_help():
-    from rewardkit.cli.rm import _field_docs
     from rewardkit.rewardmodels.orm.config import ORMTrainConfig
+    from rewardkit.training.config import attribute_docs as _field_docs
 
     docs = _field_docs(ORMTrainConfig)
     assert docs["center_rewards_coefficient"].startswith("Weight of the reward-centering term")
@@ -195,7 +195,7 @@ def test_prm_dispatch_train_eval_score(tmp_path, tiny_model_dir, capsys):
     rc = main(
         [
             "rm", "train", "--type", "prm", "--model", tiny_model_dir, "--train-file",
-            str(data / "arithmetic_train.jsonl"), "--output-dir", str(out), "--max-steps", "2", "--batch-size", "4",
+            str(data / "arithmetic_train.jsonl"), "--output-dir", str(out), "--max-steps", "2", "--per-device-train-batch-size", "4",
         ]
     )  # fmt: skip
     assert rc == 0 and (out / "rewardkit_prm.json").exists()

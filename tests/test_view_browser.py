@@ -76,8 +76,8 @@ RL_SCRIPT = textwrap.dedent(
 
     prompts = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(12)]
     cfg = load_config(preset="grpo", overrides=[
-        "train.steps=3", "train.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=8",
-        "train.micro_batch_size=8", "reward.sources=[]", "reward.truncation=none", "run.tensorboard=false",
+        "train.max_steps=3", "train.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=8",
+        "train.per_device_train_batch_size=8", "reward.sources=[]", "reward.truncation=none", "train.report_to=none",
         "run.log_completions=8", f"run.output_dir={sys.argv[1]}",
     ])
     with RLTrainer(cfg, train_records=prompts, eval_records=[], reward_fns=(DigitSource(),), console=None) as tr:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.types import Record, Result, result_reward
+from rewardkit.verifiers import get_source
 from rewardkit.verifiers.base import Verifier
 
 COMBINE_MODES = ("sum", "gate", "product", "min")
@@ -36,8 +37,6 @@ def resolve_part(source: Any, config: dict[str, Any] | None = None) -> Any:
     """A source name (a verifier or ``http:URL``, built with ``config``) or a reward source, checked for
     ``score_batch``."""
     if isinstance(source, str):
-        from rewardkit.verifiers import get_source
-
         return get_source(source, **(config or {}))
     if not callable(getattr(source, "score_batch", None)):
         raise TypeError(f"not a reward source (needs score_batch and name): {source!r}")

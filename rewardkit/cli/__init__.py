@@ -14,6 +14,7 @@ import threading
 
 from rewardkit import __version__
 from rewardkit.errors import UserError
+from rewardkit.progress import quiet_libraries_off_terminal
 from rewardkit.registry import UnknownNameError
 
 SUBCOMMANDS = {
@@ -46,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rewardkit.progress import quiet_libraries_off_terminal
 
     quiet_libraries_off_terminal()
     parser = build_parser()

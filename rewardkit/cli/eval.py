@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from rewardkit.data.loaders import read_rows
+from rewardkit.envs import EnvConfig, build_env
+from rewardkit.errors import UserError
+from rewardkit.eval.benchmarks import load_benchmark
+from rewardkit.eval.report import render_markdown
+from rewardkit.eval.runner import EvalConfig, GenerationConfig, evaluate_completions, evaluate_model
+from rewardkit.hub import check_model
+from rewardkit.registry import UnknownNameError
+from rewardkit.rewardmodels.sources import reward_model_source
+
 
 def _ks(text: str) -> list[int]:
     try:
@@ -135,7 +145,6 @@ _ENV_FLAGS = (
 def env_config(args: argparse.Namespace, bench=None):
     """The :class:`rewardkit.envs.EnvConfig` of the environment flags (``None`` without ``--env``), checked.
     An ``sql`` tool on an SQL benchmark queries the benchmark's databases (its verifier settings)."""
-    from rewardkit.errors import UserError
 
     given = [flag for dest, _, flag in _ENV_FLAGS if getattr(args, dest) not in (None, False)]
     if not args.env:
@@ -144,7 +153,6 @@ def env_config(args: argparse.Namespace, bench=None):
         return None
     if args.completions:
         raise UserError("--env samples episodes from a model: use it with --model, not --completions")
-    from rewardkit.envs import EnvConfig
 
     cfg = EnvConfig(name=args.env)
     for dest, field, _ in _ENV_FLAGS:
@@ -164,9 +172,6 @@ def env_config(args: argparse.Namespace, bench=None):
 
 def build_environment(cfg):
     """The environment of ``cfg``; an unknown name, tool or class is a one-line CLI error."""
-    from rewardkit.envs import build_env
-    from rewardkit.errors import UserError
-    from rewardkit.registry import UnknownNameError
 
     try:
         return build_env(cfg)
@@ -179,10 +184,6 @@ def build_environment(cfg):
 def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
-
-    from rewardkit.errors import UserError
-    from rewardkit.eval.benchmarks import load_benchmark
-    from rewardkit.eval.runner import EvalConfig, GenerationConfig, evaluate_completions, evaluate_model
 
     field_map = {}
     for item in args.field:
@@ -228,8 +229,6 @@ def run(args: argparse.Namespace) -> int:
     )
     reward_model = _load_reward_model(args.reward_model) if args.reward_model else None
     if args.completions:
-        from rewardkit.data.loaders import read_rows
-
         path = Path(args.completions)
         if not path.exists():
             raise FileNotFoundError(f"completions file not found: {path}")
@@ -255,7 +254,6 @@ def run(args: argparse.Namespace) -> int:
             use_chat_template=not args.no_chat_template,
             seed=args.seed,
         )
-        from rewardkit.hub import check_model
 
         env = build_environment(env_cfg) if env_cfg is not None else None
         try:
@@ -276,7 +274,6 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if env is not None:
                 env.close()
-    from rewardkit.eval.report import render_markdown
 
     print(render_markdown(report.summary))
     print(f"wrote {args.output}/samples.jsonl, summary.json, report.md, pass_at_k.png")
@@ -285,6 +282,5 @@ def run(args: argparse.Namespace) -> int:
 
 def _load_reward_model(path: str):
     """A trained reward model (ORM, or PRM folder) as a reward source (score_batch), for best-of-n."""
-    from rewardkit.cli.rm import reward_model_source
 
     return reward_model_source(path)

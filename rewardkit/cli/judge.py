@@ -19,11 +19,18 @@ import json
 import sys
 from typing import Any
 
+from rewardkit.cli.args import add_dataclass_arguments, build_config, given_values
+from rewardkit.data.loaders import _looks_local
+from rewardkit.errors import UserError
+from rewardkit.hub import check_model
+from rewardkit.rewardmodels.judge.fallback import FallbackVerifier
+from rewardkit.rewardmodels.judge.judge import JudgeConfig, LLMJudge
+from rewardkit.rewardmodels.judge.remote import ChatAPIConfig
+from rewardkit.scoring.io import check_paths, score_file
+
 
 def add_judge_parser(sub: Any) -> None:
     """Adds the ``judge`` subcommand to the ``rm`` subparsers."""
-    from rewardkit.rewardmodels.judge.judge import JudgeConfig
-    from rewardkit.rewardmodels.judge.remote import ChatAPIConfig
 
     parser = sub.add_parser(
         "judge",
@@ -63,7 +70,6 @@ def add_judge_parser(sub: Any) -> None:
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
     )
-    from rewardkit.cli.rm import add_dataclass_arguments
 
     owners = add_dataclass_arguments(parser, {"judge": JudgeConfig})
     api_group = parser.add_argument_group("openai backend", "Settings of --backend openai.")
@@ -77,24 +83,17 @@ def run_judge(args: argparse.Namespace) -> int:
     import dataclasses
     from pathlib import Path
 
-    from rewardkit.cli.rm import _build_config, _given
-    from rewardkit.data.loaders import _looks_local
-    from rewardkit.errors import UserError
-    from rewardkit.rewardmodels.judge.judge import JudgeConfig, LLMJudge
-    from rewardkit.rewardmodels.judge.remote import ChatAPIConfig
-    from rewardkit.scoring.io import check_paths, score_file
-
-    values = _given(args, args._judge_owners)
-    api_values = _given(args, args._api_owners)
+    values = given_values(args, args._judge_owners)
+    api_values = given_values(args, args._api_owners)
     if api_values and args.backend != "openai":
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(api_values))
         raise UserError(f"{flags}: only with --backend openai")
     if args.model is None and args.backend != "openai":
         raise UserError(f"--model is needed with --backend {args.backend}")
-    api_config = _build_config(ChatAPIConfig, api_values, "rm judge") if args.backend == "openai" else None
+    api_config = build_config(ChatAPIConfig, api_values, "rm judge") if args.backend == "openai" else None
     if args.fallback_for and "mode" not in values:
         values.update(mode="binary", template=values.get("template") or "math_equivalence")
-    config = _build_config(JudgeConfig, values, "rm judge")
+    config = build_config(JudgeConfig, values, "rm judge")
     if not Path(args.input).exists() and _looks_local(args.input):
         raise UserError(f"input not found: {args.input}")
     try:
@@ -102,8 +101,6 @@ def run_judge(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     if args.backend != "openai":
-        from rewardkit.hub import check_model
-
         check_model(args.model, what="judge model")
     backend_kwargs = {"config": api_config} if api_config is not None else None
     try:
@@ -112,8 +109,6 @@ def run_judge(args: argparse.Namespace) -> int:
         raise UserError(str(exc).splitlines()[0]) from exc
     source: Any = judge
     if args.fallback_for:
-        from rewardkit.rewardmodels.judge.fallback import FallbackVerifier
-
         source = FallbackVerifier(primary=args.fallback_for, judge=judge)
     run_info = {
         "judge_model": args.model,

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import argparse
 
+from rewardkit.errors import UserError
+from rewardkit.rl.config import PRESETS, ConfigError, dump_config, load_config, preset_yaml
+from rewardkit.rl.plot import plot_run
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -37,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--resume", action="store_true", help="Continue from the run folder's latest checkpoint."
     )
-    train.add_argument("--steps", type=int, help="Same as --set train.steps=N.")
+    train.add_argument("--steps", type=int, help="Same as --set train.max_steps=N.")
     train.set_defaults(func=run_train)
 
     plot = sub.add_parser("plot", help="Draw a run's metrics (reward, accuracy, length, KL...) to PNG.")
@@ -69,14 +73,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace):
-    from rewardkit.errors import UserError
-    from rewardkit.rl.config import ConfigError, load_config
 
     overrides = list(args.overrides or [])
     if getattr(args, "output_dir", None):
         overrides.append(f"run.output_dir={args.output_dir}")
     if getattr(args, "steps", None) is not None:
-        overrides.append(f"train.steps={args.steps}")
+        overrides.append(f"train.max_steps={args.steps}")
     try:
         return load_config(args.config, preset=args.preset, overrides=overrides)
     except ConfigError as exc:
@@ -84,9 +86,9 @@ def _load(args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from rewardkit.errors import UserError
 
     cfg = _load(args)
+    # lazy: torch
     from rewardkit.rl.trainer import RLTrainer
 
     try:
@@ -108,9 +110,6 @@ def run_train(args: argparse.Namespace) -> int:
 def run_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rewardkit.errors import UserError
-    from rewardkit.rl.plot import plot_run
-
     if not (Path(args.run_dir) / "metrics.jsonl").exists():
         raise UserError(f"no metrics.jsonl in {args.run_dir}")
     out = plot_run(args.run_dir, args.output, metrics=args.metrics or None)
@@ -119,7 +118,6 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def run_presets(args: argparse.Namespace) -> int:
-    from rewardkit.rl.config import PRESETS, preset_yaml
 
     for name in PRESETS:
         print(f"--- {name}")
@@ -128,7 +126,6 @@ def run_presets(args: argparse.Namespace) -> int:
 
 
 def run_config(args: argparse.Namespace) -> int:
-    from rewardkit.rl.config import dump_config
 
     print(dump_config(_load(args)).rstrip())
     return 0
@@ -138,7 +135,7 @@ def run_serve_vllm(args: argparse.Namespace) -> int:
     import importlib.util
     import os
 
-    from rewardkit.errors import UserError
+    # lazy: torch
     from rewardkit.generation.vllm_server import serve_command
 
     argv, env = serve_command(args.model, args.vllm_args)

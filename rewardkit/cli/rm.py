@@ -18,161 +18,38 @@ imported inside the functions that run.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
+from rewardkit.cli.args import (
+    add_dataclass_arguments,
+    build_config,
+    given_values,
+    load_config_file,
+    none_or,
+    parse_bool,
+)
+from rewardkit.cli.judge import add_judge_parser
+from rewardkit.cli.score import run, score_args
+from rewardkit.errors import UserError
 from rewardkit.hub import check_model
-
-PRM_CONFIG_FILE = "rewardkit_prm.json"  # written by ProcessRewardModel.save_pretrained
-
-
-# --------------------------------------------------------------------------------------------------
-# flags from dataclasses
-# --------------------------------------------------------------------------------------------------
-
-
-def _field_docs(cls: type) -> dict[str, str]:
-    """Field -> its documentation (the attribute docstrings: :mod:`rewardkit.training.config`)."""
-    from rewardkit.training.config import attribute_docs
-
-    return attribute_docs(cls)
-
-
-def _none_or(conv):
-    def parse(text: str):
-        if text.lower() in ("none", "null"):
-            return None
-        return conv(text)
-
-    parse.__name__ = getattr(conv, "__name__", "value")
-    return parse
-
-
-def _bool(text: str) -> bool:
-    low = text.lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
-
-
-def _auto(text: str) -> Any:
-    """For union-typed fields (``str | bool | None``): JSON/YAML-like literals, else the string."""
-    low = text.lower()
-    if low in ("none", "null"):
-        return None
-    if low in ("true", "false"):
-        return low == "true"
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def _argument_spec(hint: Any) -> dict[str, Any]:
-    origin = typing.get_origin(hint)
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    optional = type(None) in typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType) and len(args) == 1:
-        hint, origin = args[0], typing.get_origin(args[0])
-    elif origin in (typing.Union, types.UnionType):
-        return {"type": _auto}
-    if hint is bool:
-        # ``--use-lora`` alone means true; ``--use-lora false`` also works
-        return {
-            "type": _none_or(_bool) if optional else _bool,
-            "metavar": "BOOL",
-            "nargs": "?",
-            "const": True,
-        }
-    if hint in (int, float, str):
-        return {"type": _none_or(hint) if optional else hint, "metavar": hint.__name__.upper()}
-    if origin in (list, tuple):
-        return {"type": str, "nargs": "*", "metavar": "VALUE"}
-    return {"type": _auto}
-
-
-def add_dataclass_arguments(
-    parser: argparse.ArgumentParser | Any,
-    classes: dict[str, type],
-    *,
-    exclude: tuple[str, ...] = (),
-    seen: dict[str, list[str]] | None = None,
-) -> dict[str, list[str]]:
-    """Adds ``--field-name`` flags for every field of the dataclasses (defaults suppressed, so only the
-    flags given end up in the namespace). Returns field -> names of the classes that have it."""
-    owners: dict[str, list[str]] = {} if seen is None else seen
-    for label, cls in classes.items():
-        hints = typing.get_type_hints(cls)
-        docs = _field_docs(cls)
-        for f in dataclasses.fields(cls):
-            if f.name in exclude or not f.init:
-                continue
-            if f.name in owners:
-                owners[f.name].append(label)
-                continue
-            owners[f.name] = [label]
-            flags = [f"--{f.name.replace('_', '-')}"]
-            if "_" in f.name:
-                flags.append(f"--{f.name}")
-            default = f.default if f.default is not dataclasses.MISSING else None
-            help_text = docs.get(f.name, "")
-            # argparse %-formats help strings
-            help_text = f"{help_text} [{label}; default {default!r}]".strip().replace("%", "%%")
-            parser.add_argument(
-                *flags,
-                dest=f.name,
-                default=argparse.SUPPRESS,
-                help=help_text,
-                **_argument_spec(hints[f.name]),
-            )
-    return owners
-
-
-def _load_config_file(path: str | None) -> dict[str, Any]:
-    from rewardkit.errors import UserError
-    from rewardkit.training.config import ConfigError, read_config_file
-
-    if not path:
-        return {}
-    try:
-        return read_config_file(path)
-    except ConfigError as exc:
-        raise UserError(str(exc)) from None
-
-
-def _build_config(cls: type, values: dict[str, Any], label: str, overrides: list[str] = ()):
-    """The config from file values and flags (already merged), then ``--set`` overrides; one-line errors."""
-    from rewardkit.errors import UserError
-    from rewardkit.training.config import ConfigError, load
-
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        flags = ", ".join(f"--{n.replace('_', '-')}" for n in unknown)
-        raise UserError(f"not an option of {label}: {flags}")
-    try:
-        return load(cls, values, overrides=list(overrides), where=label)
-    except ConfigError as exc:
-        raise UserError(str(exc).splitlines()[0]) from exc
-
-
-def _given(args: argparse.Namespace, owners: dict[str, list[str]]) -> dict[str, Any]:
-    return {name: getattr(args, name) for name in owners if hasattr(args, name)}
+from rewardkit.rewardmodels.orm.config import ORMTrainConfig
+from rewardkit.rewardmodels.orm.evaluate import evaluate_reward_model
+from rewardkit.rewardmodels.prm import (
+    ProcessRewardModel,
+    evaluate_step_scores,
+    load_step_examples,
+    write_step_examples,
+)
+from rewardkit.rewardmodels.prm.config import PRMTrainConfig
+from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps_with_policy
+from rewardkit.rewardmodels.sources import model_kind
+from rewardkit.types import jsonable
 
 
 def _prm_classes() -> dict[str, type]:
-    try:
-        from rewardkit.rewardmodels.prm.config import PRMTrainConfig
-        from rewardkit.rewardmodels.prm.label import LabelConfig
-    except ImportError:  # pragma: no cover - the PRM package is part of rewardkit
-        return {}
     return {"prm": PRMTrainConfig, "label": LabelConfig}
 
 
@@ -182,7 +59,6 @@ def _prm_classes() -> dict[str, type]:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from rewardkit.rewardmodels.orm.config import ORMTrainConfig
 
     parser = subparsers.add_parser(
         "rm",
@@ -247,7 +123,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--bins", type=int, default=10, help="ORM: ECE bins")
     ev.add_argument(
         "--use-chat-template",
-        type=_none_or(_bool),
+        type=none_or(parse_bool),
         default=None,
         metavar="BOOL",
         help="ORM: format with the tokenizer's chat template (default: as trained / when present)",
@@ -354,7 +230,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     lab.set_defaults(func=run_label_steps, _owners=label_owners)
 
     # ---- judge (LLM judge; lives in rewardkit.cli.judge)
-    from rewardkit.cli.judge import add_judge_parser
 
     add_judge_parser(sub)
 
@@ -364,24 +239,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _model_kind(path: str, kind: str) -> str:
-    if kind != "auto":
-        return kind
-    return "prm" if (Path(path) / PRM_CONFIG_FILE).is_file() else "orm"
-
-
 def run_train(args: argparse.Namespace) -> int:
-    from rewardkit.errors import UserError
 
-    file_values = _load_config_file(args.config)
+    file_values = load_config_file(args.config)
     kind = args.type or file_values.pop("type", None) or "orm"
     file_values.pop("type", None)
-    values = {**file_values, **_given(args, args._owners)}
+    values = {**file_values, **given_values(args, args._owners)}
     if kind == "orm":
-        from rewardkit.rewardmodels.orm.config import ORMTrainConfig
+        # lazy: torch
         from rewardkit.rewardmodels.orm.train import train_orm
 
-        config = _build_config(ORMTrainConfig, values, "rm train --type orm", args.overrides)
+        config = build_config(ORMTrainConfig, values, "rm train --type orm", args.overrides)
         if not config.model or not config.train_file:
             raise UserError("rm train needs --model and --train-file")
         check_model(config.model)
@@ -395,9 +263,10 @@ def run_train(args: argparse.Namespace) -> int:
     prm = _prm_classes()
     if "prm" not in prm:
         raise UserError("the PRM package is not available")
+    # lazy: torch
     from rewardkit.rewardmodels.prm.train import train_prm
 
-    config = _build_config(prm["prm"], values, "rm train --type prm", args.overrides)
+    config = build_config(prm["prm"], values, "rm train --type prm", args.overrides)
     if not config.model or not config.train_file:
         raise UserError("rm train needs --model and --train-file")
     check_model(config.model)
@@ -416,7 +285,6 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _write_jsonl(path: str, rows: list[dict[str, Any]]) -> None:
-    from rewardkit.types import jsonable
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
@@ -451,14 +319,11 @@ def _format_metrics(metrics: dict[str, Any], group_by: str | None = None) -> str
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from rewardkit.errors import UserError
 
     check_model(args.model, what="reward model")
-    kind = _model_kind(args.model, args.type)
+    kind = model_kind(args.model, args.type)
     try:
         if kind == "orm":
-            from rewardkit.rewardmodels.orm.evaluate import evaluate_reward_model
-
             metrics, rows = evaluate_reward_model(
                 args.model,
                 args.data,
@@ -474,12 +339,6 @@ def run_eval(args: argparse.Namespace) -> int:
                 progress=False if args.no_progress else None,
             )
         else:
-            from rewardkit.rewardmodels.prm import (
-                ProcessRewardModel,
-                evaluate_step_scores,
-                load_step_examples,
-            )
-
             examples = load_step_examples(args.data)
             if args.limit is not None:
                 examples = examples[: args.limit]
@@ -505,7 +364,6 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _key_value(text: str) -> tuple[str, str]:
-    from rewardkit.errors import UserError
 
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -513,29 +371,12 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def reward_model_source(path: str, *, kind: str = "auto", **kwargs: Any):
-    """The reward source of a model folder: :class:`RewardModelSource` for an ORM, the PRM's
-    ``ProcessRewardModel`` for a PRM (its folder has ``rewardkit_prm.json``). ``kwargs`` go to the ORM.
-
-    Raises:
-        ModelNotFoundError: ``path`` is neither a model folder nor a hub model (one line)."""
-    check_model(path, what="reward model")
-    if _model_kind(path, kind) == "prm":
-        from rewardkit.rewardmodels.prm import ProcessRewardModel
-
-        return ProcessRewardModel.from_pretrained(path, device=kwargs.get("device"))
-    from rewardkit.rewardmodels.orm.scoring import RewardModelSource
-
-    return RewardModelSource(path, **kwargs)
-
-
 def run_score(args: argparse.Namespace) -> int:
     """``rewardkit rm score``: ``rewardkit score --reward-model MODEL`` (the scoring engine's file path: the
     input is never the output, a run record, ``--resume``, an error row for a malformed line, a preference
     file refused), with the model's settings given as flags."""
-    from rewardkit.cli.score import run, score_args
 
-    kind = _model_kind(args.model, args.type)
+    kind = model_kind(args.model, args.type)
     options: dict[str, Any] = {"kind": kind, "device": args.device}
     if kind == "orm":
         options.update(
@@ -560,15 +401,12 @@ def run_score(args: argparse.Namespace) -> int:
 
 
 def run_label_steps(args: argparse.Namespace) -> int:
-    from rewardkit.errors import UserError
 
     prm = _prm_classes()
     if "label" not in prm:
         raise UserError("the PRM package is not available")
-    from rewardkit.rewardmodels.prm import load_step_examples, write_step_examples
-    from rewardkit.rewardmodels.prm.label import label_steps_with_policy
 
-    config = _build_config(prm["label"], _given(args, args._owners), "rm label-steps")
+    config = build_config(prm["label"], given_values(args, args._owners), "rm label-steps")
     check_model(args.policy, what="policy")
     try:
         examples = load_step_examples(args.input, fmt=args.format)

@@ -6,6 +6,11 @@ import argparse
 import json
 from typing import Any
 
+from rewardkit.data.loaders import _looks_local
+from rewardkit.errors import UserError
+from rewardkit.rewardmodels.sources import reward_model_source
+from rewardkit.scoring.io import check_paths, first_row, mark_shaped, score_file
+
 SPEED_OPTIONS = ("device", "max_tokens")
 """Reward-model settings a resumed run may change (they change speed, not rewards)."""
 
@@ -141,10 +146,6 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
     import math
     from pathlib import Path
 
-    from rewardkit.data.loaders import _looks_local
-    from rewardkit.errors import UserError
-    from rewardkit.scoring.io import check_paths, first_row, score_file
-
     if args.workers < 0:
         raise UserError("--workers must be >= 0")
     if not math.isfinite(args.timeout) or args.timeout <= 0:
@@ -166,6 +167,7 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
     field_map = dict(args.field)
     pipeline = None
     if args.shape:
+        # lazy: pulls in torch
         from rewardkit.rewardmodels.shaping import build_pipeline
 
         try:
@@ -183,8 +185,6 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
     source: Any = args.verifier
     run_info: dict[str, Any] = {"shape": args.shape}
     if args.reward_model:
-        from rewardkit.cli.rm import reward_model_source
-
         options = dict(model_options or {})
         source = reward_model_source(args.reward_model, **options)
         run_info["reward_model"] = args.reward_model
@@ -212,8 +212,8 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
     except (TypeError, ValueError) as exc:  # bad verifier settings, bad split, ScoreError...
         raise UserError(str(exc).splitlines()[0]) from exc
     if pipeline is not None:
+        # lazy: pulls in torch
         from rewardkit.rewardmodels.shaping import shape_jsonl
-        from rewardkit.scoring.io import mark_shaped
 
         try:
             shaped = shape_jsonl(args.output, pipeline, field_map=field_map or None)

@@ -8,6 +8,8 @@ import sys
 import threading
 import webbrowser
 
+from rewardkit.errors import UserError
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -32,7 +34,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (port 0: a free one), so the printed port is the one served."""
-    from rewardkit.errors import UserError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -49,6 +50,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    # lazy: pulls in fastapi
     from rewardkit.view.app import create_app
 
     app = create_app(args.path)

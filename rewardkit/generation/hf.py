@@ -28,6 +28,7 @@ from rewardkit.generation.base import (
     prompt_ids,
     stop_end,
 )
+from rewardkit.training.lora import base_model
 
 
 class _SampledLogprobs(LogitsProcessor):
@@ -98,8 +99,6 @@ class HFBackend(RolloutBackend):
         # transformers renamed ``past_key_values`` to ``cache`` (5.2x); use whichever this version takes (a
         # peft model's forward passes keywords through: its base model's signature decides).
         import inspect
-
-        from rewardkit.training.lora import base_model
 
         forward = base_model(model).forward
         self._cache_kw = "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"

@@ -44,9 +44,14 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from rewardkit.progress import track
 from rewardkit.registry import UnknownNameError
 from rewardkit.runtime import mark_scoring_worker
+from rewardkit.scoring import ray_engine
+from rewardkit.scoring.chunks import ChunkSizer
 from rewardkit.types import Record, Result, jsonable, result_reward
+from rewardkit.verifiers import get_source
+from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.remote import is_remote
 
 BUILD_GRACE_S = 120.0
@@ -61,25 +66,6 @@ MAX_CHUNK = 512
 
 REPORT_EVERY_S = 0.05
 """A worker sends the results it has at least this often, so slow chunks still stream."""
-
-
-class ChunkSizer:
-    """Chunk sizes from the time items took so far: about ``target_s`` of work per chunk, ``first`` items
-    before any time is known, between 1 and ``most`` (the local pool and the Ray driver both use it)."""
-
-    def __init__(self, target_s: float, first: int, most: int) -> None:
-        self.target_s, self.first, self.most = target_s, first, most
-        self.per_item: float | None = None
-
-    def observe(self, seconds: float, items: int) -> None:
-        """Records a chunk of ``items`` that took ``seconds`` (a running mean that halves old evidence)."""
-        seen = seconds / max(1, items)
-        self.per_item = seen if self.per_item is None else 0.5 * (self.per_item + seen)
-
-    def size(self) -> int:
-        if self.per_item is None:
-            return max(1, min(self.first, self.most))
-        return max(1, min(self.most, int(self.target_s / max(self.per_item, 1e-6))))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -97,7 +83,6 @@ class _Source:
 
 def _spec_of(obj: Any) -> tuple:
     """A picklable recipe for rebuilding ``obj`` in a worker (a Verifier from its class and config)."""
-    from rewardkit.verifiers.base import Verifier
 
     if isinstance(obj, Verifier):
         return ("class", type(obj), dict(obj.config))
@@ -113,7 +98,6 @@ def _build(spec: tuple) -> Any:
 
 
 def _is_pooled(obj: Any) -> bool:
-    from rewardkit.verifiers.base import Verifier
 
     default = not isinstance(obj, Verifier)
     return not bool(getattr(obj, "runs_in_process", default))
@@ -128,8 +112,6 @@ def resolve_source(source: Any, config: dict[str, Any] | None = None) -> Any:
         TypeError: for an object without ``score_batch``. ValueError: bad settings of a named source.
     """
     if isinstance(source, str):
-        from rewardkit.verifiers import get_source
-
         return get_source(source, **(config or {}))
     if not callable(getattr(source, "score_batch", None)):
         raise TypeError(f"a reward source needs score_batch(records); got {type(source).__name__}")
@@ -496,6 +478,13 @@ class Scorer:
         """Results in input order, yielded as soon as every earlier record is done (streams large inputs)."""
         return self.iter_outputs(records, RecordJob())
 
+    @classmethod
+    def warm_single_worker(cls, spec: tuple, timeout: float) -> Scorer:
+        """A one-worker scorer of the source ``spec`` describes, its worker forked now (a Ray actor's)."""
+        scorer = cls(_build(spec), workers=1, timeout=timeout, chunk_size=16)
+        scorer._ensure_pool()
+        return scorer
+
     def iter_outputs(self, items: Iterable[Any], job: Job, first_index: int = 0) -> Iterator[Any]:
         """``job``'s outputs for ``items``, in input order (``iter_scores`` is this with :class:`RecordJob`).
 
@@ -503,9 +492,7 @@ class Scorer:
         if self._closed:
             raise RuntimeError("Scorer is closed")
         if self.engine == "ray":
-            from rewardkit.scoring.ray_engine import iter_outputs_ray
-
-            return iter_outputs_ray(self, items, job, first_index)
+            return ray_engine.iter_outputs_ray(self, items, job, first_index)
         return self._iter_local(items, job, first_index)
 
     def close(self) -> None:
@@ -514,9 +501,7 @@ class Scorer:
             worker.stop()
         self._pool = []
         if self._ray is not None:
-            from rewardkit.scoring.ray_engine import close_actors
-
-            close_actors(self)
+            ray_engine.close_actors(self)
         self._closed = True
 
     def __enter__(self) -> Scorer:
@@ -735,8 +720,6 @@ def score_records(
     with Scorer(
         source, workers=workers, timeout=timeout, engine=engine, config=config, chunk_size=chunk_size
     ) as s:
-        from rewardkit.progress import track
-
         return list(track(s.iter_scores(records), f"score[{s.default_name}]", total=total, enabled=progress))
 
 

@@ -22,6 +22,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from rewardkit.scoring.chunks import ChunkSizer
+
 RAY_CHUNK_SECONDS = 0.2
 """Work per chunk: Ray's round trip is about a millisecond, so this keeps it under 1% of the time."""
 
@@ -34,11 +36,10 @@ MAX_RAY_CHUNK = 4096
 class ScoringActor:
     """A Ray actor (wrapped with ``ray.remote`` at first use): a one-worker local Scorer kept warm."""
 
-    def __init__(self, spec: tuple, timeout: float) -> None:
-        from rewardkit.scoring.engine import Scorer, _build
-
-        self.scorer = Scorer(_build(spec), workers=1, timeout=timeout, chunk_size=16)
-        self.scorer._ensure_pool()  # warm the source and fork the worker now, while the other actors start
+    def __init__(self, spec: tuple, timeout: float, scorer_class: type) -> None:
+        # The class comes from the driver's Scorer (this module sits under the engine, which imports it);
+        # its worker forks now, while the other actors start.
+        self.scorer = scorer_class.warm_single_worker(spec, timeout)
 
     def node(self) -> str:
         import ray
@@ -70,7 +71,9 @@ def _actors(scorer: Any) -> list[Any]:
     if _actor_class is None:
         _actor_class = ray.remote(num_cpus=1, max_restarts=1, max_task_retries=1)(ScoringActor)
     cpus = max(1, int(ray.cluster_resources().get("CPU", scorer.workers or 1)))
-    scorer._ray = [_actor_class.remote(scorer.default.spec, scorer.timeout) for _ in range(cpus)]
+    scorer._ray = [
+        _actor_class.remote(scorer.default.spec, scorer.timeout, type(scorer)) for _ in range(cpus)
+    ]
     scorer.ray_nodes = ray.get([actor.node.remote() for actor in scorer._ray])
     return scorer._ray
 
@@ -86,8 +89,6 @@ def close_actors(scorer: Any) -> None:
 def iter_outputs_ray(scorer: Any, items: Iterable[Any], job: Any, first_index: int = 0) -> Iterator[Any]:
     """``job``'s outputs in input order, with chunks scored by the scorer's Ray actors."""
     import ray
-
-    from rewardkit.scoring.engine import ChunkSizer
 
     if not scorer.default.pooled:
         yield from scorer._iter_local(items, job, first_index)

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .lora import is_peft_model, load_adapter_weights
+
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 STATE_FILE = "trainer_state.pt"
@@ -165,7 +167,6 @@ def load_module_weights(module: torch.nn.Module, folder: str | Path) -> None:
 def load_pretrained_weights(model: Any, folder: str | Path) -> None:
     """Loads a ``save_pretrained`` folder's weights into an existing model object, in place (so optimiser
     references to its parameters stay valid); a peft model loads its adapter from an adapter folder."""
-    from .lora import is_peft_model, load_adapter_weights
 
     if is_peft_model(model):
         load_adapter_weights(model, folder)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rewardkit.progress import progress_bar
+
 
 @dataclass
 class DataPosition:
@@ -69,6 +71,7 @@ class SupervisedState:
 
     def restore(self, checkpoint: Any) -> None:
         """Loads a checkpoint's trainer state (and its RNG states) into this run."""
+        # lazy: pulls in torch
         from .checkpoint import load_state
 
         state = load_state(checkpoint)
@@ -130,7 +133,6 @@ class SupervisedRun:
     ) -> bool:
         """Trains up to ``total_steps``; returns True when it stopped at ``stop_after_steps`` instead (with a
         checkpoint at that step, so a later run resumes there). ``progress``: a bar named ``name``."""
-        from rewardkit.progress import progress_bar
 
         groups = optimizer_groups(self.order_of_epoch, self.batch_size, self.grad_accum, self.state.position)
         self.shown = {}

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.eval import metrics as M
+from rewardkit.eval.runner import group_answers
 from rewardkit.view import flags as F
 from rewardkit.view.rows import MALFORMED, SCORED_COLUMNS, Column, Query, RowIndex, parse_line
 from rewardkit.view.sources import Source, read_json
@@ -266,8 +268,6 @@ def _split(text: str, span: tuple[int, int] | None) -> list[dict[str, Any]]:
 
 def problem_metrics(index: RowIndex, ks: list[int]) -> list[dict[str, Any]]:
     """pass@k and maj@k of every problem of an eval run's samples (the run's own metric functions)."""
-    from rewardkit.eval import metrics as M
-    from rewardkit.eval.runner import group_answers
 
     ids = index.column("id")
     correct = np.array([c == "true" for c in index.column("correct")], dtype=bool)

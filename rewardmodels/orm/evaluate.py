@@ -27,6 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from .data import detect_kind, load_rows, tokenize_rows
+from .scoring import RewardModel
+
 # RewardBench (Lambert et al., 2024) sections and per-subset weights, as its leaderboard computes them.
 REWARDBENCH_SECTIONS = {
     "Chat": ("alpacaeval-easy", "alpacaeval-length", "alpacaeval-hard", "mt-bench-easy", "mt-bench-med"),
@@ -230,8 +233,6 @@ def evaluate_reward_model(
     ``subset`` by default, RewardBench's); ``progress``: a bar of sequences scored (``None``: on a terminal).
     Returns ``(metrics, per-row scores)``.
     """
-    from .data import detect_kind, load_rows, tokenize_rows
-    from .scoring import RewardModel
 
     rows = load_rows(data, split=split, limit=limit) if isinstance(data, str) else list(data)
     rm = (

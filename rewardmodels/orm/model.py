@@ -103,6 +103,7 @@ def add_lora(model, *, r: int = 16, alpha: int = 32, dropout: float = 0.05, targ
     """Wraps ``model`` in a peft LoRA adapter for sequence classification (the ``score`` head stays
     fully trainable: peft's ``SEQ_CLS`` task saves it as a module to save). Defaults are TRL's; the adapter
     itself is :func:`rewardkit.training.lora.add_lora`'s, which the RL policy shares."""
+    # lazy: pulls in torch
     from rewardkit.training.lora import add_lora as add_adapter
 
     return add_adapter(

@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.progress import progress_bar
 from rewardkit.types import Record, Result
 
-from .data import build_text, encode
+from .data import build_text, encode, pad_batch
+from .model import load_reward_model
 
 
 def length_sorted_batches(
@@ -78,8 +80,6 @@ class RewardModel:
         dtype: str | None = "float32",
     ) -> None:
         if isinstance(model, (str, Path)):
-            from .model import load_reward_model
-
             # how the model was trained (written by train_orm): the same formatting must be used here
             saved = Path(model) / "rm_config.json"
             if saved.is_file():
@@ -137,10 +137,6 @@ class RewardModel:
         """Scores of token sequences, in input order; ``batches`` overrides the dynamic batching;
         ``progress``: a bar of sequences scored (``None``: only on a terminal)."""
         import torch
-
-        from rewardkit.progress import progress_bar
-
-        from .data import pad_batch
 
         if batches is None:
             batches = length_sorted_batches([len(s) for s in sequences], self.max_tokens, self.max_batch_size)

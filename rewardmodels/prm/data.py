@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.rewardmodels.prm.steps import MATH_SHEPHERD_TAG, split_steps
+from rewardkit.types import Record, jsonable
 
 FORMATS = ("stepwise", "math_shepherd", "prm800k", "processbench")
 
@@ -74,7 +75,6 @@ class StepExample:
     def to_record(self, joiner: str = "\n"):
         """A :class:`~rewardkit.types.Record` whose completion is the steps joined by ``joiner`` and whose
         ``metadata["steps"]`` keeps the exact steps (so no re-splitting is needed)."""
-        from rewardkit.types import Record
 
         return Record(
             id=self.id,
@@ -276,7 +276,6 @@ def load_step_examples(
 
 def write_step_examples(examples: Iterable[StepExample], path: str | Path) -> None:
     """Writes examples as stepwise JSONL (the layout :func:`load_step_examples` reads back)."""
-    from rewardkit.types import jsonable
 
     with open(path, "w", encoding="utf-8") as fh:
         for example in examples:

@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewardkit.generation import SamplingParams, get_backend
 from rewardkit.progress import progress_bar
 from rewardkit.rewardmodels.prm.data import StepExample
+from rewardkit.scoring import score_records
 from rewardkit.types import Record
 
 
@@ -79,7 +81,6 @@ def _prefix_text(tokenizer: Any, prompt: str, config: LabelConfig) -> str:
 
 
 def _score(records: list[Record], verifier: Any, config: LabelConfig) -> list[float]:
-    from rewardkit.scoring import score_records
 
     results = score_records(
         records, verifier, workers=config.verifier_workers, timeout=config.verifier_timeout
@@ -148,7 +149,6 @@ def label_steps(
         New examples with ``labels`` set and ``metadata`` holding ``soft_labels``, ``hard_labels``,
         ``rollouts`` (k) and ``labelled_by`` (``"monte_carlo"``).
     """
-    from rewardkit.generation import SamplingParams
 
     config = config or LabelConfig()
     tokenizer = tokenizer if tokenizer is not None else getattr(backend, "tokenizer", None)
@@ -243,7 +243,6 @@ def label_steps_with_policy(
     progress: bool | None = False,
 ) -> list[StepExample]:
     """:func:`label_steps` with a backend built from a policy (a path / hub name or a loaded model)."""
-    from rewardkit.generation import get_backend
 
     if tokenizer is None:
         if not isinstance(policy, str):

@@ -22,7 +22,8 @@ from __future__ import annotations
 import random
 import zlib
 
-from rewardkit.rewardmodels.prm.data import StepExample
+from rewardkit.rewardmodels.prm.data import StepExample, write_step_examples
+from rewardkit.rewardmodels.prm.steps import MATH_SHEPHERD_TAG
 
 TOUR_TABLE = {"max_value": 4, "max_delta": 1, "max_ops": 6}
 """The arithmetic of the shipped PRM tour data: numbers 0..4, +-1, 2 to 6 operations."""
@@ -132,7 +133,6 @@ def make_arithmetic_examples(
 
 
 def _math_shepherd_row(ex: StepExample) -> dict:
-    from rewardkit.rewardmodels.prm.steps import MATH_SHEPHERD_TAG
 
     steps = [f"Step {i + 1}: {s}" for i, s in enumerate(ex.steps)]
     marks = ["+" if (y is not None and y >= 0.5) else "-" for y in ex.labels or []]
@@ -162,8 +162,6 @@ def write_samples(folder: str) -> dict[str, int]:
     """Writes the shipped ``data/prm`` samples (reproducible: fixed seeds); returns rows per file."""
     import json
     from pathlib import Path
-
-    from rewardkit.rewardmodels.prm.data import write_step_examples
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)

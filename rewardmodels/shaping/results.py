@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from rewardkit.types import Record, Result, as_reward
+from rewardkit.types import INVALID_LINE_KINDS, Record, Result, as_reward, error_kind, jsonable
 from rewardkit.verifiers.combine import CombinedSource
 
 from .functional import pad_steps, unpad_steps
@@ -175,8 +175,6 @@ def shape_jsonl(
     import json
     import os
     import tempfile
-
-    from rewardkit.types import INVALID_LINE_KINDS, error_kind, jsonable
 
     pipeline = specs if isinstance(specs, ShapingPipeline) else build_pipeline(specs)
     rows = []

@@ -6,8 +6,14 @@ FormatVerifier().score(Record(completion="<think>2+2</think><answer>4</answer>")
 both = format_and_correct("math")  # correctness counts only inside a well-formed answer block
 """
 
-from rewardkit.verifiers.format.combine import COMBINE_MODES, CombinedVerifier, format_and_correct
-from rewardkit.verifiers.format.verifier import FormatConfig, FormatVerifier, Parsed
+from rewardkit.verifiers.combine import COMBINE_MODES
+from rewardkit.verifiers.format.verifier import (
+    CombinedVerifier,
+    FormatConfig,
+    FormatVerifier,
+    Parsed,
+    format_and_correct,
+)
 
 __all__ = [
     "COMBINE_MODES",

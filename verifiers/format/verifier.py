@@ -6,6 +6,11 @@ implement the format reward as one regex over the whole completion
 (``^<think>\\n.*?\\n</think>\\n<answer>\\n.*?\\n</answer>$``) plus a soft "tag count" reward (0.25 per
 tag seen exactly once). This verifier checks the same structure step by step, so ``details`` says which
 rule failed, and every rule is a config option. ``mode="regex"`` scores arbitrary regexes instead.
+
+Many RLVR recipes gate correctness on the format (a right answer outside ``<answer>`` tags scores 0), which
+stops the policy from dropping the format once it is correct. :func:`format_and_correct` builds that pairing:
+the format verifier, plus a correctness verifier scored on the text inside the answer block, combined by
+:class:`rewardkit.verifiers.combine.CombinedSource` (``CombinedVerifier`` here is that type).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.types import Record, Result
-from rewardkit.verifiers.base import Verifier
+from rewardkit.verifiers.base import RewardSource, Verifier
+from rewardkit.verifiers.combine import CombinedSource, resolve_part
 
 _COMBINE_KEYS = ("correct", "correct_config", "combine", "format_weight", "correct_weight")
 _FLAGS = {"DOTALL": re.DOTALL, "MULTILINE": re.MULTILINE, "IGNORECASE": re.IGNORECASE, "VERBOSE": re.VERBOSE}
@@ -135,8 +141,6 @@ class FormatVerifier(Verifier):
             flags |= _FLAGS[name.upper()]
         self._combined = None
         if self.cfg.correct:
-            from rewardkit.verifiers.format.combine import format_and_correct
-
             own = {k: v for k, v in config.items() if k not in _COMBINE_KEYS}
             self._combined = format_and_correct(
                 self.cfg.correct,
@@ -272,3 +276,38 @@ class FormatVerifier(Verifier):
         reward = got / total if total else 0.0
         failed = [p for p, hit in matched.items() if not hit]
         return Result(reward=reward, details={"checks": matched, "failed": failed}, error=None)
+
+
+CombinedVerifier = CombinedSource
+"""The combined-source type under its format-verifier name."""
+
+
+def format_and_correct(
+    correct: RewardSource | str,
+    *,
+    correct_config: dict[str, Any] | None = None,
+    mode: str = "gate",
+    format_weight: float = 1.0,
+    correct_weight: float = 1.0,
+    score_answer_only: bool = True,
+    **format_config: Any,
+) -> CombinedSource:
+    """The R1 pairing: a :class:`FormatVerifier` and a correctness verifier.
+
+    Args:
+        correct: The correctness source (a verifier instance or a registered name such as ``"math"``).
+        correct_config: Config for ``correct`` when it is a name.
+        mode: ``gate`` (default: correct counts only with the right format), ``sum`` (``format_weight *
+            format + correct_weight * correct``), ``product`` or ``min``.
+        score_answer_only: The correctness verifier sees only the text inside the answer block.
+        **format_config: Options of the format verifier (tags, strictness...).
+    """
+    fmt = FormatVerifier(**format_config)
+    source = resolve_part(correct, correct_config)
+    return CombinedSource(
+        [fmt, source],
+        weights=[format_weight, correct_weight],
+        mode=mode,
+        answer_from=0 if score_answer_only else None,
+        names=["format", getattr(source, "name", "correct")],
+    )
