@@ -546,28 +546,28 @@ def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, A
 # ----------------------------------------------------------------------------------------------------------
 def choices() -> dict[str, list[Any]]:
     """Dotted field -> its allowed values, read from the registries and modules that implement them."""
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.generation.vllm import LORA_MODES, SLEEP_LEVELS
 
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.generation.vllm_server import SYNC_MODES
 
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.rewardmodels.shaping import STEP_SHAPINGS
 
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.rewardmodels.shaping.functional import LENGTH_BUDGET_MODES, TRUNCATION_MODES
 
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.rl import core_algos as ca
 
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.training.device import BF16_SETTINGS, DTYPES
 
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.training.optim import SCHEDULES
 
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.training.parallel import STRATEGIES
 
     return {
@@ -686,7 +686,7 @@ def _check_process(cfg: RLConfig) -> None:
 
 
 def _check_shaping(cfg: RLConfig) -> None:
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.rewardmodels.shaping import build_pipeline, conflicts_with_estimator
 
     try:
@@ -759,7 +759,7 @@ def _check_lora(cfg: RLConfig) -> None:
     of a 4-bit body)."""
     import importlib.util
 
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.training.lora import qlora_unavailable
 
     lc = cfg.model.lora

@@ -88,7 +88,7 @@ def _load(args: argparse.Namespace):
 def run_train(args: argparse.Namespace) -> int:
 
     cfg = _load(args)
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.rl.trainer import RLTrainer
 
     try:
@@ -135,7 +135,7 @@ def run_serve_vllm(args: argparse.Namespace) -> int:
     import importlib.util
     import os
 
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.generation.vllm_server import serve_command
 
     argv, env = serve_command(args.model, args.vllm_args)

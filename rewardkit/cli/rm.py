@@ -246,7 +246,7 @@ def run_train(args: argparse.Namespace) -> int:
     file_values.pop("type", None)
     values = {**file_values, **given_values(args, args._owners)}
     if kind == "orm":
-        # lazy: torch
+        # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
         from rewardkit.rewardmodels.orm.train import train_orm
 
         config = build_config(ORMTrainConfig, values, "rm train --type orm", args.overrides)
@@ -263,7 +263,7 @@ def run_train(args: argparse.Namespace) -> int:
     prm = _prm_classes()
     if "prm" not in prm:
         raise UserError("the PRM package is not available")
-    # lazy: torch
+    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.rewardmodels.prm.train import train_prm
 
     config = build_config(prm["prm"], values, "rm train --type prm", args.overrides)

@@ -138,7 +138,7 @@ def warm_start(
 ) -> Any:
     """The supervised warm start, stopped at ``--sft-target`` validation accuracy; ``prompt`` rewrites every
     training and validation prompt (``bench/algorithms.py`` adds L1's length budget to them)."""
-    # lazy: torch
+    # lazy: pulls in torch
     from rewardkit.rl.sft import sft
 
     model = build_tiny_model(args.model, seed=seed)

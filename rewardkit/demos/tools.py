@@ -132,7 +132,7 @@ def evaluate(model: Any, tokenizer: Any, records: list[Any], samples: int, seed:
 
 def warm_start(args: argparse.Namespace, seed: int, tokenizer: Any, rows: list[dict[str, Any]]) -> Any:
     """A tiny model after ``--sft-steps`` on demonstrations, ``--tool-share`` of which call the tool."""
-    # lazy: torch
+    # lazy: pulls in torch
     from rewardkit.rl.sft import sft
 
     rng = random.Random(seed)
