@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rewardkit.training import build_optimizer, build_scheduler, optimizer_step
+from rewardkit.training import build_scheduler, optimizer_from_config, optimizer_step
 from rewardkit.training.config import BaseTrainingConfig
 
 
@@ -130,13 +130,7 @@ def sft(
     data = encode_pairs(tokenizer, pairs)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
-    opt = build_optimizer(
-        model.parameters(),
-        lr=config.learning_rate,
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_epsilon,
-        weight_decay=config.weight_decay,
-    )
+    opt = optimizer_from_config(model.parameters(), config)
     sched = build_scheduler(
         opt,
         config.lr_scheduler_type,

@@ -30,6 +30,7 @@ _HOMES = {
     "MetricsLogger": "metrics",
     "read_metrics": "metrics",
     "build_optimizer": "optim",
+    "optimizer_from_config": "optim",
     "build_scheduler": "optim",
     "optimizer_step": "optim",
 }
@@ -46,6 +47,7 @@ __all__ = [
     "ConfigError",
     "MetricsLogger",
     "build_optimizer",
+    "optimizer_from_config",
     "build_scheduler",
     "load_state",
     "optimizer_step",

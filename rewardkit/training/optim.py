@@ -49,6 +49,18 @@ def lr_multiplier(
     return min_lr_ratio + (1 - min_lr_ratio) * decay
 
 
+def optimizer_from_config(params: Iterable[torch.nn.Parameter], config: Any) -> torch.optim.AdamW:
+    """AdamW with a training config's shared fields (``learning_rate``, ``adam_beta1``/``adam_beta2``,
+    ``adam_epsilon``, ``weight_decay``: :class:`~rewardkit.training.config.BaseTrainingConfig`)."""
+    return build_optimizer(
+        params,
+        lr=config.learning_rate,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
+        weight_decay=config.weight_decay,
+    )
+
+
 def build_scheduler(
     optimizer: torch.optim.Optimizer,
     schedule: str,

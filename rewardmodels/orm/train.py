@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
+from rewardkit.training import CheckpointManager, MetricsLogger, build_scheduler, optimizer_from_config
 from rewardkit.training import config as config_io
 from rewardkit.training.device import autocast, resolve_device, set_threads
 from rewardkit.training.loop import SupervisedRun, SupervisedState
@@ -236,13 +236,7 @@ class _ORMRun(SupervisedRun):
 
     def _optimizer_and_schedule(self) -> tuple[Any, Any]:
         config = self.config
-        optimizer = build_optimizer(
-            self.params,
-            lr=config.learning_rate,
-            betas=(config.adam_beta1, config.adam_beta2),
-            eps=config.adam_epsilon,
-            weight_decay=config.weight_decay,
-        )
+        optimizer = optimizer_from_config(self.params, config)
         scheduler = build_scheduler(
             optimizer,
             config.lr_scheduler_type,

@@ -29,7 +29,7 @@ from rewardkit.rewardmodels.prm.config import PRMTrainConfig
 from rewardkit.rewardmodels.prm.data import StepExample, load_step_examples
 from rewardkit.rewardmodels.prm.metrics import evaluate_step_scores
 from rewardkit.rewardmodels.prm.model import ProcessRewardModel, load_backbone
-from rewardkit.training import CheckpointManager, MetricsLogger, build_optimizer, build_scheduler
+from rewardkit.training import CheckpointManager, MetricsLogger, build_scheduler, optimizer_from_config
 from rewardkit.training import config as config_io
 from rewardkit.training.loop import SupervisedRun, SupervisedState
 from rewardkit.training.optim import optimizer_step
@@ -177,13 +177,7 @@ class _PRMRun(SupervisedRun):
             config.save_steps,
         )
         self.params = [p for p in self.prm.model.parameters() if p.requires_grad]
-        optimizer = build_optimizer(
-            self.params,
-            lr=config.learning_rate,
-            betas=(config.adam_beta1, config.adam_beta2),
-            eps=config.adam_epsilon,
-            weight_decay=config.weight_decay,
-        )
+        optimizer = optimizer_from_config(self.params, config)
         warmup = config.warmup_steps or int(self.total_steps * config.warmup_ratio)
         scheduler = build_scheduler(
             optimizer, config.lr_scheduler_type, warmup_steps=warmup, total_steps=self.total_steps
