@@ -48,18 +48,13 @@ from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps_with_polic
 from rewardkit.rewardmodels.sources import model_kind
 from rewardkit.types import jsonable
 
-
-def _prm_classes() -> dict[str, type]:
-    return {"prm": PRMTrainConfig, "label": LabelConfig}
-
-
 # --------------------------------------------------------------------------------------------------
 # parser
 # --------------------------------------------------------------------------------------------------
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-
+    """``rewardkit rm`` and its subcommands (``judge``'s parser is in :mod:`rewardkit.cli.judge`)."""
     parser = subparsers.add_parser(
         "rm",
         help="Train, evaluate and score with reward models.",
@@ -67,8 +62,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
     sub = parser.add_subparsers(dest="rm_command", metavar="SUBCOMMAND")
-    prm = _prm_classes()
+    _add_train_parser(sub)
+    _add_eval_parser(sub)
+    _add_score_parser(sub)
+    _add_label_steps_parser(sub)
+    add_judge_parser(sub)
 
+
+def _add_train_parser(sub: Any) -> None:
+    """``rm train``: flags from the ORM and PRM training configs."""
     # ---- train
     train = sub.add_parser(
         "train",
@@ -95,12 +97,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         dest="overrides",
         help="override a config field, applied last (repeatable), e.g. --set learning_rate=5e-5",
     )
-    classes = {"orm": ORMTrainConfig}
-    if "prm" in prm:
-        classes["prm"] = prm["prm"]
-    owners = add_dataclass_arguments(train, classes)
+    owners = add_dataclass_arguments(train, {"orm": ORMTrainConfig, "prm": PRMTrainConfig})
     train.set_defaults(func=run_train, _owners=owners)
 
+
+def _add_eval_parser(sub: Any) -> None:
+    """``rm eval``: a reward model on held-out data."""
     # ---- eval
     ev = sub.add_parser(
         "eval",
@@ -143,6 +145,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON")
     ev.set_defaults(func=run_eval)
 
+
+def _add_score_parser(sub: Any) -> None:
+    """``rm score``: a file scored by a reward model through the scoring engine."""
     # ---- score
     sc = sub.add_parser(
         "score",
@@ -202,6 +207,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sc.add_argument("--json", action="store_true", help="print the summary as JSON")
     sc.set_defaults(func=run_score)
 
+
+def _add_label_steps_parser(sub: Any) -> None:
+    """``rm label-steps``: Monte Carlo step labels from a policy's rollouts."""
     # ---- label-steps
     lab = sub.add_parser(
         "label-steps",
@@ -224,14 +232,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     lab.add_argument(
         "--no-progress", action="store_true", help="no progress bar (default: only on a terminal)"
     )
-    label_owners = {}
-    if "label" in prm:
-        label_owners = add_dataclass_arguments(lab, {"label": prm["label"]})
+    label_owners = add_dataclass_arguments(lab, {"label": LabelConfig})
     lab.set_defaults(func=run_label_steps, _owners=label_owners)
 
     # ---- judge (LLM judge; lives in rewardkit.cli.judge)
-
-    add_judge_parser(sub)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -260,13 +264,10 @@ def run_train(args: argparse.Namespace) -> int:
         summary.pop("model", None)
         print(json.dumps({"event": "summary", **summary}, default=str))
         return 0
-    prm = _prm_classes()
-    if "prm" not in prm:
-        raise UserError("the PRM package is not available")
     # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.rewardmodels.prm.train import train_prm
 
-    config = build_config(prm["prm"], values, "rm train --type prm", args.overrides)
+    config = build_config(PRMTrainConfig, values, "rm train --type prm", args.overrides)
     if not config.model or not config.train_file:
         raise UserError("rm train needs --model and --train-file")
     check_model(config.model)
@@ -401,12 +402,8 @@ def run_score(args: argparse.Namespace) -> int:
 
 
 def run_label_steps(args: argparse.Namespace) -> int:
-
-    prm = _prm_classes()
-    if "label" not in prm:
-        raise UserError("the PRM package is not available")
-
-    config = build_config(prm["label"], given_values(args, args._owners), "rm label-steps")
+    """``rewardkit rm label-steps``: Monte Carlo step labels (Math-Shepherd) from a policy's rollouts."""
+    config = build_config(LabelConfig, given_values(args, args._owners), "rm label-steps")
     check_model(args.policy, what="policy")
     try:
         examples = load_step_examples(args.input, fmt=args.format)
