@@ -20,8 +20,11 @@ def _ray(*args: str) -> None:
 
 
 @pytest.fixture
-def two_node_cluster(tmp_path, free_port):
+def two_node_cluster(tmp_path, free_port, monkeypatch):
     """`ray start --head` with one CPU, and a second node with one CPU joining it."""
+    # Ray >= 2.60 turns token authentication on for `ray start --head`, and a node joining it then fails
+    # ("InvalidAuthToken"); a local test cluster needs none. Every ray command and driver below inherits it.
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     port = free_port
     address = f"127.0.0.1:{port}"
     common = ["--num-cpus", "1", "--disable-usage-stats"]
