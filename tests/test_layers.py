@@ -1,4 +1,4 @@
-"""The layer rules that import-linter cannot see (the contract itself: `scripts/lint-imports`).
+"""The layer rules that import-linter cannot see (the contract itself: `lint-imports`).
 
 An import of a rewardkit module inside a function is allowed only for a heavy optional dependency or a
 measured start-up cost, and must say which in a ``# lazy:`` comment (docs/DEVELOPING.md, "Layers"), so that
