@@ -127,7 +127,6 @@ class PythonTool(Tool):
     description = "Runs Python code and returns what it prints (the last expression's value is printed)."
 
     def __init__(self, *, state: bool = False, name: str = "python", **sandbox: Any) -> None:
-
         self.name = name
         self.state = state
         self.config = SandboxConfig(**sandbox)
@@ -158,7 +157,6 @@ class PythonTool(Tool):
         return results  # type: ignore[return-value]
 
     def _run(self, calls: Sequence[Call], timeout: float) -> list[ToolResult]:
-
         results: list[ToolResult | None] = [None] * len(calls)
         tasks, where = [], []
         for i, (episode, args) in enumerate(calls):
@@ -241,7 +239,6 @@ class SQLTool(Tool):
         return [self._one(episode, args, timeout) for episode, args in calls]
 
     def _one(self, episode: EpisodeState, args: dict[str, Any], timeout: float) -> ToolResult:
-
         query = _argument(args, "query")
         if query is None:
             return ToolResult("error: the sql tool needs a string argument 'query'", "bad_arguments")

@@ -162,7 +162,6 @@ class ScorerSource:
     reward model scored in this process) built first; never raises."""
 
     def __init__(self, name: str, kwargs: dict[str, Any], workers: int, timeout: float) -> None:
-
         self.name = name
         if source_kind(name).run_only:
             # The engine resolves only names a file run may give: a run-only source goes in built.

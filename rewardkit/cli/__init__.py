@@ -47,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-
     quiet_libraries_off_terminal()
     parser = build_parser()
     args = parser.parse_args(argv)

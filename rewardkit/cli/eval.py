@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from rewardkit.data.loaders import read_rows
-from rewardkit.envs import EnvConfig, build_env
 from rewardkit.errors import UserError
-from rewardkit.eval.benchmarks import load_benchmark
-from rewardkit.eval.report import render_markdown
-from rewardkit.eval.runner import EvalConfig, GenerationConfig, evaluate_completions, evaluate_model
 from rewardkit.hub import check_model
 from rewardkit.registry import UnknownNameError
-from rewardkit.rewardmodels.sources import reward_model_source
 
 
 def _ks(text: str) -> list[int]:
@@ -145,6 +139,8 @@ _ENV_FLAGS = (
 def env_config(args: argparse.Namespace, bench=None):
     """The :class:`rewardkit.envs.EnvConfig` of the environment flags (``None`` without ``--env``), checked.
     An ``sql`` tool on an SQL benchmark queries the benchmark's databases (its verifier settings)."""
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.envs import EnvConfig
 
     given = [flag for dest, _, flag in _ENV_FLAGS if getattr(args, dest) not in (None, False)]
     if not args.env:
@@ -172,6 +168,8 @@ def env_config(args: argparse.Namespace, bench=None):
 
 def build_environment(cfg):
     """The environment of ``cfg``; an unknown name, tool or class is a one-line CLI error."""
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.envs import build_env
 
     try:
         return build_env(cfg)
@@ -182,8 +180,14 @@ def build_environment(cfg):
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
     import json
     from pathlib import Path
+
+    from rewardkit.data.loaders import read_rows
+    from rewardkit.eval.benchmarks import load_benchmark
+    from rewardkit.eval.report import render_markdown
+    from rewardkit.eval.runner import EvalConfig, GenerationConfig, evaluate_completions, evaluate_model
 
     field_map = {}
     for item in args.field:
@@ -282,5 +286,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _load_reward_model(path: str):
     """A trained reward model (ORM, or PRM folder) as a reward source (score_batch), for best-of-n."""
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.rewardmodels.sources import reward_model_source
 
     return reward_model_source(path)

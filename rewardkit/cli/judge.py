@@ -20,13 +20,10 @@ import sys
 from typing import Any
 
 from rewardkit.cli.args import add_dataclass_arguments, build_config, given_values
-from rewardkit.data.loaders import _looks_local
 from rewardkit.errors import UserError
 from rewardkit.hub import check_model
-from rewardkit.rewardmodels.judge.fallback import FallbackVerifier
 from rewardkit.rewardmodels.judge.judge import JudgeConfig, LLMJudge
 from rewardkit.rewardmodels.judge.remote import ChatAPIConfig
-from rewardkit.scoring.io import check_paths, score_file
 
 
 def add_judge_parser(sub: Any) -> None:
@@ -82,6 +79,11 @@ def run_judge(args: argparse.Namespace) -> int:
     the source of every row, in this process."""
     import dataclasses
     from pathlib import Path
+
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.data.loaders import _looks_local
+    from rewardkit.rewardmodels.judge.fallback import FallbackVerifier
+    from rewardkit.scoring.io import check_paths, score_file
 
     values = given_values(args, args._judge_owners)
     api_values = given_values(args, args._api_owners)

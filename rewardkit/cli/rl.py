@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 
 from rewardkit.errors import UserError
-from rewardkit.rl.config import PRESETS, ConfigError, dump_config, load_config, preset_yaml
-from rewardkit.rl.plot import plot_run
+from rewardkit.rl.presets import PRESETS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -73,6 +72,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace):
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.rl.config import ConfigError, load_config
 
     overrides = list(args.overrides or [])
     if getattr(args, "output_dir", None):
@@ -86,7 +87,6 @@ def _load(args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-
     cfg = _load(args)
     # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
     from rewardkit.rl.trainer import RLTrainer
@@ -110,6 +110,9 @@ def run_train(args: argparse.Namespace) -> int:
 def run_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.rl.plot import plot_run
+
     if not (Path(args.run_dir) / "metrics.jsonl").exists():
         raise UserError(f"no metrics.jsonl in {args.run_dir}")
     out = plot_run(args.run_dir, args.output, metrics=args.metrics or None)
@@ -118,6 +121,8 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def run_presets(args: argparse.Namespace) -> int:
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.rl.config import preset_yaml
 
     for name in PRESETS:
         print(f"--- {name}")
@@ -126,6 +131,8 @@ def run_presets(args: argparse.Namespace) -> int:
 
 
 def run_config(args: argparse.Namespace) -> int:
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.rl.config import dump_config
 
     print(dump_config(_load(args)).rstrip())
     return 0

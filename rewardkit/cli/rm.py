@@ -32,17 +32,9 @@ from rewardkit.cli.args import (
     parse_bool,
 )
 from rewardkit.cli.judge import add_judge_parser
-from rewardkit.cli.score import run, score_args
 from rewardkit.errors import UserError
 from rewardkit.hub import check_model
 from rewardkit.rewardmodels.orm.config import ORMTrainConfig
-from rewardkit.rewardmodels.orm.evaluate import evaluate_reward_model
-from rewardkit.rewardmodels.prm import (
-    ProcessRewardModel,
-    evaluate_step_scores,
-    load_step_examples,
-    write_step_examples,
-)
 from rewardkit.rewardmodels.prm.config import PRMTrainConfig
 from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps_with_policy
 from rewardkit.rewardmodels.sources import model_kind
@@ -71,7 +63,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_train_parser(sub: Any) -> None:
     """``rm train``: flags from the ORM and PRM training configs."""
-    # ---- train
     train = sub.add_parser(
         "train",
         help="Train an outcome (--type orm) or process (--type prm) reward model.",
@@ -103,7 +94,6 @@ def _add_train_parser(sub: Any) -> None:
 
 def _add_eval_parser(sub: Any) -> None:
     """``rm eval``: a reward model on held-out data."""
-    # ---- eval
     ev = sub.add_parser(
         "eval",
         help="Evaluate a reward model: pairwise accuracy, ROC-AUC, ECE (ORM); step F1, ProcessBench (PRM).",
@@ -148,7 +138,6 @@ def _add_eval_parser(sub: Any) -> None:
 
 def _add_score_parser(sub: Any) -> None:
     """``rm score``: a file scored by a reward model through the scoring engine."""
-    # ---- score
     sc = sub.add_parser(
         "score",
         help="Score completions with a reward model (as rewardkit score does with a verifier).",
@@ -210,7 +199,6 @@ def _add_score_parser(sub: Any) -> None:
 
 def _add_label_steps_parser(sub: Any) -> None:
     """``rm label-steps``: Monte Carlo step labels from a policy's rollouts."""
-    # ---- label-steps
     lab = sub.add_parser(
         "label-steps",
         help="Label solution steps by Monte Carlo completion with a policy and a verifier (Math-Shepherd).",
@@ -235,8 +223,6 @@ def _add_label_steps_parser(sub: Any) -> None:
     label_owners = add_dataclass_arguments(lab, {"label": LabelConfig})
     lab.set_defaults(func=run_label_steps, _owners=label_owners)
 
-    # ---- judge (LLM judge; lives in rewardkit.cli.judge)
-
 
 # --------------------------------------------------------------------------------------------------
 # commands
@@ -244,7 +230,6 @@ def _add_label_steps_parser(sub: Any) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-
     file_values = load_config_file(args.config)
     kind = args.type or file_values.pop("type", None) or "orm"
     file_values.pop("type", None)
@@ -286,7 +271,6 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _write_jsonl(path: str, rows: list[dict[str, Any]]) -> None:
-
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         for row in rows:
@@ -320,6 +304,9 @@ def _format_metrics(metrics: dict[str, Any], group_by: str | None = None) -> str
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.rewardmodels.orm.evaluate import evaluate_reward_model
+    from rewardkit.rewardmodels.prm import ProcessRewardModel, evaluate_step_scores, load_step_examples
 
     check_model(args.model, what="reward model")
     kind = model_kind(args.model, args.type)
@@ -365,7 +352,6 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _key_value(text: str) -> tuple[str, str]:
-
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise UserError(f"expected FIELD=COLUMN, got {text!r}")
@@ -376,6 +362,8 @@ def run_score(args: argparse.Namespace) -> int:
     """``rewardkit rm score``: ``rewardkit score --reward-model MODEL`` (the scoring engine's file path: the
     input is never the output, a run record, ``--resume``, an error row for a malformed line, a preference
     file refused), with the model's settings given as flags."""
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.cli.score import run, score_args
 
     kind = model_kind(args.model, args.type)
     options: dict[str, Any] = {"kind": kind, "device": args.device}
@@ -403,6 +391,9 @@ def run_score(args: argparse.Namespace) -> int:
 
 def run_label_steps(args: argparse.Namespace) -> int:
     """``rewardkit rm label-steps``: Monte Carlo step labels (Math-Shepherd) from a policy's rollouts."""
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.rewardmodels.prm import load_step_examples, write_step_examples
+
     config = build_config(LabelConfig, given_values(args, args._owners), "rm label-steps")
     check_model(args.policy, what="policy")
     try:

@@ -6,10 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from rewardkit.data.loaders import _looks_local
 from rewardkit.errors import UserError
-from rewardkit.rewardmodels.sources import reward_model_source
-from rewardkit.scoring.io import check_paths, first_row, mark_shaped, score_file
 
 SPEED_OPTIONS = ("device", "max_tokens")
 """Reward-model settings a resumed run may change (they change speed, not rewards)."""
@@ -145,6 +142,11 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
     arguments of ``reward_model_source``: the model's kind, normalisation, lengths, dtype, device)."""
     import math
     from pathlib import Path
+
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
+    from rewardkit.data.loaders import _looks_local
+    from rewardkit.rewardmodels.sources import reward_model_source
+    from rewardkit.scoring.io import check_paths, first_row, mark_shaped, score_file
 
     if args.workers < 0:
         raise UserError("--workers must be >= 0")

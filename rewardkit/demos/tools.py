@@ -87,7 +87,6 @@ def demonstration(row: dict[str, Any], use_tool: bool) -> tuple[str, list[tuple[
 
 
 def env_config() -> Any:
-
     return EnvConfig(
         name="tools",
         tools=["calculator"],
@@ -246,7 +245,6 @@ def report(summaries: list[dict[str, Any]], out: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     seeds = parse_seeds(args.seeds)

@@ -98,7 +98,6 @@ def _build(spec: tuple) -> Any:
 
 
 def _is_pooled(obj: Any) -> bool:
-
     default = not isinstance(obj, Verifier)
     return not bool(getattr(obj, "runs_in_process", default))
 

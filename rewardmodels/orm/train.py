@@ -161,7 +161,6 @@ def _epoch_order(n: int, seed: int, epoch: int) -> list[int]:
 
 
 def _evaluate(model, tokenizer, data: _Data, config: ORMTrainConfig) -> dict[str, Any]:
-
     rm = RewardModel(model, tokenizer, max_tokens=config.eval_token_budget, max_length=None)
     metrics, _ = evaluate_examples(rm, data.evals, data.kind)
     model.train()

@@ -81,7 +81,6 @@ def _prefix_text(tokenizer: Any, prompt: str, config: LabelConfig) -> str:
 
 
 def _score(records: list[Record], verifier: Any, config: LabelConfig) -> list[float]:
-
     results = score_records(
         records, verifier, workers=config.verifier_workers, timeout=config.verifier_timeout
     )

@@ -133,7 +133,6 @@ def make_arithmetic_examples(
 
 
 def _math_shepherd_row(ex: StepExample) -> dict:
-
     steps = [f"Step {i + 1}: {s}" for i, s in enumerate(ex.steps)]
     marks = ["+" if (y is not None and y >= 0.5) else "-" for y in ex.labels or []]
     return {
