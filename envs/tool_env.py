@@ -2,7 +2,8 @@
 
 Each model turn is parsed for calls (``envs/parsing.py``); calls run (all episodes' calls to one tool as one
 batch), and their outputs, joined, are the observation. A turn with no call is the answer and ends the
-episode. A malformed call, an unknown tool, or more calls than allowed get an observation saying so.
+episode. A malformed call (one over the parser's size or depth limits too), an unknown tool, or more calls
+than allowed get an observation saying so.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from rewardkit.envs.base import END_ANSWER, END_MAX_TURNS, Environment, EpisodeState, StepResult
-from rewardkit.envs.parsing import FORMATS, ToolCall, parse_tool_calls, stop_strings
+from rewardkit.envs.parsing import (
+    FORMATS,
+    MAX_CALL_CHARS,
+    MAX_CALL_DEPTH,
+    ToolCall,
+    parse_tool_calls,
+    stop_strings,
+)
 from rewardkit.envs.tools import Tool, ToolResult, build_tool
 
 
@@ -27,6 +35,9 @@ class ToolEnv(Environment):
         tool_timeout: Seconds one call may take.
         max_calls_per_turn: Calls run per turn; the rest are answered ``too_many_calls``.
         tool_options: Constructor options per tool name (``{"python": {"state": True}}``).
+        max_call_chars: Longest call read, in characters; a longer one is answered ``too_large`` unparsed.
+        max_call_depth: Deepest nesting of a call's JSON; deeper is answered ``too_large`` unparsed (see
+            ``envs/parsing.py``: Python's JSON parser would run out of stack).
     """
 
     name = "tools"
@@ -39,10 +50,16 @@ class ToolEnv(Environment):
         tool_timeout: float = 10.0,
         max_calls_per_turn: int = 4,
         tool_options: dict[str, dict[str, Any]] | None = None,
+        max_call_chars: int = MAX_CALL_CHARS,
+        max_call_depth: int = MAX_CALL_DEPTH,
     ) -> None:
         unknown = sorted(set(formats) - set(FORMATS))
         if unknown:
             raise ValueError(f"unknown tool-call format(s) {unknown} (known: {list(FORMATS)})")
+        if max_call_chars < 1 or max_call_depth < 2:  # depth 2: {"name": ..., "arguments": {...}}
+            raise ValueError(
+                f"max_call_chars must be >= 1 and max_call_depth >= 2, got {max_call_chars}, {max_call_depth}"
+            )
         options = tool_options or {}
         self.tools: dict[str, Tool] = {}
         for spec in tools:
@@ -51,12 +68,15 @@ class ToolEnv(Environment):
         self.formats = list(formats)
         self.tool_timeout = float(tool_timeout)
         self.max_calls_per_turn = max(1, int(max_calls_per_turn))
+        self.max_call_chars, self.max_call_depth = int(max_call_chars), int(max_call_depth)
         self.stop = stop_strings(self.formats, list(self.tools))
         self._primary = {name: tool.primary for name, tool in self.tools.items()}
 
     def calls(self, text: str) -> list[ToolCall]:
         """The tool calls in a model turn."""
-        return parse_tool_calls(text, self.formats, self._primary)
+        return parse_tool_calls(
+            text, self.formats, self._primary, max_chars=self.max_call_chars, max_depth=self.max_call_depth
+        )
 
     def step(self, episodes: Sequence[EpisodeState], turns: Sequence[str], last: bool) -> list[StepResult]:
         per_episode = [self.calls(text) for text in turns]
@@ -92,7 +112,7 @@ class ToolEnv(Environment):
     def _refusal(self, call: ToolCall, index: int) -> ToolResult | None:
         """The answer to a call that is not run: malformed, unknown tool, or over the per-turn limit."""
         if call.error:
-            return ToolResult(f"error: {call.error}", "malformed")
+            return ToolResult(f"error: {call.error}", call.kind)
         if call.name not in self.tools:
             known = ", ".join(sorted(self.tools))
             return ToolResult(f"error: unknown tool {call.name!r} (tools: {known})", "unknown_tool")

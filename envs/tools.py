@@ -34,7 +34,7 @@ class ToolResult:
     output: str
     error: str | None = None
     """``timeout``, ``exception``, ``memory``, ``output_limit``, ``killed``, ``sql_<kind>``, ``bad_arguments``,
-    ``malformed``, ``unknown_tool``, ``too_many_calls``, ``sandbox``... (``None``: it worked)."""
+    ``malformed``, ``too_large``, ``unknown_tool``, ``too_many_calls``, ``sandbox``... (``None``: it worked)."""
 
 
 Call = tuple[EpisodeState, dict[str, Any]]
@@ -75,16 +75,20 @@ def _argument(args: dict[str, Any], name: str) -> str | None:
 # ----------------------------------------------------------------------------------------------------------
 def echo_last_expression(code: str) -> str:
     """``code`` with its last statement printed when it is an expression (as a notebook cell shows it):
-    models often write ``123 * 456`` and expect the value. Code that does not parse is left as it is, so
-    that the program reports its own ``SyntaxError``."""
+    models often write ``123 * 456`` and expect the value. Code that does not parse here is left as it is,
+    so that the program reports its own error (``SyntaxError``; or, nested too deeply for the parser,
+    ``RecursionError`` or ``MemoryError``) as its output."""
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return code
     if not tree.body or not isinstance(tree.body[-1], ast.Expr):
         return code
     last = tree.body[-1]
-    value = ast.unparse(last.value)
+    try:
+        value = ast.unparse(last.value)
+    except RecursionError:  # unparse recurses deeper than parse: "-" * 900 + "1" parses, does not unparse
+        return code
     # The code before the expression, up to its first character: the lines above it and, on its own line,
     # what comes before it (``x = 1; x``). Lines as the parser counts them; col_offset counts UTF-8 bytes.
     lines = re.split(r"\r\n|\r|\n", code)
@@ -295,6 +299,8 @@ def calculate(expression: str) -> Fraction:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as exc:
         raise CalculatorError(f"not an arithmetic expression ({exc.msg})") from None
+    except ValueError:  # a lone surrogate (or, on some Pythons, a NUL) that the parser cannot encode
+        raise CalculatorError("not an arithmetic expression (text that cannot be encoded)") from None
     except (MemoryError, RecursionError):  # how the parser refuses very deep nesting (``-----...1``)
         raise CalculatorError("expression nested too deeply") from None
     try:

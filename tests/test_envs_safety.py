@@ -4,12 +4,14 @@ one episode's files are invisible to every other; the SQL tool writes nothing.
 
 Every case goes through ``ToolEnv.step``, so that what is tested is what the model sees: the observation and
 the error kind its episode counts. Programs run under the native backend (namespaces, private uids) when the
-tests run as root, else under whatever the sandbox could set up (``info`` says which).
+tests run as root, else under whatever the sandbox could set up (``info`` says which). Turns the parser cannot
+read (nesting, size, encoding, numbers out of range; and a fuzz of any text) are observations too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import site
 import socket
@@ -20,6 +22,8 @@ import uuid
 
 import psutil
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on the path)
     BOUNDED_FORKS,
     DAEMON,
@@ -29,8 +33,10 @@ from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on
     secret_hunter,
 )
 
-from rewardkit.envs import ToolEnv, Turn
+from rewardkit.envs import EnvConfig, ToolEnv, Turn, build_env, parsing
 from rewardkit.envs.base import EpisodeState
+from rewardkit.envs.parsing import MAX_CALL_CHARS, MAX_CALL_DEPTH
+from rewardkit.envs.tools import CalculatorError, calculate, echo_last_expression
 from rewardkit.types import Record
 
 TIMEOUT = 2.0
@@ -372,3 +378,222 @@ def test_sql_tool_writes_nothing_to_a_setup_database():
         assert sql_observation(env, reference, "SELECT count(*) AS n FROM singer")[0] == "n\n2"
     finally:
         env.close()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# parsing: any turn is an observation (depth, size, encoding), never an exception
+# ----------------------------------------------------------------------------------------------------------
+def echo(text: str) -> str:
+    """A cheap user tool: what it was given."""
+    return text
+
+
+@pytest.fixture(scope="module")
+def cheap_env():
+    """Every call format, the in-process tools (no python sandbox: the fuzz test must stay fast)."""
+    tool_env = ToolEnv(["calculator", "sql", echo], formats=["tool_call", "fenced", "tag"], tool_timeout=2.0)
+    yield tool_env
+    tool_env.close()
+
+
+def turn_observation(env: ToolEnv, text: str) -> tuple[str, EpisodeState]:
+    """One turn: its observation, as text a tokenizer can encode (no lone surrogate, no NUL), and the episode."""
+    ep = env.reset(Record())
+    (result,) = env.step([ep], [text], last=False)
+    assert not result.done and isinstance(result.observation, str) and result.observation
+    result.observation.encode("utf-8")
+    assert "\x00" not in result.observation
+    return result.observation, ep
+
+
+def tool_call(arguments: str, name: str = '"calculator"') -> str:
+    return f'<tool_call>{{"name": {name}, "arguments": {arguments}}}</tool_call>'
+
+
+DEEP = 1000
+REFUSED_CALLS = {
+    # nesting: Python's JSON parser would raise RecursionError near 1,000 levels
+    "deep list": (tool_call("[" * DEEP + "]" * DEEP), "too_large", "nested deeper than"),
+    "deep object": (tool_call('{"a": ' * DEEP + "1" + "}" * DEEP), "too_large", "nested deeper than"),
+    "deep call": (
+        "<tool_call>" + "[" * DEEP + "]" * DEEP + "</tool_call>",
+        "too_large",
+        "nested deeper than",
+    ),
+    "deep unclosed": ("<tool_call>" + "[{" * DEEP + "</tool_call>", "too_large", "nested deeper than"),
+    "deep arguments string": (
+        tool_call('"' + "[" * DEEP + "]" * DEEP + '"'),
+        "too_large",
+        "nested deeper than",
+    ),
+    # size
+    "multi-megabyte call": (
+        tool_call('{"expression": "' + "1+" * 2_500_000 + '1"}'),
+        "too_large",
+        "characters long",
+    ),
+    "multi-megabyte tag": (
+        "<calculator>" + "(" * 3_000_000 + "</calculator>",
+        "too_large",
+        "characters long",
+    ),
+    "multi-megabyte fence": ("```sql\n" + "SELECT 1;" * 500_000 + "\n```\n", "too_large", "characters long"),
+    # encoding
+    "escaped lone surrogate": (
+        tool_call('{"expression": "\\ud800"}'),
+        "malformed",
+        "lone surrogate (U+D800)",
+    ),
+    "raw lone surrogate": (tool_call('{"expression": "1+\ud800"}'), "malformed", "lone surrogate"),
+    "low surrogate in a key": (tool_call('{"\\udc80": "1"}'), "malformed", "lone surrogate (U+DC80)"),
+    "lone surrogate in the name": (tool_call("{}", '"calc\\udfff"'), "malformed", "lone surrogate"),
+    "surrogate in a tag": ("<calculator>1\udcff</calculator>", "malformed", "lone surrogate"),
+    "surrogate in a fence": ("```sql\nSELECT '\ud83d'\n```\n", "malformed", "lone surrogate"),
+    "escaped NUL": (tool_call('{"expression": "1\\u0000"}'), "malformed", "NUL character"),
+    "NUL in arguments string": (tool_call('"{\\"expression\\": \\"\\\\u0000\\"}"'), "malformed", "NUL"),
+    "raw NUL in JSON": (tool_call('{"expression": "1\x00"}'), "malformed", "not valid JSON"),
+    "raw NUL in a tag": ("<calculator>1\x00+1</calculator>", "malformed", "NUL character"),
+    "invalid escape": (tool_call('{"expression": "\\x41"}'), "malformed", "not valid JSON (Invalid \\escape"),
+    "short unicode escape": (tool_call('{"expression": "\\u12"}'), "malformed", "not valid JSON"),
+    "non-hex unicode escape": (tool_call('{"expression": "\\uZZZZ"}'), "malformed", "not valid JSON"),
+    # numbers Python will not hold
+    "1e999999": (tool_call('{"expression": 1e999999}'), "too_large", "out of range (1e999999)"),
+    "-1e999999": (tool_call("[-1e999999]"), "too_large", "out of range"),
+    "float of 5,000 digits": (tool_call("[1" + "0" * 5000 + ".5]"), "too_large", "out of range"),
+    "50,000-digit integer": (tool_call('{"n": ' + "7" * 50_000 + "}"), "too_large", "more than 4300 digits"),
+    "negative 5,000-digit integer": (
+        tool_call("[-" + "9" * 5000 + "]"),
+        "too_large",
+        "more than 4300 digits",
+    ),
+    "integer in arguments string": (tool_call('"[' + "1" * 5000 + ']"'), "too_large", "more than 4300"),
+    "NaN": (tool_call('{"expression": NaN}'), "malformed", "NaN is not JSON"),
+    "-Infinity": (tool_call("[-Infinity]"), "malformed", "Infinity is not JSON"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_CALLS, ids=list(REFUSED_CALLS))
+def test_unreadable_calls_are_observations(cheap_env, case):
+    text, kind, message = REFUSED_CALLS[case]
+    t0 = time.monotonic()
+    observation, ep = turn_observation(cheap_env, text)
+    assert time.monotonic() - t0 < 5  # refused before any costly parse
+    assert observation.startswith("error: ") and message in observation, observation[:200]
+    assert ep.tool_errors == {kind: 1} and ep.tool_calls == 1
+
+
+def test_limits_are_exact_and_configurable(cheap_env):
+    # {"name": ..., "arguments": {"text": [[...]]}}: two levels of call, the rest of the list
+    inner = MAX_CALL_DEPTH - 2
+    nested = '{"text": ' + "[" * inner + "]" * inner + "}"
+    observation, ep = turn_observation(cheap_env, tool_call(nested, '"echo"'))
+    assert not ep.tool_errors and observation == "[" * inner + "]" * inner  # read, and run
+    observation, ep = turn_observation(cheap_env, tool_call('{"text": [' + nested[9:-1] + "]}", '"echo"'))
+    assert ep.tool_errors == {"too_large": 1}
+    pad = MAX_CALL_CHARS - len(tool_call('{"text": ""}', '"echo"'))
+    assert turn_observation(cheap_env, tool_call(f'{{"text": "{"x" * pad}"}}', '"echo"'))[0] == "x" * pad
+    observation, ep = turn_observation(cheap_env, tool_call(f'{{"text": "{"x" * (pad + 1)}"}}', '"echo"'))
+    assert ep.tool_errors == {"too_large": 1}
+    # the environment's own limits, also from the config (env.kwargs)
+    env = build_env(
+        EnvConfig(name="tools", tools=["calculator"], formats=["tag"], kwargs={"max_call_chars": 30})
+    )
+    assert turn_observation(env, "<calculator>1+1</calculator>")[0] == "2"
+    observation, ep = turn_observation(env, "<calculator>" + "1+" * 10 + "1</calculator>")
+    assert "at most 30" in observation and ep.tool_errors == {"too_large": 1}
+    env = ToolEnv(["calculator"], max_call_depth=2)
+    assert turn_observation(env, tool_call('{"expression": "6*7"}'))[0] == "42"
+    assert turn_observation(env, tool_call('{"expression": ["6*7"]}'))[1].tool_errors == {"too_large": 1}
+    for bad in ({"max_call_chars": 0}, {"max_call_depth": 1}):
+        with pytest.raises(ValueError, match="max_call"):
+            ToolEnv(["calculator"], **bad)
+
+
+def test_a_100k_digit_integer(cheap_env):
+    huge = tool_call('{"expression": ' + "1" * 100_000 + "}")
+    assert "characters long" in turn_observation(cheap_env, huge)[0]  # over the size limit first
+    env = ToolEnv(["calculator"], max_call_chars=10**6)
+    observation, ep = turn_observation(env, huge)
+    assert "more than 4300 digits" in observation and ep.tool_errors == {"too_large": 1}
+
+
+def test_backstops_of_the_limits(monkeypatch):
+    """With the cheap checks off, the parser's own refusals still end as observations."""
+    env = ToolEnv(["calculator"], max_call_chars=10**6)
+    monkeypatch.setattr(parsing, "_too_deep", lambda text, max_depth: False)
+    observation, ep = turn_observation(env, tool_call("[" * 100_000 + "]" * 100_000))
+    assert "nested too deeply" in observation and ep.tool_errors == {"too_large": 1}
+    monkeypatch.setattr(parsing, "MAX_INT_DIGITS", 10**9)  # Python's own int limit then refuses (ValueError)
+    observation, ep = turn_observation(env, tool_call("[" + "1" * 100_000 + "]"))
+    assert "number Python cannot read" in observation and ep.tool_errors == {"too_large": 1}
+
+
+def test_python_parsing_of_model_code_never_raises():
+    """The python tool reads the code's last expression in this process: a parse that fails leaves the code
+    to report its own error in the sandbox."""
+    for code in [
+        "-" * 50_000 + "1",
+        "-" * 900 + "1",
+        "1+" * 3000 + "1",
+        "(" * 300 + ")" * 300,
+        "\ud800",
+        "1\x00",
+    ]:
+        assert echo_last_expression(code) == code
+    for expression in ["\ud800", "1\x00", "-" * 50_000 + "1", "1+" * 50_000 + "1"]:
+        with pytest.raises(CalculatorError):
+            calculate(expression)
+
+
+# A fuzz: any text, text inside the call markers, JSON of any shape (surrogates, NaN, deep nesting)
+_CHARS = st.one_of(
+    st.characters(), st.integers(0xD800, 0xDFFF).map(chr), st.sampled_from('\x00[]{}":,\\<>/`\n')
+)
+_TEXT = st.text(_CHARS, max_size=40)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _TEXT,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(_TEXT, children, max_size=3),
+    max_leaves=12,
+)
+_NAMES = st.sampled_from(["calculator", "echo", "sql", "nope", ""]) | _TEXT
+_WRAPPERS = st.sampled_from(
+    [
+        "<tool_call>{}</tool_call>",
+        "<tool_call>{}",
+        "<calculator>{}</calculator>",
+        "<echo>{}",
+        "```sql\n{}\n```\n",
+    ]
+)
+
+_BRACKETS = [("[", "]"), ("{", "}"), ('{"a": ', "}"), ('"[', ""), ("[{", "}]")]
+
+
+@st.composite
+def _turns(draw) -> str:
+    kind = draw(st.sampled_from(["text", "wrapped", "json", "json string", "deep", "soup"]))
+    if kind == "text":
+        return draw(_TEXT)
+    if kind == "wrapped":
+        return draw(_WRAPPERS).replace("{}", draw(_TEXT))
+    if kind in ("json", "json string"):
+        value = draw(_JSON)
+        call = {"name": draw(_NAMES), "arguments": json.dumps(value) if kind == "json string" else value}
+        return f"<tool_call>{json.dumps(call, ensure_ascii=draw(st.booleans()))}</tool_call>"
+    if kind == "deep":
+        n, (opening, closing) = draw(st.integers(0, 3000)), draw(st.sampled_from(_BRACKETS))
+        return tool_call(opening * n + closing * draw(st.integers(0, n)))
+    return "<tool_call>" + draw(st.text(st.sampled_from('[]{}",:0\\e9 '), max_size=300)) + "</tool_call>"
+
+
+@settings(max_examples=200, deadline=None, database=None)  # no example files in the repository
+@given(st.lists(_turns(), min_size=1, max_size=3).map("".join))
+def test_fuzz_any_turn_is_an_observation_or_an_answer(cheap_env, text):
+    ep = cheap_env.reset(Record())
+    (result,) = cheap_env.step([ep], [text], last=False)
+    if result.done:
+        assert cheap_env.calls(text) == [] and result.observation is None
+    else:
+        assert isinstance(result.observation, str) and result.observation
+        result.observation.encode("utf-8")
+        assert ep.tool_calls >= 1 and sum(ep.tool_errors.values()) <= ep.tool_calls

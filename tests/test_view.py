@@ -245,6 +245,35 @@ def test_filters_and_sorts(tmp_path, monkeypatch, path_kind):
     assert index.facets()["verifier"] == {"math": 6, "code": 1}
 
 
+PROMPTS = [
+    {"id": "a", "reward": 1, "prompt": "abc"},
+    {"id": "b", "reward": 0},
+    {"id": "c", "reward": 0, "prompt": ""},
+    {"id": "d", "reward": 1, "prompt": None},
+    {"id": "e", "reward": 0, "prompt": "hello world"},
+]
+
+
+@pytest.mark.parametrize("path_kind", ["duckdb", "orjson"])
+def test_a_missing_prompt_has_no_length_and_sorts_last(tmp_path, monkeypatch, path_kind):
+    if path_kind == "orjson":
+        monkeypatch.setattr(R, "_duckdb_columns", lambda *args: None)
+    index = RowIndex(_write(tmp_path / "rows.jsonl", PROMPTS))
+    np.testing.assert_array_equal(index.column("prompt_chars"), [3, np.nan, 0, np.nan, 11])
+    # an empty prompt is 0 long; a missing or null one has no length, last in either order
+    assert index.query(Query(sort="prompt_chars")).tolist() == [2, 0, 4, 1, 3]
+    assert index.query(Query(sort="prompt_chars", desc=True)).tolist() == [4, 0, 2, 1, 3]
+
+
+def test_a_missing_prompt_length_is_blank_in_the_table(tmp_path):
+    client = TestClient(create_app(_write(tmp_path / "rows.jsonl", PROMPTS)))
+    assert [r["prompt_chars"] for r in _all_rows(client)] == [3, None, 0, None, 11]
+    by_length = _all_rows(client, sort="prompt_chars", dir="desc")
+    assert [(r["id"], r["prompt_chars"]) for r in by_length] == [
+        ("e", 11), ("a", 3), ("c", 0), ("b", None), ("d", None)
+    ]  # fmt: skip
+
+
 def test_error_kind():
     assert error_kind(None) == "" and error_kind("") == ""
     assert error_kind("timeout: after 5s") == "timeout"
@@ -428,6 +457,15 @@ def test_scored_file_pages_and_filters(scored):
     facets = client.get("/api/s/0/facets").json()
     assert facets["verifier"] == {"math": len(rows)}
     assert sum(facets["error"].values()) == len(rows)
+
+
+def test_one_source_redirect_keeps_the_query_string(scored):
+    client = TestClient(create_app(scored[0]))
+    response = client.get("/?error=timeout&sort=reward&dir=desc", follow_redirects=False)
+    assert response.status_code in (302, 307)
+    assert response.headers["location"] == "/s/0?error=timeout&sort=reward&dir=desc"
+    assert client.get("/", follow_redirects=False).headers["location"] == "/s/0"
+    assert client.get("/?q=a%20b%26c", follow_redirects=False).headers["location"] == "/s/0?q=a%20b%26c"
 
 
 def test_scored_row_pages_mark_the_extracted_answer(scored):

@@ -85,8 +85,9 @@ def create_app(path: str | Path) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def index(request: Request):
-        if len(viewer.sources) == 1:
-            return RedirectResponse("/s/0")
+        if len(viewer.sources) == 1:  # the query string is the view's filter: a shared link keeps it
+            query = request.url.query
+            return RedirectResponse(f"/s/0?{query}" if query else "/s/0")
         return page(request, "index.html")
 
     @app.get("/s/{sid}", response_class=HTMLResponse)

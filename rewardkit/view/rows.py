@@ -37,7 +37,8 @@ _BLANK = b" \t\r\n"
 @dataclass(frozen=True)
 class Column:
     """A column of the index: ``key`` is the row's field, ``kind`` one of ``text``, ``number``, ``length``
-    (the length of the field's text, or of its JSON when it is not text)."""
+    (the length of the field's text, or of its JSON when it is not text; NaN, shown blank, when the row has
+    no such field or it is null, so that an empty string's 0 stays apart from a missing field)."""
 
     name: str
     key: str
@@ -101,7 +102,7 @@ def _cell(row: dict, column: Column) -> Any:
             return np.nan
     if column.kind == "length":
         text = _as_text(value)
-        return -1 if text is None else len(text)
+        return np.nan if text is None else len(text)
     return _as_text(value)
 
 
@@ -126,7 +127,8 @@ class _Columns:
 
     @classmethod
     def empty(cls, columns: Sequence[Column]) -> _Columns:
-        dtypes = {"text": object, "number": np.float64, "length": np.int64}
+        # lengths are floats so that a missing one is NaN: sorted last either way, sent as null
+        dtypes = {"text": object, "number": np.float64, "length": np.float64}
         return cls({c.name: np.zeros(0, dtype=dtypes[c.kind]) for c in columns}, np.zeros(0, dtype=bool))
 
 
@@ -172,11 +174,8 @@ def _duckdb_columns(
 def _from_duckdb(arrays: list, data: Any, starts: np.ndarray, ends: np.ndarray, columns) -> _Columns:
     values: dict[str, np.ndarray] = {}
     for array, c in zip(arrays, columns, strict=False):
-        filled = array.filled(np.nan if c.kind == "number" else -1) if np.ma.isMaskedArray(array) else array
-        if c.kind == "number":
-            values[c.name] = np.asarray(filled, dtype=np.float64)
-        elif c.kind == "length":
-            values[c.name] = np.asarray(filled, dtype=np.int64)
+        if c.kind in ("number", "length"):
+            values[c.name] = np.ma.filled(np.ma.asarray(array, dtype=np.float64), np.nan)
         else:
             values[c.name] = np.asarray(array.data if np.ma.isMaskedArray(array) else array, dtype=object)
             if np.ma.isMaskedArray(array):
@@ -325,7 +324,7 @@ class RowIndex:
 
     def _add_columns(self, cols: _Columns) -> None:
         for c in self.columns:
-            new = np.asarray(cols.values[c.name], dtype=object if c.kind == "text" else None)
+            new = np.asarray(cols.values[c.name], dtype=object if c.kind == "text" else np.float64)
             if c.kind == "text" and c.name in self.default:
                 new[np.equal(new, None)] = self.default[c.name]
             self._cols.values[c.name] = np.concatenate([self._cols.values[c.name], new])
@@ -528,7 +527,7 @@ def _order(s: _Snapshot, rows: np.ndarray, query: Query) -> np.ndarray:
     if column is None:
         return rows
     keys = column[rows]
-    if keys.dtype != object:  # NaN (no reward) last either way
+    if keys.dtype != object:  # NaN (no reward, no prompt) last either way
         return rows[np.argsort(-keys if query.desc else keys, kind="stable")]
     texts = ["" if k is None else str(k) for k in keys.tolist()]
     order = sorted(range(len(texts)), key=texts.__getitem__, reverse=query.desc)
