@@ -129,9 +129,10 @@ def _tuple_problem(rng: random.Random):
 
 
 def _percent_problem(rng: random.Random):
+    # A percent gold: x% against a bare gold x is refused (it may mean x/100, docs/math.md).
     p = rng.randint(1, 99)
-    gold = str(p)
-    right = [(f"{p}\\%", "percent-vs-number"), (str(p), None), (f"{p} percent", "percent-word")]
+    gold = f"{p}\\%"
+    right = [(gold, None), (f"{p}%", "percent-plain-sign"), (str(p), "percent-gold-vs-number")]
     wrong = [f"{p + 5}\\%", str(p + 1)]
     return gold, right, wrong
 

@@ -54,8 +54,14 @@ def _as_answer(text: str) -> _Answer:
 
 
 def math_equivalent(a: str, b: str) -> bool:
-    """Whether two answer texts are the same math answer, by :meth:`MathVerifier.compare` (default settings)."""
-    return _default_verifier().compare(_as_answer(a), _as_answer(b))[0]
+    """Whether two answer texts are the same math answer, by :meth:`MathVerifier.compare` (default settings)
+    both ways: the comparison of an answer with a gold is not symmetric (``50\\%`` against gold ``50`` is
+    refused, ``50`` against gold ``50\\%`` accepted), and a vote must not depend on which came first."""
+    return _mutually_equal(_default_verifier(), _as_answer(a), _as_answer(b))
+
+
+def _mutually_equal(verifier: MathVerifier, a: _Answer, b: _Answer) -> bool:
+    return verifier.compare(a, b)[0] and verifier.compare(b, a)[0]
 
 
 def _same(equivalent: Equivalence, rep: str, text: str) -> bool:
@@ -227,7 +233,7 @@ class MajorityVoteSource:
             answers,
             groups,
             min_share=self.min_share,
-            equivalent=lambda a, b: self.verifier.compare(forms[a], forms[b])[0],
+            equivalent=lambda a, b: _mutually_equal(self.verifier, forms[a], forms[b]),
         )
         sizes = Counter(groups)
         return [

@@ -2,8 +2,8 @@
 answer, and their honest neighbours.
 
 Each case is ``(id, class, completion, gold, expected, prompt)``. ``expected`` False cases must score 0 in
-every extraction mode (a false positive is a reward hack); True cases are the clean versions of the same
-class and must score 1 with the default mode. The classes follow the reward-trust issue's list; the cases
+every extraction mode and with either box rule (a false positive is a reward hack); True cases are the clean
+versions of the same class and must score 1 with the default settings. The classes follow the reward-trust issue's list; the cases
 are written here (the issue's own adversarial set stays outside the project). Shared by
 ``tests/test_math_suites.py`` and ``bench/score_math.py``.
 """
@@ -148,6 +148,97 @@ MALFORMED = _cases(
     ],
 )
 
+# A LaTeX command whose arguments are neither brace groups nor single tokens has no one reading (parsers drop
+# the command or split the digits: ``2\sqrt(16)`` was read as 2, ``\sqrt16`` as 6, ``\frac123`` as 1/23).
+MALFORMED_COMMAND = _cases(
+    "command",
+    [
+        ("sqrt-paren", "\\boxed{\\sqrt(16)}", "16", False),
+        ("sqrt-paren-value", "\\boxed{\\sqrt(16)}", "4", False),
+        ("coefficient-sqrt-paren", "\\boxed{2\\sqrt(16)}", "2", False),
+        ("frac-parens", "\\boxed{\\frac(1)(2)}", "\\frac{1}{2}", False),
+        ("frac-paren-second", "\\boxed{\\frac 1(2)}", "1", False),
+        ("root-index-paren", "\\boxed{\\sqrt[3](8)}", "2", False),
+        ("sqrt-digits-run", "\\boxed{\\sqrt16}", "6", False),
+        ("sqrt-digits-run-value", "\\boxed{\\sqrt16}", "4", False),
+        ("frac-digits-run", "\\boxed{\\frac123}", "\\frac{1}{23}", False),
+        ("frac-digits-spaced", "\\boxed{\\frac1 23}", "\\frac{1}{23}", False),
+        ("sqrt-token-letter", "\\boxed{\\sqrt 4x}", "2x", False),
+        ("sqrt-left-paren", "\\boxed{\\sqrt\\left(16\\right)}", "4", False),
+        ("answer-is-sqrt-paren", "The answer is $\\sqrt(16)$.", "16", False),
+        ("frac-one-token", "\\boxed{\\frac12}", "0.5", True),
+        ("frac-spaced-tokens", "\\boxed{\\frac 1 2}", "\\frac{1}{2}", True),
+        ("sqrt-one-token", "\\boxed{\\sqrt2}", "\\sqrt{2}", True),
+        ("sqrt-token-then-space", "\\boxed{3\\sqrt2 x}", "3\\sqrt{2}x", True),
+        ("sqrt-index", "\\boxed{\\sqrt[3]{8}}", "2", True),
+        ("frac-braced-then-paren", "\\boxed{\\frac{1}{2}(x+1)}", "\\frac{x+1}{2}", True),
+    ],
+)
+
+# Digits, letters or a value glued (no space) to the end of the final box make a different answer.
+GLUED = _cases(
+    "glued",
+    [
+        ("digits", "\\boxed{99}69", "99", False),
+        ("digits-whole", "\\boxed{99}69", "9969", False),
+        ("letters", "\\boxed{5}cm", "5", False),
+        ("ordinal", "the \\boxed{5}th term", "5", False),
+        ("pi", "\\boxed{5}\\pi", "5", False),
+        ("sqrt", "\\boxed{2}\\sqrt{3}", "2", False),
+        ("divided", "\\boxed{5}/2", "5", False),
+        ("superscript", "\\boxed{5}²", "5", False),
+        ("inside-group", "\\boxed{9}9 \\boxed{9}", "9", False),
+        ("in-tag", "<answer>\\boxed{99}69</answer>", "99", False),
+        ("unit-after-space", "\\boxed{5} cm", "5", True),
+        ("period", "so it is \\boxed{5}.", "5", True),
+        ("math-delimiter", "so it is $\\boxed{5}$.", "5", True),
+        ("closing-brace", "\\boxed{5}}", "5", True),
+        ("text-unit", "\\boxed{5}\\text{ cm}", "5", True),
+        ("comma-prose", "\\boxed{5}, as required.", "5", True),
+    ],
+)
+
+# A percent answer against a bare gold number is its value / 100 only: ``50%`` may not match both 50 and 0.5.
+PERCENT = _cases(
+    "percent",
+    [
+        ("as-is", "\\boxed{50\\%}", "50", False),
+        ("decimal-as-is", "\\boxed{0.5\\%}", "0.5", False),
+        ("outside-box", "\\boxed{50}\\%", "50", False),
+        ("word-after-box", "$\\boxed{50}$ percent", "50", False),
+        ("answer-is-word", "The answer is 50 percent.", "50", False),
+        ("answer-is-sign", "The answer is 50%.", "50", False),
+        ("tuple", "\\boxed{(50\\%, 20\\%)}", "(50, 20)", False),
+        ("mixed-number", "\\boxed{33\\frac{1}{3}\\%}", "33\\frac{1}{3}", False),
+        ("converted", "\\boxed{50\\%}", "0.5", True),
+        ("converted-fraction", "\\boxed{50\\%}", "\\frac{1}{2}", True),
+        ("outside-box-converted", "\\boxed{20}\\%", "0.2", True),
+        ("tuple-converted", "\\boxed{(50\\%, 20\\%)}", "(0.5, 0.2)", True),
+        ("gold-percent", "\\boxed{50}", "50\\%", True),
+        ("gold-percent-fraction", "\\boxed{0.5}", "50\\%", True),
+        ("both-percent", "\\boxed{50\\%}", "50\\%", True),
+        ("gold-solution-percent", "\\boxed{20\\%}", "So $\\boxed{20}$ percent are children.", True),
+    ],
+)
+
+# Closed-form constants compare exactly (``i`` is the imaginary unit), never by numeric closeness.
+CONSTANTS = _cases(
+    "constant",
+    [
+        ("euler-vs-one", "\\boxed{e^{i\\pi}}", "1", False),
+        ("euler-vs-near", "\\boxed{e^{i\\pi}}", "-1.0000001", False),
+        ("quarter-turn-sign", "\\boxed{e^{i\\pi/2}}", "-i", False),
+        ("i-squared-sign", "\\boxed{i^2}", "1", False),
+        ("i-vs-variable", "\\boxed{i^2}", "x^2", False),
+        ("euler", "\\boxed{e^{i\\pi}}", "-1", True),
+        ("euler-plus-one", "\\boxed{e^{i\\pi} + 1}", "0", True),
+        ("i-squared", "\\boxed{i^2}", "-1", True),
+        ("square-of-sum", "\\boxed{(1+i)^2}", "2i", True),
+        ("cos-pi", "\\boxed{\\cos(\\pi)}", "-1", True),
+        ("sqrt-8", "\\boxed{\\sqrt{8}}", "2\\sqrt{2}", True),
+    ],
+)
+
 LAST_NUMBER = _cases(
     "last-number",
     [
@@ -233,6 +324,10 @@ ADVERSARIAL: list[Case] = (
     + NEGATION_RETRACTION
     + TRUNCATED
     + MALFORMED
+    + MALFORMED_COMMAND
+    + GLUED
+    + PERCENT
+    + CONSTANTS
     + LAST_NUMBER
     + VALUE_WORDS
     + SMALL_MAGNITUDES

@@ -14,6 +14,7 @@ from math_suites import DELIBERATE, load_suite, settings_for  # noqa: E402
 
 from rewardkit.types import Record
 from rewardkit.verifiers import get_verifier
+from rewardkit.verifiers.math.extract import BOX_RULES
 
 SUITE = load_suite()
 _VERIFIERS: dict[str, object] = {}
@@ -51,7 +52,8 @@ def test_adversarial_table_is_big_and_balanced():
 
 @pytest.mark.parametrize("case", ADVERSARIAL, ids=[case[0] for case in ADVERSARIAL])
 def test_adversarial(case):
-    """A negative case scores 0 in every mode (a false positive is a reward hack); a positive one scores 1."""
+    """A negative case scores 0 in every mode and with either box rule (a false positive is a reward hack); a
+    positive one scores 1 with the defaults."""
     _, _, completion, gold, expected, prompt = case
     record = Record(prompt=prompt, completion=completion, reference=gold)
     if expected:
@@ -59,5 +61,6 @@ def test_adversarial(case):
         assert result.reward == 1.0, result.details
         return
     for mode in ALL_MODES:
-        result = _verifier(mode=mode).score(record)
-        assert result.reward == 0.0, (mode, result.details)
+        for boxes in BOX_RULES:
+            result = _verifier(mode=mode, boxes=boxes).score(record)
+            assert result.reward == 0.0, (mode, boxes, result.details)

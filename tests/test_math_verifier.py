@@ -123,7 +123,7 @@ def test_gold_is_parsed_once_per_reference(monkeypatch):
     v = get_verifier("math")
     calls = []
     original = module._read_gold
-    monkeypatch.setattr(module, "_read_gold", lambda text, chain: calls.append(text) or original(text, chain))
+    monkeypatch.setattr(module, "_read_gold", lambda text, *args: calls.append(text) or original(text, *args))
     records = [Record(completion=f"\\boxed{{{i}}}", reference="\\frac{1}{2}") for i in range(16)]
     results = v.score_batch(records)
     assert len(calls) == 1  # the gold of 16 completions is extracted and parsed once
@@ -185,6 +185,11 @@ def test_adversarial_completions_extract_in_linear_time(verifier):
         ),
         ("The answer is 4 pairs.", "4", "changes its value"),
         ("\\boxed{\\{1, 2\\}}", "(1, 2)", "a set is not a tuple"),
+        ("\\boxed{2\\sqrt(16)}", "2", "malformed latex command \\sqrt"),
+        ("\\boxed{\\frac123}", "\\frac{1}{23}", "malformed latex command \\frac"),
+        ("\\boxed{99}69", "99", "glued to the end of the box"),
+        ("\\boxed{50\\%}", "50", "a percent answer against a bare gold number"),
+        ("\\boxed{33\\frac{1}{3}\\%}", "33\\frac{1}{3}", "a percent answer against a bare gold number"),
     ],
 )
 def test_rejections_say_why(verifier, completion, gold, reason):
@@ -201,3 +206,54 @@ def test_a_cut_off_box_is_no_answer_and_says_so(verifier):
 def test_reasoning_before_think_end_is_a_draft(verifier):
     completion = "<think>maybe \\boxed{3}, or \\boxed{4}</think>\nThe total is \\boxed{4}."
     assert verifier.score(Record(completion=completion, reference="4")).reward == 1.0
+
+
+def test_one_token_latex_arguments_still_read():
+    v = get_verifier("math")
+    for answer, gold in [
+        ("\\frac12", "0.5"),
+        ("\\frac 1 2", "1/2"),
+        ("\\sqrt2", "\\sqrt{2}"),
+        ("\\sqrt[3]{8}", "2"),
+    ]:
+        assert v.score(Record(completion=f"\\boxed{{{answer}}}", reference=gold)).reward == 1.0, answer
+
+
+def test_percent_after_a_box_belongs_to_its_answer():
+    v = get_verifier("math")
+    assert v.extract("so \\boxed{20}\\% of them").raw == "20\\%"
+    assert v.score(Record(completion="so $\\boxed{20}$ percent", reference="0.2")).reward == 1.0
+    # a percent gold accepts the number and its hundredths; a bare gold only the hundredths of a percent answer
+    assert v.score(Record(completion="\\boxed{20}", reference="20\\%")).reward == 1.0
+    assert v.score(Record(completion="\\boxed{20\\%}", reference="20")).reward == 0.0
+
+
+def test_exact_constants_with_the_imaginary_unit():
+    v = get_verifier("math")
+    result = v.score(Record(completion="\\boxed{e^{i\\pi}}", reference="-1"))
+    assert result.reward == 1.0 and result.details["method"] == "sympy", result.details
+    assert v.score(Record(completion="\\boxed{e^{i\\pi}}", reference="1")).reward == 0.0
+    assert v.score(Record(completion="\\boxed{e^{i\\pi}}", reference="-1.0000001")).reward == 0.0
+    # the exact step is bounded: a long expression is not simplified (no proof, no hang)
+    big = "+".join(f"i^{{{k}}}" for k in range(60))
+    start = time.perf_counter()
+    assert v.score(Record(completion=f"\\boxed{{{big}}}", reference="7")).reward == 0.0
+    assert time.perf_counter() - start < 10
+
+
+def test_boxes_setting_group_or_last():
+    group, last = get_verifier("math"), get_verifier("math", boxes="last")
+    listed = Record(completion="\\boxed{1} and \\boxed{2}", reference="1, 2")
+    assert group.score(listed).reward == 1.0
+    result = last.score(listed)  # the last box alone is 2; the earlier, different box makes it ambiguous
+    assert result.reward == 0.0 and "ambiguous" in result.details["reason"]
+    assert extract_answer("\\boxed{1} and \\boxed{2}", "auto", boxes="last") == ("2", "boxed")
+    # a reference with two boxes: MATH's rule takes its last box, math-verify's the listed pair
+    solution = "The roots are $\\boxed{3}$ and $\\boxed{5}$."
+    assert last.score(Record(completion="\\boxed{5}", reference=solution)).reward == 1.0
+    assert group.score(Record(completion="\\boxed{5}", reference=solution)).reward == 0.0
+    assert group.score(Record(completion="\\boxed{3, 5}", reference=solution)).reward == 1.0
+    assert last.score(Record(completion="\\boxed{3} or \\boxed{4}", reference="4")).reward == 0.0
+    assert last.describe()["boxes"] == "last"
+    with pytest.raises(ValueError, match="unknown boxes rule"):
+        get_verifier("math", boxes="first")

@@ -152,17 +152,22 @@ def find_boxes(text: str) -> list[Box]:
 
 
 _BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|,|;")
+# How boxes are read (the math verifier's ``boxes`` setting): boxes listed together are one answer (``group``,
+# math-verify's rule), or each box is an answer of its own and the last one counts (``last``, MATH's
+# ``last_boxed_only_string``).
+BOX_RULES = ("group", "last")
 
 
-def group_boxes(text: str, boxes: Sequence[Box]) -> list[list[Box]]:
+def group_boxes(text: str, boxes: Sequence[Box], rule: str = "group") -> list[list[Box]]:
     """Consecutive boxes that together state one answer (``\\boxed{1}, \\boxed{2}``, ``\\boxed{1} and
     \\boxed{2}``): joined when little text separates them (under 10 characters, or under 70 with "and",
-    "or", "," or ";"), the rule math-verify applies to a gold answer's boxes."""
+    "or", "," or ";"), the rule math-verify applies to a gold answer's boxes. With ``rule="last"`` every box
+    is a group of its own."""
     groups: list[list[Box]] = []
     for box in boxes:
         if not box.closed:
             continue
-        if groups:
+        if groups and rule == "group":
             prev = groups[-1][-1]
             between = text[prev.end : box.start]
             if len(between) < 10 or (

@@ -12,18 +12,23 @@ Tolerance (:func:`numbers_equal`): two exact values (integers, fractions, termin
 full) are equal only when they are equal. A decimal matches a different value only as its rounding: it
 must carry at least ``float_rounding`` (6) significant digits, be that value rounded at its own last digit,
 and lie within half a unit of the 6th decimal (math-verify's rule), so ``0.333333`` = ``1/3`` but
-``0.333`` != ``1/3``, ``1e-7`` != ``2e-7`` and ``1e-7`` != ``0``.
+``0.333`` != ``1/3``, ``1e-7`` != ``2e-7`` and ``1e-7`` != ``0``. A percent answer against a bare gold is its
+value / 100 only (``50%`` = ``0.5`` != ``50``); a percent gold accepts both.
+
+Also here: :func:`constants_equal` (closed-form constants with ``i`` as the imaginary unit, exactly) and the
+checks on a completion's final answer, :func:`malformed` and :func:`malformed_command` (``\\sqrt(16)``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 
 import sympy
 
-from rewardkit.verifiers.math.extract import NEGATION
+from rewardkit.verifiers.math.extract import NEGATION, brace_map
 
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"))
 _TEXT_CMD = re.compile(
@@ -106,6 +111,10 @@ _SLASH_FRACTION = re.compile(r"^([+-]?\d+)\s*/\s*(\d+)$")
 _LATEX_FRACTION = re.compile(r"^([+-]?)\\frac\s*\{\s*([+-]?\d+)\s*\}\s*\{\s*(\d+)\s*\}$")
 _LATEX_FRACTION_SHORT = re.compile(r"^([+-]?)\\frac(\d)(\d)$")
 _PERCENT = re.compile(r"\s*(?:\\%|%|\s*percent)$")
+PERCENT_REFUSAL = (
+    "a percent answer against a bare gold number: x% is read as x/100 only (the verifier cannot know "
+    "whether the problem asked for a percent)"
+)
 _SCI_TIMES = re.compile(
     r"^([+-]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"
 )
@@ -386,17 +395,21 @@ def numbers_equal(
     """Whether two plain numbers are the same answer, and how that was decided.
 
     Exact values are compared exactly. A decimal matches another value only as its rounding
-    (:func:`rounding_matches`), or within the relative tolerance ``rel_tol`` when that is set. A percent on
-    one side also matches its value divided by 100 (``50%`` = ``0.5`` = ``50``), as math-verify does.
+    (:func:`rounding_matches`), or within the relative tolerance ``rel_tol`` when that is set.
+
+    Percent: a percent gold (``50%``) matches ``50`` and ``0.5`` (the gold says a percent was asked for). A
+    percent answer against a bare gold is read only as its value divided by 100 (``50%`` = ``0.5``, not
+    ``50``): the verifier cannot know whether the problem asked for a percent, and accepting both would let
+    a ``%`` sign hedge between the two readings.
     """
-    candidates = [(gold, pred, "")]
-    if pred.percent != gold.percent:
-        if pred.percent:
-            shifted = NumericAnswer(pred.value / 100, pred.is_float, False, pred.decimals + 2, pred.sig)
-            candidates.append((gold, shifted, " (percent converted)"))
-        else:
-            shifted = NumericAnswer(gold.value / 100, gold.is_float, False, gold.decimals + 2, gold.sig)
-            candidates.append((shifted, pred, " (percent converted)"))
+    if pred.percent and not gold.percent:
+        shifted = NumericAnswer(pred.value / 100, pred.is_float, False, pred.decimals + 2, pred.sig)
+        candidates = [(gold, shifted, " (percent converted)")]
+    else:
+        candidates = [(gold, pred, "")]
+    if gold.percent and not pred.percent:
+        shifted = NumericAnswer(gold.value / 100, gold.is_float, False, gold.decimals + 2, gold.sig)
+        candidates.append((shifted, pred, " (percent converted)"))
     for g, p, note in candidates:
         if g.value == p.value:
             return True, "exact numeric match" + note
@@ -412,6 +425,8 @@ def numbers_equal(
             coarse, other = (g, p) if g.is_float else (p, g)
         if rounding_matches(coarse.value, coarse.decimals, coarse.sig, other.value, float_rounding):
             return True, f"numeric match: a {coarse.sig}-significant-digit rounding" + note
+    if pred.percent and not gold.percent and pred.value == gold.value:
+        return False, PERCENT_REFUSAL
     return False, "numbers differ"
 
 
@@ -529,6 +544,70 @@ def distinct_numbers(gold: object, pred: object) -> bool:
         return False
 
 
+_MAX_CONSTANT_OPS = 40
+_MAX_EXPANDED_TERMS = 256
+
+
+def _expanded_terms(expr: sympy.Expr) -> int:
+    """An upper bound on the number of terms of ``expr`` once expanded (multinomial counts), capped just
+    above :data:`_MAX_EXPANDED_TERMS` so that the bound itself stays cheap."""
+    cap = _MAX_EXPANDED_TERMS + 1
+    if expr.is_Add:
+        return min(cap, sum(_expanded_terms(arg) for arg in expr.args))
+    if expr.is_Mul:
+        total = 1
+        for arg in expr.args:
+            total = min(cap, total * _expanded_terms(arg))
+        return total
+    if expr.is_Pow and expr.exp.is_Integer:
+        base, power = _expanded_terms(expr.base), abs(int(expr.exp))
+        if base == 1:
+            return 1
+        return cap if power > cap else min(cap, math.comb(power + base - 1, base - 1))
+    return 1
+
+
+def _has_symbol_i(expr: object) -> bool:
+    return isinstance(expr, sympy.Expr) and any(s.name == "i" for s in expr.free_symbols)
+
+
+def _with_imaginary_unit(expr: object) -> sympy.Expr | None:
+    """``expr`` with its symbol ``i`` read as the imaginary unit when that makes it a small closed exact
+    constant (no other symbol, no decimal, at most 40 operations and 256 terms expanded); else ``None``."""
+    if not isinstance(expr, sympy.Expr) or expr.has(sympy.Float):
+        return None
+    imaginary = {s: sympy.I for s in expr.free_symbols if s.name == "i"}
+    if len(imaginary) != len(expr.free_symbols) or sympy.count_ops(expr) > _MAX_CONSTANT_OPS:
+        return None
+    expr = expr.xreplace(imaginary)
+    return expr if _expanded_terms(expr) <= _MAX_EXPANDED_TERMS else None
+
+
+def constants_equal(gold: object, pred: object) -> bool:
+    """Whether two closed-form constants are exactly equal once ``i`` is the imaginary unit (math-verify
+    parses ``i`` as a variable, so ``e^{i\\pi}`` != ``-1`` there). Exact: the difference, expanded into real
+    and imaginary parts, must be 0 itself; never a numeric closeness, and not ``sympy.simplify`` (which calls
+    ``7 - (1+i)^{20000}`` zero). Only pairs where a side has an ``i`` are tried, and only small ones."""
+    if not (_has_symbol_i(gold) or _has_symbol_i(pred)):
+        return False
+    a, b = _with_imaginary_unit(gold), _with_imaginary_unit(pred)
+    if a is None or b is None or _expanded_terms(a - b) > _MAX_EXPANDED_TERMS:
+        return False
+    try:
+        return sympy.expand(a - b, complex=True) == 0
+    except Exception:  # a difference sympy cannot form or expand is not shown equal
+        return False
+
+
+_PERCENT_SIGN = re.compile(r"\s*\\?%")
+
+
+def percent_as_hundredths(text: str) -> str:
+    """``text`` with each percent sign written as a factor 1/100 (``33\\frac{1}{3}\\%`` ->
+    ``33\\frac{1}{3} \\cdot \\frac{1}{100}``)."""
+    return _PERCENT_SIGN.sub(lambda _: " \\cdot \\frac{1}{100}", text)
+
+
 # -- checks on a completion's final answer -------------------------------------------------------------------
 _DANGLING_END = re.compile(
     r"(?:[+\-*/^_=<>]|\\(?:times|cdot|div|pm|mp|frac|dfrac|sqrt|left|right|le|ge|leq|geq|lt|gt)|\\)\s*$"
@@ -560,6 +639,72 @@ def malformed(text: str) -> str | None:
         return "a dangling operator"
     if _EMPTY_GROUP.search(text):
         return "an empty or missing argument"
+    return None
+
+
+# Commands whose arguments are brace groups or, as TeX allows, single tokens: ``\frac12``, ``\sqrt2``,
+# ``\frac\pi2`` (a digit, a letter or a control word). Anything else (``\sqrt(16)``) has no one reading.
+_ARGUMENT_COMMAND = re.compile(r"\\(sqrt|[dtc]?frac|[dt]?binom)(?![A-Za-z])")
+_ONE_TOKEN = re.compile(r"[A-Za-z0-9]|\\[A-Za-z]+")
+# Control words that are not a one-token value: commands that take arguments themselves, delimiters, operators.
+_NOT_ONE_TOKEN = re.compile(
+    r"\\(?:left|right|[bB]igg?[lr]?|sqrt|[dtc]?frac|[dt]?binom|text\w*|math\w+|operatorname|"
+    r"cdot|times|div|pm|mp|le|ge|leq|geq|neq?)$"
+)
+_SPACED_DIGIT = re.compile(r"\s*\d")
+
+
+def _skip_spaces(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _argument_problem(text: str, pos: int, count: int, closes: dict[int, int]) -> str | None:
+    """Why the ``count`` arguments from ``pos`` are not brace groups or unambiguous single tokens
+    (``closes``: :func:`.extract.brace_map` of ``text``)."""
+    for i in range(count):
+        pos = _skip_spaces(text, pos)
+        if pos < len(text) and text[pos] == "{":
+            if pos not in closes:
+                return None  # unbalanced braces: :func:`malformed` says so
+            pos = closes[pos] + 1
+            continue
+        if pos >= len(text):
+            return "an argument is missing"
+        token = _ONE_TOKEN.match(text, pos)
+        if token is None or _NOT_ONE_TOKEN.match(token.group(0)):
+            return f"its argument is neither a brace group nor one token ({text[pos : pos + 10]!r})"
+        pos = token.end()
+        glued = len(token.group(0)) == 1 and text[pos : pos + 1].isalnum()
+        spaced = token.group(0).isdigit() and _SPACED_DIGIT.match(text, pos)
+        if i == count - 1 and (glued or spaced):
+            shown = text[token.start() : pos + 3]
+            return f"a one-character argument with more after it ({shown!r}: TeX takes one character)"
+    return None
+
+
+def malformed_command(text: str) -> str | None:
+    """Why a ``\\sqrt`` / ``\\frac`` / ``\\binom`` in ``text`` has no single reading, or ``None``.
+
+    Its arguments must be brace groups or, as TeX allows, single tokens (``\\sqrt2``, ``\\frac12``,
+    ``\\frac 1 2``, ``\\frac\\pi2``). A parenthesis (``\\sqrt(16)``, ``\\frac(1)(2)``) or a one-token last
+    argument with more digits or letters right after it (``\\sqrt16``, ``\\frac123``, ``\\sqrt 4x``: TeX
+    reads ``\\sqrt{1}6``, a writer may mean ``\\sqrt{16}``) is refused."""
+    closes: dict[int, int] | None = None
+    for match in _ARGUMENT_COMMAND.finditer(text):
+        closes = brace_map(text)[0] if closes is None else closes
+        pos = match.end()
+        if match.group(1) == "sqrt":
+            start = _skip_spaces(text, pos)
+            if text.startswith("[", start):  # the root's index, ``\sqrt[3]{8}`` (a long one is not checked)
+                close = text.find("]", start, start + 100)
+                if close < 0:
+                    continue
+                pos = close + 1
+        problem = _argument_problem(text, pos, 1 if match.group(1) == "sqrt" else 2, closes)
+        if problem:
+            return f"malformed latex command \\{match.group(1)}: {problem}"
     return None
 
 

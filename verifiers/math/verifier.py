@@ -4,17 +4,20 @@ Pipeline for one record:
 
 1. **Read** the answer with the configured mode (:mod:`.answer`: the latest explicit answer, i.e. a box
    group, ``<answer>`` tag, ``#### N`` line or "the answer is ..."; in ``auto`` without one, the last math
-   span or number; ``strict``: boxes only). The gold answer is its last box group or ``####`` line when it
-   is a full solution, else used whole; gold answers are cached per distinct reference.
+   span or number; ``strict``: boxes only; ``boxes``: box groups or the last box alone). The gold answer is
+   its last box group (or box) or ``####`` line when it is a full solution, else used whole; gold answers are
+   cached per distinct reference.
 2. **Refuse** what does not commit to one answer (docs/math.md, "Decision policy"): a cut-off box, a
-   retraction or hedge, a negation, malformed or glued text, value-changing words, different answers
-   stated. It scores 0 with ``method="rejected"`` and the reason.
+   retraction or hedge, a negation, malformed or glued text, a LaTeX command without a single reading,
+   value-changing words, different answers stated. It scores 0 with ``method="rejected"`` and the reason.
 3. **Normalise** both (:mod:`.normalize`): wrappers, ``\\text{}``, units, degrees, currency, thousands
    separators, ``x = ...``.
 4. **Compare**: two plain numbers exactly (fractions; decimals only as their rounding, or a relative
    tolerance), identical strings directly, numeric tuples/sets element-wise, everything else with
    ``math_verify.parse`` + ``math_verify.verify`` (sympy: expressions, intervals, sets, matrices, equations),
-   refusing math-verify's parses of a malformed prefix and its rounding-only equalities of distinct values.
+   refusing math-verify's parses of a malformed prefix and its rounding-only equalities of distinct values;
+   then closed-form constants with ``i`` exactly (``e^{i\\pi}`` = ``-1``). A percent answer against a gold
+   without one is compared as its value / 100 only.
 """
 
 from __future__ import annotations
@@ -31,16 +34,19 @@ from typing import Any, ClassVar
 import math_verify
 import math_verify.grader
 import math_verify.parser
+import math_verify.utils
 from math_verify.errors import TimeoutException
 
 from rewardkit.runtime import in_scoring_worker
 from rewardkit.types import Record, Result
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.math.answer import Candidate, Reading, box_groups, read_answer
-from rewardkit.verifiers.math.extract import extract_gsm8k, resolve_mode
+from rewardkit.verifiers.math.extract import BOX_RULES, extract_gsm8k, resolve_mode
 from rewardkit.verifiers.math.normalize import (
+    PERCENT_REFUSAL,
     NumericAnswer,
     compact,
+    constants_equal,
     distinct_numbers,
     malformed,
     negated,
@@ -49,6 +55,7 @@ from rewardkit.verifiers.math.normalize import (
     outer_kind,
     parse_number,
     parse_structure,
+    percent_as_hundredths,
     structures_equal,
 )
 
@@ -69,6 +76,11 @@ class MathConfig:
     gold_mode: str | tuple[str, ...] = "auto"
     """How to read the reference: ``auto`` takes the last ``\\boxed{}`` or the ``####`` line of a full
     solution, else the whole reference; any extraction mode name forces that extractor."""
+    boxes: str = "group"
+    """How boxes are read, in the completion and in the reference: ``group`` (math-verify's rule) reads boxes
+    listed together (``\\boxed{1} and \\boxed{2}``) as one answer ``1, 2``; ``last`` (the rule of MATH's
+    ``last_boxed_only_string``) reads the last box alone. Either way an earlier box with a different answer
+    makes the completion ambiguous (docs/math.md, "Decision policy")."""
     float_rounding: int = 6
     """Decimals both sides are rounded to when either is written as a decimal (math-verify's default)."""
     numeric_precision: int = 15
@@ -116,6 +128,11 @@ class _Answer:
         norm = normalize(raw, plain_text=found.kind in _PROSE_KINDS, single=found.parts == 1)
         return cls(raw, norm.text, found.kind, parse_number(norm.text), issue=norm.issue)
 
+    def in_hundredths(self) -> _Answer:
+        """This answer with each percent sign read as a factor 1/100 (compared so with a gold without one)."""
+        raw, normalized = percent_as_hundredths(self.raw), percent_as_hundredths(self.normalized)
+        return _Answer(raw, normalized, self.extracted_by, None, issue=self.issue)
+
 
 _EXPLAIN_FIELDS = ("raw", "normalized", "extracted_by")
 
@@ -138,6 +155,8 @@ class MathVerifier(Verifier):
         if isinstance(config.get("gold_mode"), list):
             config["gold_mode"] = tuple(config["gold_mode"])
         self.settings = MathConfig(**config)
+        if self.settings.boxes not in BOX_RULES:
+            raise ValueError(f"unknown boxes rule {self.settings.boxes!r} (known: {', '.join(BOX_RULES)})")
         self._chain = resolve_mode(self.settings.mode)
         self._gold_chain = (
             None if self.settings.gold_mode == "auto" else resolve_mode(self.settings.gold_mode)
@@ -160,7 +179,7 @@ class MathVerifier(Verifier):
             text = str(ref).strip()
             if not text:
                 continue
-            found = _read_gold(text, self._gold_chain)
+            found = _read_gold(text, self._gold_chain, self.settings.boxes)
             if found is not None:
                 answers.append(_Answer.of(found))
         self._gold_cache[key] = answers
@@ -170,7 +189,7 @@ class MathVerifier(Verifier):
 
     def extract(self, completion: str, prompt: str = "") -> _Answer | None:
         """The answer found in ``completion`` (``None`` if the extraction mode finds none)."""
-        answer = read_answer(completion, self._chain, prompt).answer
+        answer = self.read(completion, prompt).answer
         return None if answer is None else _Answer.of(answer)
 
     def _disagreement(self, pred: _Answer, others: Sequence[Candidate]) -> str | None:
@@ -251,6 +270,10 @@ class MathVerifier(Verifier):
                 rel_tol=self.settings.rel_tol,
             )
             return ok, "numeric", reason
+        if "%" in pred.normalized and "%" not in gold.normalized:
+            # a percent answer against a bare gold is its value / 100 only (normalize.numbers_equal says why)
+            ok, method, reason = self.compare(gold, pred.in_hundredths())
+            return ok, method, f"{reason} (percent converted)" if ok else f"{reason}; {PERCENT_REFUSAL}"
         if gold.normalized and compact(gold.normalized) == compact(pred.normalized):
             return True, "string", "identical after normalisation"
         kinds = {outer_kind(gold.normalized), outer_kind(pred.normalized)}
@@ -286,6 +309,8 @@ class MathVerifier(Verifier):
             if distinct_numbers(self._parsed(gold, "normalized")[0], self._parsed(pred, "normalized")[0]):
                 return False, "math-verify", "distinct values that only round to the same decimals"
             return True, "math-verify", "math-verify: equivalent"
+        if self._constants_equal(gold, pred):
+            return True, "sympy", "equal constants (exact expansion, i as the imaginary unit)"
         # Normalisation only rewrites surface forms; when it left something math-verify can't parse on
         # either side, compare the text as written.
         unparsed = not self._parsed(gold, "normalized") or not self._parsed(pred, "normalized")
@@ -295,6 +320,18 @@ class MathVerifier(Verifier):
         if not self._parsed(pred, "normalized") and (not changed or not self._parsed(pred, "raw")):
             return False, "math-verify", "answer could not be parsed"
         return False, "math-verify", "math-verify: not equivalent"
+
+    def _constants_equal(self, gold: _Answer, pred: _Answer) -> bool:
+        """:func:`.normalize.constants_equal` on the parsed answers, within the signal timeout (a timeout is
+        no proof of equality)."""
+        gold_parsed, pred_parsed = self._parsed(gold, "normalized"), self._parsed(pred, "normalized")
+        if not gold_parsed or not pred_parsed:
+            return False
+        bounded = math_verify.utils.timeout(self._signal_timeout())(constants_equal)
+        try:
+            return bounded(gold_parsed[0], pred_parsed[0])
+        except TimeoutException:
+            return False
 
     def warmup(self) -> None:
         """Parses a few typical answers so that the LaTeX parser's caches are built (the scoring engine calls
@@ -367,7 +404,7 @@ class MathVerifier(Verifier):
 
     def read(self, completion: str, prompt: str = "") -> Reading:
         """Where ``completion`` states its final answer, by this verifier's extraction chain (``mode``)."""
-        return read_answer(completion, self._chain, prompt)
+        return read_answer(completion, self._chain, prompt, self.settings.boxes)
 
     def refusal(self, reading: Reading, pred: _Answer) -> str | None:
         """Why a found answer does not count (cut off, negated, retracted, hedged, malformed or
@@ -392,14 +429,15 @@ def _hedge(answer: _Answer) -> str | None:
     return "hedged: 'or' in the answer" if _OR.search(answer.normalized) else None
 
 
-def _read_gold(text: str, chain: tuple[str, ...] | None) -> Candidate | None:
+def _read_gold(text: str, chain: tuple[str, ...] | None, boxes: str = "group") -> Candidate | None:
     """The gold answer of a reference: with ``gold_mode="auto"`` its last box group (``\\boxed{1} and
-    \\boxed{2}`` is one answer), else its ``####`` line, else the whole text; else the mode's answer."""
+    \\boxed{2}`` is one answer; with ``boxes="last"`` its last box), else its ``####`` line, else the whole
+    text; else the mode's answer."""
     if chain is not None:
-        return read_answer(text, chain).answer
-    boxes = box_groups(text)[0]
-    if boxes:
-        return boxes[-1]
+        return read_answer(text, chain, boxes=boxes).answer
+    boxes_found = box_groups(text, rule=boxes)[0]
+    if boxes_found:
+        return boxes_found[-1]
     gsm8k = extract_gsm8k(text)
     if gsm8k is not None:
         return Candidate(gsm8k, "gsm8k", 0, len(text))
