@@ -1,24 +1,35 @@
 """The sandbox side of the code verifier: a warm "zygote" interpreter and the workers it forks.
 
-This file runs as a script (``python -I -S _zygote.py CONFIG_JSON FD``), never imported by rewardkit
+This file runs as a script (``python -I -S _zygote.py CONFIG_FD SOCKET_FD``), never imported by rewardkit
 itself: it must stay light (standard library only) because every sandboxed program is a fork of it, and
 it runs where neither rewardkit nor any site-packages is visible (``sys.path``: the standard library and
-the allowed packages, see ``layout.py``).
+the allowed packages, see ``layout.py``). Its configuration comes through a descriptor, not ``argv``.
+
+Start-up, native backend: the host-side process enters new mount, IPC, UTS and network namespaces, builds
+the read-only root, chroots, and then executes this script again from inside the root (``/rk_zygote.py``)
+with the part of its configuration that names no host path. So no process a program is forked from ever
+held the checkout's, the venv's or the temporary directories' paths (bwrap starts it inside already).
 
 Process tree::
 
     zygote (root, started once; own mount + network + IPC + UTS namespace, chrooted into a read-only root)
-      ├─ slot i (root, PID 1 of a PID namespace of its own; warm, one program at a time)
-      │    └─ program P (private uid, rlimits, no_new_privs, fresh working dir: a tmpfs of its own), one of:
-      │         "stdio"     - the program on stdin; stdout goes to the slot, then to the parent, which
-      │                       alone holds the expected outputs and compares
-      │         "candidate" - loads the solution, then answers the judge's calls over a socket
+      ├─ slot i (root, PID 1 of a PID namespace of its own; warm, one program at a time; never reads
+      │    │      a program's output, so its memory stays what it was when it was forked)
+      │    └─ supervisor S (forked per program; collects the program's output, reports, exits)
+      │         └─ program P (private uid, rlimits, no_new_privs, fresh working dir: a tmpfs of its own,
+      │              its own IPC and network namespaces: whatever System V IPC or socket it creates is
+      │              gone with it), one of:
+      │              "stdio"     - the program on stdin; stdout goes to S, then to the parent, which
+      │                            alone holds the expected outputs and compares
+      │              "candidate" - loads the solution, then answers the judge's calls over a socket
       └─ judge j (its own private uid; warm, one sample at a time)
            runs the test code (from a memfd the candidate never sees) with fresh globals, calling the
            candidate's functions through the socket; writes the verdict to the parent
 
-After each program the slot kills every other process of its namespace (``kill(-1)`` from PID 1), which
-includes double-forked, ``setsid``-ed daemons, reaps them, and unmounts and removes the working directory.
+After each program its supervisor kills every other process of the slot's namespace (``kill(-1)``),
+which includes double-forked, ``setsid``-ed daemons (it is their subreaper), reaps them, and unmounts and
+removes the working directory. A program is forked from its own supervisor, which had read nothing but the
+program's code: no earlier program's output or code is in its memory.
 The judge never runs solution code and the candidate never holds the tests, so nothing the solution does
 in its own process (exit early, print, patch builtins or ``assert`` helpers, walk the stack or ``gc`` for the
 expected values) changes the verdict: the judge sees plain data values (decoded by a strict, non-pickle
@@ -88,7 +99,14 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 
 CONFIG: dict = {}
-STATE = {"netns": False, "pidns": False, "chroot": False, "setuid": False, "bwrap": False}
+STATE = {
+    "netns": False,
+    "pidns": False,
+    "chroot": False,
+    "setuid": False,
+    "bwrap": False,
+    "program_ns": False,
+}
 
 
 def _check(ret: int, what: str) -> None:
@@ -179,26 +197,21 @@ def _set_sys_path(entries: list[str]) -> None:
     importlib.invalidate_caches()
 
 
-def setup_zygote(config: dict) -> None:
+HOST_KEYS = ("root", "mounts", "runs_dir", "fallback")
+"""Configuration that names host paths: read by the host-side stage only (see :func:`_enter_root`)."""
+INSIDE_SCRIPT = "/rk_zygote.py"  # where the root shows this script (bound by layout.py's mounts)
+
+
+def setup_zygote(config: dict, sock_fd: int) -> None:
     CONFIG.update(config)
     if config.get("pdeathsig", True):
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     is_root = os.geteuid() == 0
-    STATE["bwrap"] = bool(config.get("inside_bwrap"))
-    if STATE["bwrap"]:
+    if config.get("entered"):  # started inside the root: by _enter_root, or by bwrap
+        STATE.update(bwrap=bool(config.get("inside_bwrap")), chroot=True)
         STATE["netns"] = not config.get("network", False)
-        STATE["chroot"] = True
     elif is_root and config.get("isolate", True):
-        flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
-        if not config.get("network", False):
-            flags |= CLONE_NEWNET
-        try:
-            _unshare(flags)
-            STATE["netns"] = bool(flags & CLONE_NEWNET)
-            _build_root(config["root"], config["mounts"], config["workdir_mb"])
-            STATE["chroot"] = True
-        except OSError as exc:  # e.g. in a container without CAP_SYS_ADMIN: fall back to rlimits only
-            STATE["setup_error"] = str(exc)
+        _enter_root(config, sock_fd)  # returns only where the kernel refuses namespaces
     if not STATE["chroot"]:
         os.makedirs(config["runs_dir"], exist_ok=True)
     STATE["runs_dir"] = "/runs" if STATE["chroot"] else config["runs_dir"]
@@ -206,17 +219,53 @@ def setup_zygote(config: dict) -> None:
     _set_sys_path(config["sys_path"] if STATE["chroot"] else config["fallback"]["sys_path"])
     STATE["setuid"] = is_root and config.get("drop_privileges", True)
     if is_root and config.get("pid_namespace", True):
-        try:  # probe once: is a PID namespace per slot allowed here?
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    _unshare(CLONE_NEWPID)
-                    os._exit(0)
-                except OSError:
-                    os._exit(1)
-            STATE["pidns"] = os.waitpid(pid, 0)[1] == 0
-        except OSError:
-            STATE["pidns"] = False
+        STATE["pidns"] = _allowed_in_child(CLONE_NEWPID)  # a PID namespace per slot
+    if is_root:
+        STATE["program_ns"] = _allowed_in_child(_program_namespaces())
+
+
+def _enter_root(config: dict, sock_fd: int) -> None:
+    """Enters the namespaces, builds the read-only root and chroots into it, then runs this script again
+    from inside (its memory then never held a host path). Where the kernel refuses a namespace or a
+    mount (a container without CAP_SYS_ADMIN), records why and returns: the rlimit fallback runs."""
+    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
+    if not config.get("network", False):
+        flags |= CLONE_NEWNET
+    try:
+        _unshare(flags)
+        _build_root(config["root"], config["mounts"], config["workdir_mb"])
+    except OSError as exc:
+        STATE["setup_error"] = str(exc)
+        return
+    name = b"sandbox"
+    _libc.sethostname(name, len(name))  # not the host's name (a UTS namespace of its own)
+    inside = {k: v for k, v in config.items() if k not in HOST_KEYS}
+    config_fd = os.memfd_create("rk-config", 0)  # inherited by the new program, unlike argv never shown
+    _write_all(config_fd, json.dumps({**inside, "entered": True}).encode())
+    os.set_inheritable(sock_fd, True)
+    argv = [sys.executable, "-I", "-S", INSIDE_SCRIPT, str(config_fd), str(sock_fd)]
+    os.execve(sys.executable, argv, {k: v for k, v in os.environ.items() if k in ("PATH", "LANG")})
+
+
+def _program_namespaces() -> int:
+    """The namespaces each program gets of its own: IPC always, network unless the network is allowed
+    (then programs share the host's)."""
+    return CLONE_NEWIPC | (0 if CONFIG.get("network", False) else CLONE_NEWNET)
+
+
+def _allowed_in_child(flags: int) -> bool:
+    """Whether a forked child may unshare ``flags`` here (probed once at start-up)."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return False
+    if pid == 0:
+        try:
+            _unshare(flags)
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    return os.waitpid(pid, 0)[1] == 0
 
 
 def zygote_loop(sock: socket.socket) -> None:
@@ -256,13 +305,16 @@ def _spawn_worker(kind: str, uid: int, control: socket.socket, others: list[sock
         parent_end.close()
         for other in others:
             other.close()
+        for key in ("uid_base", "slots", "judges"):  # a worker knows its own uid only
+            CONFIG.pop(key, None)
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if kind == "judge":
             judge_loop(child_end, uid if STATE["setuid"] else None)
         else:
             if STATE["pidns"]:
-                # The slot's supervisor is PID 1 of a namespace of its own: kill(-1) from it reaches
-                # every process a program left behind (double-forked, setsid-ed), and nothing else.
+                # The slot is PID 1 of a namespace of its own: kill(-1) from a supervisor (root) in it
+                # reaches every process a program left behind (double-forked, setsid-ed), and nothing
+                # else but the slot.
                 _unshare(CLONE_NEWPID)
                 init = os.fork()
                 if init:
@@ -295,11 +347,10 @@ def _recv_job(sock: socket.socket) -> tuple[dict, list[int]] | None:
 
 
 def slot_loop(sock: socket.socket, uid: int | None) -> None:
-    """One program at a time: fork it, watch it, kill what it left, clean up, report."""
+    """One program at a time, each under a supervisor forked for it (see :func:`run_supervisor`)."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     if not STATE["pidns"]:
-        # Without a namespace of its own, the slot adopts the orphans of its programs (double-forked
-        # daemons) so that it can reap them once killed.
+        # Without a namespace of its own, the slot adopts what a dead supervisor left (see _kill_leftovers).
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     while True:
         job = _recv_job(sock)
@@ -307,12 +358,35 @@ def slot_loop(sock: socket.socket, uid: int | None) -> None:
             return
         header, fds = job
         try:
-            supervise(header, fds, uid)
+            run_supervisor(header, fds, uid)
         except BaseException:
             traceback.print_exc()
+        finally:
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+
+def run_supervisor(header: dict, fds: list[int], uid: int | None) -> None:
+    """Forks the supervisor of one program and waits for it. The slot itself never reads the program's
+    code or output: each program is forked from a supervisor whose memory held nothing of an earlier one
+    (its output stayed in its own supervisor, gone with it)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            # Orphans of the program (double-forked daemons) become the supervisor's to kill and reap.
+            _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            supervise(header, fds, uid)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+            code = 1
+        os._exit(code)
+    status = os.waitpid(pid, 0)[1]
+    if status != 0:  # the supervisor failed before its clean-up: what the program left is the slot's now
+        _kill_leftovers(None, uid)
 
 
 # ------------------------------------------------------------------------------------------------ supervisor
@@ -461,8 +535,9 @@ def _kill(pid: int) -> None:
 
 
 def _kill_others(pid: int | None = None, uid: int | None = None) -> None:
-    """SIGKILL what a program left running, without reaping. From a slot's PID 1: every other process
-    of the namespace. Without a namespace: the program's process group and the processes of its uid."""
+    """SIGKILL what a program left running, without reaping. In a slot's PID namespace: every process of
+    it but the caller and the slot (its PID 1). Without a namespace: the program's process group and the
+    processes of its uid."""
     if STATE["pidns"]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
@@ -508,9 +583,9 @@ def _sweep_uid(uid: int) -> None:
     os.waitpid(child, 0)
 
 
-def _kill_leftovers(pid: int, uid: int | None) -> None:
-    """Kills and reaps everything the program left. In a slot's PID namespace: kill(-1) until no child is
-    left. Without one: the process group, then (with a private uid) every process of that uid, which
+def _kill_leftovers(pid: int | None, uid: int | None) -> None:
+    """Kills and reaps everything the program left (the caller is the subreaper of what it left). In a
+    slot's PID namespace: kill(-1) until no child is left. Without one: the process group, then (with a private uid) every process of that uid, which
     also catches double-forked, ``setsid``-ed children."""
     if STATE["pidns"]:
         for _ in range(10000):
@@ -522,8 +597,9 @@ def _kill_leftovers(pid: int, uid: int | None) -> None:
                 return  # nothing left in the namespace
             time.sleep(0.0005)
         return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
     if uid is None:
         for _ in range(1000):
             killed = _kill_adopted()
@@ -598,6 +674,8 @@ def _enter_program(uid: int | None, workdir: str, limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    if STATE["program_ns"]:  # while still root: System V IPC and sockets of its own, gone when it ends
+        _unshare(_program_namespaces())
     if uid is not None:
         # RLIMIT_NPROC counts the processes of the real uid: exact here because each in-flight program
         # has a uid of its own. Root ignores it, hence the drop below.
@@ -1434,10 +1512,11 @@ def main() -> None:
     site.setquit()
     site.setcopyright()
     site.sethelper()
-    config = json.loads(sys.argv[1])
-    sock = socket.socket(fileno=int(sys.argv[2]))
-    setup_zygote(config)
-    zygote_loop(sock)
+    config_fd, sock_fd = int(sys.argv[1]), int(sys.argv[2])
+    config = json.loads(_read_fd(config_fd))
+    os.close(config_fd)
+    setup_zygote(config, sock_fd)
+    zygote_loop(socket.socket(fileno=sock_fd))
 
 
 if __name__ == "__main__":

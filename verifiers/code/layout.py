@@ -9,9 +9,9 @@ Inside the root: the system directories (``/usr``, ``/lib*``, ``/bin``, ``/sbin`
 interpreter binary and libpython, the standard library (lib-dynload included), and the allowed packages'
 top-level entries (package directory or module, ``.libs`` of compiled wheels, ``.dist-info``, and those of
 the distributions they require) bind-mounted one by one under :data:`SITE`. Hidden under empty read-only
-mounts wherever they fall inside those directories: every site-packages directory of the installation and
-of the system's Pythons, the hub caches, the project checkout; and files that look like datasets
-(``*.jsonl.gz`` ...) inside an allowed package.
+mounts wherever they fall inside those directories: every site-packages directory of the installation, every
+package directory of any interpreter found in them (:data:`PACKAGE_DIR_NAMES`), the hub caches, the
+project checkout; and files that look like datasets (``*.jsonl.gz`` ...) inside an allowed package.
 """
 
 from __future__ import annotations
@@ -86,16 +86,56 @@ def _under(path: str, roots: list[str]) -> bool:
     return any(path != root and os.path.commonpath([path, root]) == root for root in roots)
 
 
-def hidden_dirs(site_dirs: list[str]) -> list[str]:
-    """Directories that must never be visible: package directories of any Python on the machine, hub
-    caches, the project checkout and the current directory."""
-    dirs = list(site_dirs)
+PACKAGE_DIR_NAMES = frozenset(
+    {"site-packages", "dist-packages", "node_modules", "gems", "site-library", "nltk_data", "huggingface"}
+)
+"""Directories hidden wherever they appear in what the root shows: any interpreter's installed packages
+(Python's, also of a bundled interpreter such as the Cloud SDK's; node's, Ruby's, R's), which may ship
+datasets and tests, and the data and model caches that libraries keep under system directories."""
+CACHE_VARIABLES = (
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "HF_DATASETS_CACHE",
+    "TRANSFORMERS_CACHE",
+    "TORCH_HOME",
+    "XDG_CACHE_HOME",
+    "MODELSCOPE_CACHE",
+    "NLTK_DATA",
+    "KERAS_HOME",
+    "SENTENCE_TRANSFORMERS_HOME",
+)
+"""Environment variables naming hub and data caches (hidden wherever they point)."""
+
+
+@functools.lru_cache(maxsize=8)
+def package_dirs(roots: tuple[str, ...]) -> tuple[str, ...]:
+    """Every directory named in :data:`PACKAGE_DIR_NAMES` under ``roots`` (symbolic links not followed;
+    nothing below a found one is searched, it is hidden whole). About 0.5 s for /usr and /etc here, once
+    per process."""
+    found: list[str] = []
+    stack = [r for r in roots if os.path.isdir(r) and not os.path.islink(r)]
+    while stack:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                    if entry.name in PACKAGE_DIR_NAMES:
+                        found.append(entry.path)
+                    else:
+                        stack.append(entry.path)
+    return tuple(sorted(found))
+
+
+def hidden_dirs(site_dirs: list[str], roots: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Directories that must never be visible: the interpreter's site directories, package directories
+    of any interpreter under ``roots`` (the directories the root shows), hub caches, the project checkout
+    and the current directory."""
+    dirs = list(site_dirs) + list(package_dirs(tuple(roots)))
     for pattern in ("/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages"):
         dirs += glob.glob(pattern)
-    env = os.environ
-    caches = [env.get(k) for k in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE")]
-    caches += [env.get("TRANSFORMERS_CACHE"), env.get("TORCH_HOME"), env.get("XDG_CACHE_HOME")]
-    caches += [os.path.expanduser("~/.cache")]
+    caches = [os.environ.get(k) for k in CACHE_VARIABLES] + [os.path.expanduser("~/.cache")]
     dirs += [c for c in caches if c] + [PROJECT]
     with contextlib.suppress(OSError):  # the current directory may be gone
         dirs.append(os.getcwd())
@@ -120,7 +160,7 @@ def build_layout(
         if not _under(path, [t for _, _, t in layout.mounts]):
             layout.mounts.append(("ro", path, path))
     visible = [target for kind, _, target in layout.mounts if kind == "ro"]
-    for path in hidden_dirs(info["site_dirs"]):
+    for path in hidden_dirs(info["site_dirs"], [p for p in visible if os.path.isdir(p)]):
         if _under(path, visible) and path not in layout.hidden:
             layout.mounts.append(("hide_dir", "", path))
             layout.hidden.append(path)
@@ -146,4 +186,4 @@ def _add_packages(layout: Layout, packages: dict[str, dict]) -> None:
                 layout.hidden_files.append(host)
 
 
-__all__ = ["SITE", "Layout", "build_layout", "hidden_dirs"]
+__all__ = ["PACKAGE_DIR_NAMES", "SITE", "Layout", "build_layout", "hidden_dirs", "package_dirs"]

@@ -4,16 +4,20 @@ The parent side lives here; the sandbox side is ``_zygote.py`` (run as a script,
 and what a program sees of the host is ``layout.py``'s. Isolation, strongest available first (what was
 used is in :attr:`Sandbox.info` and every result's details):
 
-* ``native`` backend as root (the default here): the zygote, an isolated interpreter (``-I -S``), enters a
-  new mount, network, IPC and UTS namespace once and chroots into a minimal read-only root: the system
-  directories, the interpreter, its standard library and the allowed packages only (no site-packages as a
-  whole, no ``/home``, ``/root``, ``/tmp``, ``/proc``, hub cache or project directory, so neither a dataset
-  nor the tests are on any disk the program can see). Each program runs in a warm slot whose supervisor is
-  PID 1 of a PID namespace of its own (everything the program leaves, double-forked daemons included, is
-  killed after it), under the slot's unprivileged uid (so that ``RLIMIT_NPROC`` counts exactly its
-  processes and it cannot signal or trace anything else), with rlimits on CPU time, address space, file
-  size and open files, ``no_new_privs``, and a fresh working directory that is a tmpfs of its own (its
-  disk quota), unmounted afterwards.
+* ``native`` backend as root (the default here): the zygote, an isolated interpreter (``-I -S``) whose
+  configuration comes on a descriptor, enters a new mount, network, IPC and UTS namespace once, chroots
+  into a minimal read-only root (the system directories, the interpreter, its standard library and the
+  allowed packages only; no site-packages or other interpreter's package directory, no ``/home``,
+  ``/root``, ``/tmp``, ``/proc``, hub cache or project directory, so neither a dataset nor the tests are on
+  any disk the program can see), and runs itself again from inside the root, so that no host path is in
+  the memory programs are forked from. Each program runs in a warm slot, PID 1 of a PID namespace of its
+  own, forked from a supervisor forked for it alone (so that its memory never held another program's
+  code or output; everything the program leaves, double-forked daemons included, is killed after it),
+  in IPC and network namespaces of its own (its System V objects and sockets go with it), under the
+  slot's unprivileged uid (so that ``RLIMIT_NPROC`` counts exactly its processes and it cannot signal or
+  trace anything else), with rlimits on CPU time, address space, file size and open files,
+  ``no_new_privs``, and a fresh working directory that is a tmpfs of its own (its disk quota), unmounted
+  afterwards.
 * ``bwrap`` backend: the zygote is started inside ``bubblewrap`` with the same root (bubblewrap makes the
   mount / network namespaces); the rest is as above where bubblewrap leaves the capabilities.
 * Without root or namespaces: rlimits, a process group per program, the allowed packages alone on
@@ -44,7 +48,7 @@ from typing import Any
 from rewardkit.verifiers.code.layout import SITE, Layout, build_layout
 
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
-BWRAP_ZYGOTE = "/rk_zygote.py"  # where bwrap shows the zygote script (not the project's path)
+INSIDE_ZYGOTE = "/rk_zygote.py"  # where the root shows the zygote script (not the project's path)
 DEFAULT_PACKAGES = ("numpy",)
 """Packages importable in the sandbox by default: competitive-programming, HumanEval and MBPP solutions use
 the standard library, and numpy now and then. Neither ships a dataset."""
@@ -237,12 +241,11 @@ class Sandbox:
         zconf = {
             "root": self._root,
             "runs_dir": self._runs_dir,
-            "mounts": layout.mounts,
+            "mounts": [*layout.mounts, ("ro", ZYGOTE, INSIDE_ZYGOTE)],
             "sys_path": [*layout.sys_path, SITE],
             "workdir_mb": int(self.config.workdir_mb),
             "network": bool(self.config.network),
             "isolate": backend == "native",
-            "inside_bwrap": backend == "bwrap",
             "slots": self.parallelism,
             "judges": self.parallelism,
             "uid_base": self._uid_base,
@@ -251,21 +254,29 @@ class Sandbox:
             "drop_privileges": bool(self.config.private_uids),
         }
         zconf["fallback"] = self._rlimit_view(layout)  # rlimit backend, or namespaces refused
+        script = ZYGOTE
+        prefix: list[str] = []
+        if backend == "bwrap":  # started inside the root: nothing of the host's paths goes in
+            zconf = {k: v for k, v in zconf.items() if k not in ("root", "runs_dir", "mounts", "fallback")}
+            zconf.update(entered=True, inside_bwrap=True)
+            script, prefix = INSIDE_ZYGOTE, self._bwrap_argv(layout)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config_fd = os.memfd_create("rk-config", 0)  # not argv: a program could read that
+        os.write(config_fd, json.dumps(zconf).encode())
+        os.lseek(config_fd, 0, os.SEEK_SET)
         # -I -S: no site-packages, no .pth file (the editable finder of the project), no PYTHONPATH, no
         # user site, not the script's directory: sys.path is the standard library, then SITE.
-        argv = [layout.python, "-I", "-S", ZYGOTE, json.dumps(zconf), str(child.fileno())]
-        if backend == "bwrap":
-            argv[3] = BWRAP_ZYGOTE
-            argv = self._bwrap_argv(layout) + argv
-            argv[-2] = json.dumps({**zconf, "runs_dir": "/runs"})
-        self._proc = subprocess.Popen(
-            argv,
-            pass_fds=[child.fileno()],
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env=_zygote_env(),
-        )
+        argv = [*prefix, layout.python, "-I", "-S", script, str(config_fd), str(child.fileno())]
+        try:
+            self._proc = subprocess.Popen(
+                argv,
+                pass_fds=[child.fileno(), config_fd],
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=_zygote_env(),
+            )
+        finally:
+            os.close(config_fd)
         child.close()
         owned = [parent]  # the worker sockets join once the zygote has sent them
         # Runs on close(), when the sandbox is garbage-collected, or at interpreter exit.
@@ -292,6 +303,7 @@ class Sandbox:
             if self.config.network
             else ("network namespace" if hello.get("netns") else "sockets refused (audit hook)"),
             "pid_namespace": bool(hello.get("pidns")),
+            "program_namespaces": bool(hello.get("program_ns")),
             "private_uid": bool(hello.get("setuid")),
             "read_only_root": bool(hello.get("chroot")),
             "workdir_quota": "per program"
@@ -345,7 +357,7 @@ class Sandbox:
                 argv += ["--tmpfs", target, "--remount-ro", target]
             else:
                 argv += ["--ro-bind", "/dev/null", target]
-        argv += ["--ro-bind", ZYGOTE, BWRAP_ZYGOTE, "--dev", "/dev"]
+        argv += ["--ro-bind", ZYGOTE, INSIDE_ZYGOTE, "--dev", "/dev"]
         argv += ["--size", str(int(self.config.workdir_mb) * 1024 * 1024), "--tmpfs", "/runs"]
         if os.geteuid() == 0:
             argv += ["--cap-add", "ALL"]
