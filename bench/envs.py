@@ -94,7 +94,8 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     from rewardkit.data import arithmetic
-    from rewardkit.envs import build_env, demo, run_episodes
+    from rewardkit.demos import tools as demo
+    from rewardkit.envs import build_env, run_episodes
     from rewardkit.generation import SamplingParams
     from rewardkit.types import Record
 
