@@ -197,8 +197,6 @@ def _set_sys_path(entries: list[str]) -> None:
     importlib.invalidate_caches()
 
 
-HOST_KEYS = ("root", "mounts", "runs_dir", "fallback")
-"""Configuration that names host paths: read by the host-side stage only (see :func:`_enter_root`)."""
 INSIDE_SCRIPT = "/rk_zygote.py"  # where the root shows this script (bound by layout.py's mounts)
 
 
@@ -213,10 +211,10 @@ def setup_zygote(config: dict, sock_fd: int) -> None:
     elif is_root and config.get("isolate", True):
         _enter_root(config, sock_fd)  # returns only where the kernel refuses namespaces
     if not STATE["chroot"]:
-        os.makedirs(config["runs_dir"], exist_ok=True)
-    STATE["runs_dir"] = "/runs" if STATE["chroot"] else config["runs_dir"]
+        os.makedirs(config["host"]["runs_dir"], exist_ok=True)
+    STATE["runs_dir"] = "/runs" if STATE["chroot"] else config["host"]["runs_dir"]
     STATE["quota"] = STATE["chroot"] and is_root and _probe_quota(STATE["runs_dir"])
-    _set_sys_path(config["sys_path"] if STATE["chroot"] else config["fallback"]["sys_path"])
+    _set_sys_path(config["sys_path"] if STATE["chroot"] else config["host"]["fallback"]["sys_path"])
     STATE["setuid"] = is_root and config.get("drop_privileges", True)
     if is_root and config.get("pid_namespace", True):
         STATE["pidns"] = _allowed_in_child(CLONE_NEWPID)  # a PID namespace per slot
@@ -233,13 +231,14 @@ def _enter_root(config: dict, sock_fd: int) -> None:
         flags |= CLONE_NEWNET
     try:
         _unshare(flags)
-        _build_root(config["root"], config["mounts"], config["workdir_mb"])
+        host = config["host"]
+        _build_root(host["root"], host["mounts"], config["workdir_mb"])
     except OSError as exc:
         STATE["setup_error"] = str(exc)
         return
     name = b"sandbox"
     _libc.sethostname(name, len(name))  # not the host's name (a UTS namespace of its own)
-    inside = {k: v for k, v in config.items() if k not in HOST_KEYS}
+    inside = {k: v for k, v in config.items() if k != "host"}  # "host": every host path, left behind
     config_fd = os.memfd_create("rk-config", 0)  # inherited by the new program, unlike argv never shown
     _write_all(config_fd, json.dumps({**inside, "entered": True}).encode())
     os.set_inheritable(sock_fd, True)
@@ -585,8 +584,8 @@ def _sweep_uid(uid: int) -> None:
 
 def _kill_leftovers(pid: int | None, uid: int | None) -> None:
     """Kills and reaps everything the program left (the caller is the subreaper of what it left). In a
-    slot's PID namespace: kill(-1) until no child is left. Without one: the process group, then (with a private uid) every process of that uid, which
-    also catches double-forked, ``setsid``-ed children."""
+    slot's PID namespace: kill(-1) until no child is left. Without one: the process group, then (with a
+    private uid) every process of that uid, which also catches double-forked, ``setsid``-ed children."""
     if STATE["pidns"]:
         for _ in range(10000):
             _kill_others()
@@ -731,7 +730,7 @@ def _inside(path: str, roots: tuple[str, ...]) -> bool:
 
 def _guard_files(workdir: str) -> None:
     """Installs the file audit hook of a program (rlimit backend), with the roots ``layout.py`` computed."""
-    view = CONFIG["fallback"]
+    view = CONFIG["host"]["fallback"]
     real = os.path.realpath
     home = real(workdir)
     roots = tuple(real(p) for p in view["read_roots"]) + (home,)

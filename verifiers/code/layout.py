@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import glob
 import json
 import os
 import subprocess
@@ -128,13 +127,11 @@ def package_dirs(roots: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def hidden_dirs(site_dirs: list[str], roots: list[str] | tuple[str, ...] = ()) -> list[str]:
+def hidden_dirs(site_dirs: list[str], roots: list[str] | tuple[str, ...]) -> list[str]:
     """Directories that must never be visible: the interpreter's site directories, package directories
-    of any interpreter under ``roots`` (the directories the root shows), hub caches, the project checkout
-    and the current directory."""
+    of any interpreter under ``roots`` (the directories the root shows; the system Pythons' ones among
+    them), hub caches, the project checkout and the current directory."""
     dirs = list(site_dirs) + list(package_dirs(tuple(roots)))
-    for pattern in ("/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages"):
-        dirs += glob.glob(pattern)
     caches = [os.environ.get(k) for k in CACHE_VARIABLES] + [os.path.expanduser("~/.cache")]
     dirs += [c for c in caches if c] + [PROJECT]
     with contextlib.suppress(OSError):  # the current directory may be gone

@@ -238,10 +238,7 @@ class Sandbox:
         self._links = tempfile.mkdtemp(prefix="rk-sandbox-site-")
         os.chmod(self._runs_dir, 0o711)
         os.chmod(self._links, 0o755)
-        zconf = {
-            "root": self._root,
-            "runs_dir": self._runs_dir,
-            "mounts": [*layout.mounts, ("ro", ZYGOTE, INSIDE_ZYGOTE)],
+        zconf: dict[str, Any] = {
             "sys_path": [*layout.sys_path, SITE],
             "workdir_mb": int(self.config.workdir_mb),
             "network": bool(self.config.network),
@@ -253,13 +250,18 @@ class Sandbox:
             "pid_namespace": bool(self.config.pid_namespace),
             "drop_privileges": bool(self.config.private_uids),
         }
-        zconf["fallback"] = self._rlimit_view(layout)  # rlimit backend, or namespaces refused
         script = ZYGOTE
         prefix: list[str] = []
         if backend == "bwrap":  # started inside the root: nothing of the host's paths goes in
-            zconf = {k: v for k, v in zconf.items() if k not in ("root", "runs_dir", "mounts", "fallback")}
             zconf.update(entered=True, inside_bwrap=True)
             script, prefix = INSIDE_ZYGOTE, self._bwrap_argv(layout)
+        else:  # every host path under one key, which the zygote leaves behind once inside its root
+            zconf["host"] = {
+                "root": self._root,
+                "runs_dir": self._runs_dir,
+                "mounts": [*layout.mounts, ("ro", ZYGOTE, INSIDE_ZYGOTE)],
+                "fallback": self._rlimit_view(layout),  # rlimit backend, or namespaces refused
+            }
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config_fd = os.memfd_create("rk-config", 0)  # not argv: a program could read that
         os.write(config_fd, json.dumps(zconf).encode())
