@@ -189,7 +189,8 @@ class RewardSourceConfig:
     """One reward source: a verifier or a reward model, with a weight."""
 
     name: str = "math"
-    """Verifier name (``math``, ``code``, ``sql``, ``ifeval``, ``format``), ``rm:PATH`` for a reward model,
+    """Verifier name (``math``, ``code``, ``sql``, ``ifeval``, ``format``, ``choice``, ``qa``, ``json``; open-r1's
+    shaping rewards ``repetition_penalty``, ``cosine_length``), ``rm:PATH`` for a reward model,
     ``py:module:fn`` for a reward function, ``http:URL`` for a reward server (docs/remote.md), or a
     label-free source: ``ttrl`` (majority vote of the group, Zuo et al. 2025) or ``self_certainty`` (the
     policy's certainty, Zhao et al. 2025)."""

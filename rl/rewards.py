@@ -406,6 +406,7 @@ class RewardPipeline:
             correct=torch.tensor(scored.correct, dtype=torch.bool),
             truncated=torch.tensor([g.finish_reason == "length" for g in gens], dtype=torch.bool),
             budgets=_budgets(records),
+            texts=[r.completion_text for r in records],
         )
         out = self.sample_shaping(batch)
         keep = torch.ones(len(records), dtype=torch.bool)

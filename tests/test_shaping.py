@@ -118,11 +118,17 @@ def test_dapo_overlong_penalty_and_mask():
 def test_cosine_length_reward():
     lengths = torch.tensor([0.0, 50.0, 100.0, 0.0, 50.0, 100.0, 150.0])
     correct = torch.tensor([True, True, True, False, False, False, True])
-    # correct: 2 at 0, 1.5 at T/2, 1 at T; wrong: -10 at 0, -5 at T/2, 0 at T; beyond T: -10
+    # Yeo et al.'s values: correct 2 at 0, 1.5 at T/2, 1 at T; wrong -10 at 0, -5 at T/2, 0 at T; beyond T: -10
+    yeo = dict(max_value_correct=2, min_value_correct=1, min_value_wrong=-10, max_value_wrong=0, exceed=-10)
     expected = [2.0, 1.5, 1.0, -10.0, -5.0, 0.0, -10.0]
-    assert close(F.cosine_length_reward(lengths, correct, 100), expected)
+    assert close(F.cosine_length_reward(lengths, correct, 100, **yeo), expected)
     r = F.cosine_length_reward(torch.tensor([10.0, 60.0, 10.0, 60.0]), torch.tensor([1, 1, 0, 0]).bool(), 100)
     assert r[0] > r[1] and r[3] > r[2]  # correct short > correct long, wrong long > wrong short
+    # the former argument names still build the transform, with a warning
+    with pytest.warns(FutureWarning) as warned:
+        old = S.build_shaping("cosine_length:max_len=100,correct_at_zero=2,correct_at_max=1,exceed=-10")
+    assert [str(w.message).split()[-1] for w in warned] == ["'max_value_correct'", "'min_value_correct'"]
+    assert (old.max_value_correct, old.min_value_correct, old.exceed) == (2, 1, -10)
 
 
 # ---- steps -----------------------------------------------------------------------------------------

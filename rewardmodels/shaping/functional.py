@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -47,8 +49,10 @@ __all__ = [
     "TRUNCATION_MODES",
     "GroupStats",
     "binarize",
+    "check_repetition_settings",
     "budget_schedule",
     "clamp",
+    "REPETITION_UNITS",
     "cosine_length_reward",
     "dapo_overlong_penalty",
     "discounted_returns",
@@ -58,6 +62,8 @@ __all__ = [
     "group_normalize",
     "group_stats",
     "kimi_length_penalty",
+    "ngram_repetition_penalty",
+    "repetition_tokens",
     "length_budget_reward",
     "min_form",
     "min_form_returns",
@@ -438,30 +444,83 @@ def cosine_length_reward(
     correct: torch.Tensor,
     max_len: int,
     *,
-    correct_at_zero: float = 2.0,
-    correct_at_max: float = 1.0,
-    wrong_at_zero: float = -10.0,
-    wrong_at_max: float = 0.0,
-    exceed: float = -10.0,
+    min_value_correct: float = 0.5,
+    max_value_correct: float = 1.0,
+    min_value_wrong: float = -1.0,
+    max_value_wrong: float = -0.5,
+    exceed: float | None = None,
 ) -> torch.Tensor:
-    """Cosine length-scaled reward (Yeo et al., 2025, "Demystifying Long Chain-of-Thought Reasoning").
+    """Cosine length-scaled reward: open-r1's ``get_cosine_scaled_reward`` (``src/open_r1/rewards.py``),
+    after Yeo et al., 2025 ("Demystifying Long Chain-of-Thought Reasoning").
 
-    ``CosFn(t, T, a, b) = b + 0.5 * (a - b) * (1 + cos(pi * t / T))`` moves from ``a`` at ``t = 0`` to
-    ``b`` at ``t = T``. A correct sample of length ``t`` gets ``CosFn(t, max_len, correct_at_zero,
-    correct_at_max)`` (short correct > long correct), a wrong one ``CosFn(t, max_len, wrong_at_zero,
-    wrong_at_max)`` (long wrong > short wrong: keep thinking when unsure), and a sample longer than
-    ``max_len`` gets ``exceed``. Defaults are the paper's (r0c=2, rLc=1, r0w=-10, rLw=0, re=-10).
-    This *replaces* the correctness reward rather than adding to it.
+    ``reward = lo + 0.5 * (hi - lo) * (1 + cos(pi * len / max_len))`` moves from ``hi`` at length 0 to
+    ``lo`` at ``max_len``: a correct sample goes from ``max_value_correct`` down to ``min_value_correct``
+    (short correct > long correct), a wrong one from ``min_value_wrong`` up to ``max_value_wrong`` (long
+    wrong > short wrong: keep thinking when unsure). Defaults are open-r1's. ``exceed=None`` is open-r1's
+    formula as written, whose cosine goes on past ``max_len`` (it turns back up); a number is Yeo et al.'s
+    ``r_e``, given to every sample longer than ``max_len``. Yeo et al.'s values: ``max_len=4096``, correct
+    2 -> 1, wrong -10 -> 0, ``exceed=-10``. Computed in float64; this *replaces* the correctness reward.
     """
     lengths = torch.as_tensor(lengths, dtype=torch.float64)
     correct = torch.as_tensor(correct).bool()
-    progress = (lengths / max_len).clamp(max=1.0)
-    cos = 0.5 * (1.0 + torch.cos(math.pi * progress))
-    a = torch.where(correct, correct_at_zero, wrong_at_zero).to(torch.float64)
-    b = torch.where(correct, correct_at_max, wrong_at_max).to(torch.float64)
-    out = b + (a - b) * cos
-    out = torch.where(lengths > max_len, torch.full_like(out, exceed), out)
-    return out.to(torch.float32)
+    cosine = torch.cos(math.pi * (lengths / max_len))
+
+    def pick(if_correct: float, if_wrong: float) -> torch.Tensor:
+        values = torch.tensor([if_wrong, if_correct], dtype=torch.float64)
+        return values[correct.long()]
+
+    hi = pick(max_value_correct, min_value_wrong)
+    lo = pick(min_value_correct, max_value_wrong)
+    out = lo + 0.5 * (hi - lo) * (1.0 + cosine)
+    if exceed is not None:
+        out = torch.where(lengths > max_len, torch.full_like(out, exceed), out)
+    return out
+
+
+REPETITION_UNITS = ("words", "chars", "mixed")
+"""How :func:`repetition_tokens` splits a text: ``words`` is open-r1's ``language="en"`` (lower case, split
+on whitespace), ``chars`` every non-space character (scripts written without spaces, with no segmenter to
+install), ``mixed`` words, with each character of a script written without spaces a word of its own."""
+
+_UNSPACED_SCRIPTS = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\U00020000-\U0002fa1f]"
+)
+"""Thai, Lao, Myanmar, Khmer, kana and CJK ideographs: scripts that do not separate words by spaces."""
+
+
+def repetition_tokens(text: str, unit: str = "words") -> list[str]:
+    """The tokens of ``text`` whose n-grams :func:`ngram_repetition_penalty` counts (see
+    :data:`REPETITION_UNITS`)."""
+    if unit == "words":
+        return text.lower().split()
+    if unit == "chars":
+        return [c for c in text.lower() if not c.isspace()]
+    if unit == "mixed":
+        return _UNSPACED_SCRIPTS.sub(lambda m: f" {m.group(0)} ", text.lower()).split()
+    raise ValueError(f"unknown repetition unit {unit!r} (known: {', '.join(REPETITION_UNITS)})")
+
+
+def check_repetition_settings(ngram_size: int, max_penalty: float, unit: str = "words") -> None:
+    """Raises ``ValueError`` for settings open-r1 refuses (a positive penalty) or that mean nothing."""
+    if max_penalty > 0:
+        raise ValueError(f"max_penalty must not be positive, got {max_penalty}")
+    if ngram_size < 1:
+        raise ValueError(f"ngram_size must be at least 1, got {ngram_size}")
+    if unit not in REPETITION_UNITS:
+        raise ValueError(f"unknown repetition unit {unit!r} (known: {', '.join(REPETITION_UNITS)})")
+
+
+def ngram_repetition_penalty(tokens: Sequence[Any], ngram_size: int, max_penalty: float) -> float:
+    """open-r1's ``get_repetition_penalty_reward`` (after Yeo et al., 2025, Appendix C.2):
+    ``max_penalty * (1 - distinct n-grams / n-grams)``, 0 for fewer than ``ngram_size`` tokens.
+    ``max_penalty <= 0``; ``tokens`` from :func:`repetition_tokens` (or token ids)."""
+    check_repetition_settings(ngram_size, max_penalty)
+    total = len(tokens) - ngram_size + 1
+    if total <= 0:
+        return 0.0
+    distinct = {tuple(tokens[i : i + ngram_size]) for i in range(total)}
+    return (1 - len(distinct) / total) * max_penalty
 
 
 # L1 (Aggarwal & Welleck, 2025, "L1: Controlling How Long A Reasoning Model Thinks With Reinforcement

@@ -23,6 +23,7 @@ Names: "clip" always means Gao et al.'s Clip of process rewards (``step_clip`` a
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -78,6 +79,7 @@ class ShapingBatch:
         budgets: Length budget ``n_gold`` each sample's prompt asked for ``[B]`` (float, tokens; L1's
             "Think for n tokens."), NaN where the prompt set none. ``None``: no budgets (``length_budget``
             refuses such a batch).
+        texts: Each sample's completion text (``repetition_penalty`` reads it), or ``None``.
     """
 
     rewards: torch.Tensor
@@ -92,6 +94,7 @@ class ShapingBatch:
     log: dict[str, Any] = field(default_factory=dict)
     outcome: torch.Tensor | None = None
     budgets: torch.Tensor | None = None
+    texts: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.rewards = torch.as_tensor(self.rewards, dtype=torch.float32)
@@ -127,6 +130,8 @@ class Shaping:
 
     name: ClassVar[str] = "shaping"
     level: ClassVar[str] = "sample"
+    renamed: ClassVar[dict[str, str]] = {}
+    """Former argument names -> today's; a spec that uses one builds with a ``FutureWarning``."""
     normalizes_groups: ClassVar[bool] = False
     """Whether the transform centres or scales rewards by their group's statistics (see
     :func:`conflicts_with_estimator`)."""
@@ -362,29 +367,74 @@ class Truncation(Shaping):
 @register("cosine_length")
 @dataclass
 class CosineLength(Shaping):
-    """Cosine length-scaled reward (Yeo et al., 2025), replacing the reward: correct short > correct long,
-    wrong long > wrong short, ``exceed`` past ``max_len``. Correct = ``batch.correct`` or ``r >= correct_threshold``."""
+    """open-r1's cosine length-scaled reward (``get_cosine_scaled_reward``; Yeo et al., 2025), replacing the
+    reward: correct from ``max_value_correct`` at length 0 down to ``min_value_correct`` at ``max_len``, wrong
+    from ``min_value_wrong`` up to ``max_value_wrong``; ``exceed`` (a number) past ``max_len``, ``None``:
+    open-r1's cosine continues. Lengths are the batch's (characters in ``rewardkit score`` as open-r1 counts
+    them, tokens in an RL run). Correct = ``batch.correct`` or ``r >= correct_threshold``."""
 
-    max_len: int = 4096
-    correct_at_zero: float = 2.0
-    correct_at_max: float = 1.0
-    wrong_at_zero: float = -10.0
-    wrong_at_max: float = 0.0
-    exceed: float = -10.0
+    renamed: ClassVar[dict[str, str]] = {
+        "correct_at_zero": "max_value_correct",
+        "correct_at_max": "min_value_correct",
+        "wrong_at_zero": "min_value_wrong",
+        "wrong_at_max": "max_value_wrong",
+    }
+    max_len: int = 1000
+    min_value_wrong: float = -1.0
+    max_value_wrong: float = -0.5
+    min_value_correct: float = 0.5
+    max_value_correct: float = 1.0
+    exceed: float | None = None
     correct_threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.max_len <= 0:
+            raise ValueError(f"cosine_length needs max_len > 0, got {self.max_len}")
 
     def __call__(self, batch: ShapingBatch) -> ShapingBatch:
         r = F.cosine_length_reward(
             batch.need("lengths", self.name),
             batch.correct_or(self.correct_threshold),
             self.max_len,
-            correct_at_zero=self.correct_at_zero,
-            correct_at_max=self.correct_at_max,
-            wrong_at_zero=self.wrong_at_zero,
-            wrong_at_max=self.wrong_at_max,
+            min_value_correct=self.min_value_correct,
+            max_value_correct=self.max_value_correct,
+            min_value_wrong=self.min_value_wrong,
+            max_value_wrong=self.max_value_wrong,
             exceed=self.exceed,
         )
         return batch.replace(rewards=r)
+
+
+@register("repetition_penalty")
+@dataclass
+class RepetitionPenalty(Shaping):
+    """open-r1's n-gram repetition penalty (``get_repetition_penalty_reward``; Yeo et al., 2025, App. C.2)
+    added to the reward: ``weight * max_penalty * (1 - distinct n-grams / n-grams)`` of each completion's
+    text, split by ``unit`` (``words``: open-r1's, lower case and whitespace; ``chars``; ``mixed``: see
+    :data:`.functional.REPETITION_UNITS`)."""
+
+    ngram_size: int = 3
+    max_penalty: float = -1.0
+    unit: str = "words"
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        F.check_repetition_settings(self.ngram_size, self.max_penalty, self.unit)
+
+    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
+        texts = batch.need("texts", self.name)
+        penalty = torch.tensor(
+            [
+                F.ngram_repetition_penalty(
+                    F.repetition_tokens(t, self.unit), self.ngram_size, self.max_penalty
+                )
+                for t in texts
+            ],
+            dtype=torch.float64,
+        )
+        out = batch.replace(rewards=batch.rewards + self.weight * penalty)
+        out.log["repetition_penalty"] = penalty
+        return out
 
 
 @register("length_budget")
@@ -592,6 +642,7 @@ def build_shaping(spec: str | dict[str, Any] | Shaping) -> Shaping:
         return spec
     name, args, kwargs = _read_spec(spec)
     cls = transform_class(name)
+    kwargs = _renamed_arguments(cls, kwargs)
     if dataclasses.is_dataclass(cls):
         names = [f.name for f in dataclasses.fields(cls) if f.init]
         if len(args) > len(names):
@@ -608,6 +659,19 @@ def build_shaping(spec: str | dict[str, Any] | Shaping) -> Shaping:
     if args:
         raise ValueError(f"{name} takes only keyword arguments")
     return cls(**kwargs)
+
+
+def _renamed_arguments(cls: type[Shaping], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with the transform's former argument names (``cls.renamed``) replaced, with a warning."""
+    out = {}
+    for key, value in kwargs.items():
+        new = cls.renamed.get(key)
+        if new is not None:
+            warnings.warn(f"{cls.name}: argument {key!r} is now {new!r}", FutureWarning, stacklevel=3)
+            if new in kwargs:
+                raise ValueError(f"{cls.name}: {key!r} and {new!r} are the same argument, given twice")
+        out[new or key] = value
+    return out
 
 
 @dataclass

@@ -9,6 +9,7 @@ the shaped reward back, keeping the raw one in ``details["shaping"]``. Context c
 * truncated: ``metadata["truncated"]`` or ``metadata["finish_reason"] == "length"``;
 * correct: ``details["correct"]`` of the result if present (else the transforms threshold the reward);
 * per-step rewards: ``details["step_rewards"]`` (or ``step_scores``) of the result;
+* texts: the completion text of each row (``repetition_penalty``);
 * components: ``details["components"]`` (``{name: {"reward": x, ...}}`` or ``{name: x}``), as written by
   :class:`WeightedSumSource` (:class:`rewardkit.verifiers.combine.CombinedSource`).
 """
@@ -113,6 +114,7 @@ def results_to_batch(
         step_rewards=step_rewards,
         step_mask=step_mask,
         components=_components(results),
+        texts=[rec.completion_text for rec in records],
     )
 
 
