@@ -20,6 +20,7 @@ from typing import Any
 from rewardkit.data import sample_path
 from rewardkit.data.loaders import read_rows as read_all_rows
 from rewardkit.hub import hub_problem
+from rewardkit.verifiers import VERIFIERS
 
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -52,7 +53,8 @@ class Benchmark:
         reference: Builds the verifier's reference from a row.
         subset_fields: Row fields that split the results (level, subject, difficulty...).
         answer_field: Row field with a worked answer, used for few-shot examples.
-        math_answers: Whether answers can be majority-voted with math equivalence (maj@k).
+        answer_votes: How maj@k groups the extracted answers (``math``: math equivalence; ``exact``: equal
+            text), ``None`` for no maj@k; a custom benchmark takes its verifier's ``answer_votes``.
         verifier_config: Keyword arguments for the verifier.
         sample_verifier_config: Extra verifier arguments for the shipped sample (``{data}`` in a value is
             the ``rewardkit.data`` folder), e.g. where the sample's SQL databases are.
@@ -70,7 +72,7 @@ class Benchmark:
     reference: Callable[[dict[str, Any]], Any] = lambda row: row.get("answer")
     subset_fields: tuple[str, ...] = ()
     answer_field: str | None = None
-    math_answers: bool = False
+    answer_votes: str | None = None
     verifier_config: dict[str, Any] = field(default_factory=dict)
     sample_verifier_config: dict[str, Any] = field(default_factory=dict)
 
@@ -145,7 +147,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         template="{prompt}\n" + BOXED_INSTRUCTION + "\n",
         reference=gsm8k_reference,
         answer_field="answer",
-        math_answers=True,
+        answer_votes="math",
     ),
     "math500": Benchmark(
         name="math500",
@@ -157,7 +159,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         template="{prompt}\n" + BOXED_INSTRUCTION + "\n",
         subset_fields=("level", "subject"),
         answer_field="solution",
-        math_answers=True,
+        answer_votes="math",
     ),
     "aime": Benchmark(
         name="aime",
@@ -170,7 +172,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         template="{prompt}\n" + BOXED_INSTRUCTION + "\n",
         reference=lambda row: str(row["answer"]),
         subset_fields=("year",),
-        math_answers=True,
+        answer_votes="math",
     ),
     "humaneval": Benchmark(
         name="humaneval",
@@ -294,6 +296,14 @@ def _lookup(name: str) -> Benchmark:
     return BENCHMARKS[name]
 
 
+def _answer_votes(verifier: str) -> str | None:
+    """The verifier's ``answer_votes``; ``None`` for a name that is not a registered verifier (``http:``)."""
+    try:
+        return VERIFIERS.get(verifier).answer_votes
+    except Exception:  # an unknown name fails later, where the verifier is built, with its own message
+        return None
+
+
 def custom_benchmark(name: str, verifier: str, field_map: dict[str, str] | None = None) -> Benchmark:
     """A benchmark for any file: ``prompt`` and ``reference`` fields (renamed through ``field_map``)."""
     field_map = field_map or {}
@@ -305,7 +315,7 @@ def custom_benchmark(name: str, verifier: str, field_map: dict[str, str] | None 
         id_field=field_map.get("id", "id"),
         reference=lambda row: row.get(reference_field, row.get("answer")),
         subset_fields=("subset", "level", "category", "difficulty"),
-        math_answers=verifier == "math",
+        answer_votes=_answer_votes(verifier),
     )
 
 

@@ -171,7 +171,7 @@ def score_samples(
                 reward=reward,
                 correct=error is None and raw >= config.correct_threshold,
                 error=error,
-                answer=extracted_answer(result) if bench.math_answers and not cut_off else None,
+                answer=extracted_answer(result) if bench.answer_votes and not cut_off else None,
                 rm_score=rm_value,
                 finish_reason=finish_reason,
                 details=result.details,
@@ -285,6 +285,13 @@ def _clearly_different(a: complex | None, b: complex | None) -> bool:
     return abs(a - b) > 1e-4 * max(1.0, abs(a), abs(b))
 
 
+def group_texts(answers: Sequence[str | None]) -> list[int | None]:
+    """Classes of answers that are the same text, case and spacing aside (``answer_votes="exact"``: a
+    multiple-choice letter, a short answer), ids in order of first appearance."""
+    ids: dict[str, int] = {}
+    return [None if a is None else ids.setdefault(" ".join(a.lower().split()), len(ids)) for a in answers]
+
+
 def math_equivalent(a: str, b: str) -> bool:
     """Whether two extracted answers are the same mathematical object (the math verifier's equivalence)."""
     if a == b:
@@ -294,6 +301,9 @@ def math_equivalent(a: str, b: str) -> bool:
 
 
 _MATH = None
+
+_VOTES: dict[Any, Any] = {"math": group_answers, "exact": group_texts}
+"""How each ``answer_votes`` kind groups answers (``with_maj=True``: math's)."""
 
 
 def _math_verifier():
@@ -308,7 +318,7 @@ def compute_metrics(
     ks: Sequence[int],
     config: EvalConfig,
     *,
-    with_maj: bool,
+    with_maj: bool | str | None,  # an ``answer_votes`` kind (True: math), falsy: no maj@k
     with_best_of: bool,
 ) -> dict[str, dict[str, float]]:
     """pass@k, maj@k, best-of-k and mean reward over problems, each with a bootstrap 95% interval and
@@ -327,7 +337,7 @@ def compute_metrics(
         classes, good = [], []
         for pid in pids:
             group = samples_by_problem[pid]
-            cls = group_answers([s.answer for s in group])
+            cls = _VOTES.get(with_maj, group_answers)([s.answer for s in group])
             classes.append(cls)
             good.append({k for k, s in zip(cls, group, strict=True) if k is not None and s.correct})
         blocks.append(M.maj_at_k_matrix(classes, good, ks))
@@ -472,7 +482,7 @@ def _finish(
     ks, dropped, warning = coverage(config.ks, sizes)
     if warning:
         logger.warning(warning)
-    overall = compute_metrics(by_problem, ks, config, with_maj=bench.math_answers, with_best_of=has_rm)
+    overall = compute_metrics(by_problem, ks, config, with_maj=bench.answer_votes, with_best_of=has_rm)
     problem_meta = {p.id: p.metadata for p in problems}
     subsets: dict[str, dict[str, Any]] = {}
     for key in sorted({k for p in problems for k in p.metadata}):
@@ -482,7 +492,7 @@ def _finish(
             subsets[f"{key}={value}"] = {
                 "num_problems": len(members),
                 "metrics": compute_metrics(
-                    members, ks, config, with_maj=bench.math_answers, with_best_of=has_rm
+                    members, ks, config, with_maj=bench.answer_votes, with_best_of=has_rm
                 ),
             }
     errors = Counter(error_kind(s.error) for s in samples if s.error)

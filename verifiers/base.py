@@ -37,6 +37,10 @@ class Verifier(ABC):
     own subprocesses, a reward model batching on a GPU); such a source enforces its own timeouts. Objects
     that are not ``Verifier`` subclasses are run in process unless they set ``runs_in_process = False``."""
 
+    answer_votes: ClassVar[str | None] = None
+    """How ``rewardkit eval``'s maj@k groups the answers this verifier reports (``details["extracted"]``):
+    ``"math"`` (math equivalence), ``"exact"`` (equal text, case and spacing aside), ``None`` (no maj@k)."""
+
     def __init__(self, **config: Any) -> None:
         self.config = config
 

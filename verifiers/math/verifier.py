@@ -147,6 +147,7 @@ class MathVerifier(Verifier):
 
     name: ClassVar[str] = "math"
     runs_in_process: ClassVar[bool] = False
+    answer_votes: ClassVar[str | None] = "math"
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
