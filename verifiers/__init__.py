@@ -1,6 +1,6 @@
-"""Rule-based verifiers (math, code, SQL, instruction constraints, format) behind one registry, and
-``get_source``: a verifier or a reward server (``http:URL``) by name (every kind of source name is in
-``verifiers/sources.py``).
+"""Rule-based verifiers (math, code, SQL, instruction constraints, format, multiple choice, short-answer QA,
+JSON Schema, and the shaping rewards repetition and cosine length) behind one registry, and ``get_source``:
+a verifier or a reward server (``http:URL``) by name (every kind of source name is in ``verifiers/sources.py``).
 
 from rewardkit.verifiers import get_verifier
 math = get_verifier("math", mode="strict")
@@ -20,6 +20,12 @@ VERIFIERS.register("code", "rewardkit.verifiers.code:CodeVerifier")
 VERIFIERS.register("sql", "rewardkit.verifiers.sql:SQLVerifier")
 VERIFIERS.register("ifeval", "rewardkit.verifiers.ifeval:IFEvalVerifier")
 VERIFIERS.register("format", "rewardkit.verifiers.format:FormatVerifier")
+VERIFIERS.register("choice", "rewardkit.verifiers.choice:ChoiceVerifier")
+VERIFIERS.register("qa", "rewardkit.verifiers.qa:QAVerifier")
+VERIFIERS.register("json", "rewardkit.verifiers.json:JSONVerifier")
+# open-r1's shaping rewards as sources: their formulas live with the shaping transforms (a floor above)
+VERIFIERS.register("repetition_penalty", "rewardkit.rewardmodels.shaping.sources:RepetitionPenaltySource")
+VERIFIERS.register("cosine_length", "rewardkit.rewardmodels.shaping.sources:CosineLengthSource")
 
 
 def register_verifier(name: str, *, override: bool = False) -> Callable[[type[Verifier]], type[Verifier]]:
