@@ -288,3 +288,31 @@ def test_benchmark_verifier_settings_reach_the_verifier(tmp_path, monkeypatch):
     rows = [{"problem_id": p.id, "completion": f"```sql\n{p.reference['gold']}\n```"} for p in problems]
     report = evaluate_completions(bench, problems, rows, config=EvalConfig(ks=[1], workers=1, bootstrap=0))
     assert report.summary["errors"] == {} and report.summary["metrics"]["pass@1"]["mean"] == 1.0
+
+
+def test_multiple_choice_and_qa_benchmarks_get_maj_at_k(tmp_path):
+    """A file scored by ``choice`` or ``qa`` votes on the letters / answers the verifier read
+    (``answer_votes="exact"``); a file scored by a verifier without answers has no maj@k."""
+    rows = [
+        {"id": "q1", "prompt": "Which?", "reference": "B"},
+        {"id": "q2", "prompt": "Which?", "reference": "D"},
+    ]
+    path = tmp_path / "mc.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bench, problems = load_benchmark(str(path), verifier="choice")
+    assert bench.answer_votes == "exact"
+    answers = {"q1": ["B", "(B)", "A", "(C)"], "q2": ["A", "A", "D", "C"]}
+    completions = [
+        {"problem_id": pid, "completion": f"The answer is {letter}."}
+        for pid, letters in answers.items()
+        for letter in letters
+    ]
+    report = evaluate_completions(
+        bench, problems, completions, config=EvalConfig(ks=[4], workers=1, bootstrap=0)
+    )
+    # q1: B read twice ("B", "(B)") wins the vote -> right; q2: A twice -> wrong
+    assert report.summary["metrics"]["maj@4"]["mean"] == pytest.approx(0.5)
+
+    qa_bench, _ = load_benchmark(str(path), verifier="qa")
+    code_bench, _ = load_benchmark(str(path), verifier="code")
+    assert qa_bench.answer_votes == "exact" and code_bench.answer_votes is None
