@@ -56,10 +56,11 @@ def test_ray_engine_resumes_and_spreads_slow_rows(local_ray, tmp_path):
     assert summary.resumed == 100 and summary.errors["timeout"] == 8
     # The same 300 rows without the slow ones, in the same conditions (a fresh pair of actors), so that the
     # actors' start-up and this machine's speed cancel out. The 6 timeouts after the resume point add ~3 s
-    # when spread over the two actors, 6+ s when serialised on one.
+    # when spread over the two actors (measured 2.8-3.3 s alone, 5.4 s with the whole CI running beside it);
+    # serialised on one actor, the six 1 s timeouts alone take 6 s.
     fast_src = tmp_path / "fast.jsonl"
     fast_src.write_text("".join(json.dumps(r) + "\n" for r in rows[100:] if r["completion"] != big))
     baseline = score_file(fast_src, tmp_path / "fast.out.jsonl", "math", workers=2, timeout=1, engine="ray")
     extra = summary.seconds - baseline.seconds
     print(f"ray run after resume: {summary.seconds:.2f} s, without the slow rows: {baseline.seconds:.2f} s")
-    assert extra < 4.5, extra
+    assert extra < 6.0, extra
