@@ -15,6 +15,7 @@ from rewardkit.types import Record, Result
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.choice.options import Choices, ReferenceError, parse_choices
 from rewardkit.verifiers.choice.reading import Statement, read_statements
+from rewardkit.verifiers.response import final_response
 
 
 @dataclass(frozen=True)
@@ -99,14 +100,7 @@ class ChoiceVerifier(Verifier):
     def response_part(self, text: str) -> tuple[int, str | None]:
         """Where the read part of ``text`` starts and that part (after the last ``</think>``); ``None`` when
         the reasoning is opened and never closed."""
-        if not self.settings.strip_reasoning:
-            return 0, text
-        close = text.rfind("</think>")
-        if close >= 0:
-            return close + len("</think>"), text[close + len("</think>") :]
-        if "<think>" in text:
-            return 0, None
-        return 0, text
+        return final_response(text) if self.settings.strip_reasoning else (0, text)
 
     def _judge(self, final: Statement, offset: int, choices: Choices, base: dict[str, Any]) -> Result:
         span = [final.start + offset, final.end + offset]

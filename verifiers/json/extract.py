@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+from rewardkit.verifiers.response import final_response
+
 FENCE = "```"
 JSON_FENCE_LANGS = frozenset({"", "json"})
 
@@ -233,17 +234,6 @@ class Extraction:
         return self.reason is None
 
 
-def answer_part(text: str) -> tuple[int, str | None]:
-    """Where the read part of ``text`` starts, and that part: what follows the last ``</think>``; ``None``
-    when a ``<think>`` is opened and never closed (the completion stopped inside its reasoning)."""
-    close = text.rfind(THINK_CLOSE)
-    if close >= 0:
-        return close + len(THINK_CLOSE), text[close + len(THINK_CLOSE) :]
-    if THINK_OPEN in text:
-        return 0, None
-    return 0, text
-
-
 def _preview(text: str) -> str:
     return text if len(text) <= _PREVIEW_CHARS else text[: _PREVIEW_CHARS - 3] + "..."
 
@@ -306,7 +296,7 @@ def candidates(body: str, max_depth: int) -> tuple[list[Candidate], Fence | None
 
 def extract_json(text: str, *, allow_prose: bool, max_chars: int, max_depth: int) -> Extraction:
     """The JSON value ``text`` (a completion) commits to, or the reason it commits to none (module doc)."""
-    offset, body = answer_part(text)
+    offset, body = final_response(text)
     if body is None:
         return Extraction(reason="the reasoning is never closed (<think> without </think>): no final answer")
     if len(body) > max_chars:

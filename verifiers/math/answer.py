@@ -44,11 +44,11 @@ from rewardkit.verifiers.math.extract import (
     resolve_mode,
 )
 from rewardkit.verifiers.math.normalize import malformed, malformed_command, strip_wrappers
+from rewardkit.verifiers.response import response_start
 
 EXPLICIT_KINDS = ("answer_tag", "boxed", "gsm8k", "answer_is")
 # When two explicit answers overlap (``The answer is \boxed{5}``), they are one statement: the higher kind.
 _PRIORITY = {kind: rank for rank, kind in enumerate(EXPLICIT_KINDS)}
-_THINK_END = "</think>"
 # Text after the final answer that takes it back or hedges it.
 RETRACTION = re.compile(
     r"\b(?:wait|oops|hmm+|actually|scratch that|disregard|on second thought|correction|mistake|"
@@ -101,12 +101,6 @@ class Reading:
     answer: Candidate | None
     problem: str | None = None
     must_agree: list[Candidate] = field(default_factory=list)
-
-
-def response_part(text: str) -> int:
-    """Offset where the response starts: after the last ``</think>``, else 0."""
-    cut = text.rfind(_THINK_END)
-    return cut + len(_THINK_END) if cut >= 0 else 0
 
 
 def box_groups(text: str, offset: int = 0, rule: str = "group") -> tuple[list[Candidate], bool]:
@@ -227,7 +221,7 @@ def read_answer(
     ``boxes`` (``group`` or ``last``), with the problems that make it score 0 and the answers that must
     agree with it (module docstring)."""
     chain = resolve_mode(mode) if isinstance(mode, str) else tuple(mode)
-    offset = response_part(text)
+    offset = response_start(text)
     explicit, truncated = explicit_answers(text, offset, boxes)
     if truncated and "boxed" in chain:
         return Reading(None, "the last \\boxed{} is cut off (no fallback to an earlier answer)")

@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rewardkit.verifiers.qa.normalize import normalize_answer
+from rewardkit.verifiers.response import THINK_OPEN, response_start
 
 READ_MODES = ("tagged", "any")
 METHODS = ("answer_tag", "answer_line", "boxed", "whole")
 OBSERVATION_TAGS = ("information", "tool_response")
 
-_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _ANSWER_OPEN, _ANSWER_CLOSE = "<answer>", "</answer>"
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _OBSERVATION = re.compile(r"<(" + "|".join(OBSERVATION_TAGS) + r")>.*?(?:</\1>|\Z)", re.DOTALL)
@@ -83,12 +83,6 @@ class AnswerReading:
     stated: list[Candidate] = field(default_factory=list)
     note: str | None = None
     """Why no answer was found, when there is more to say than "none"."""
-
-
-def response_start(text: str) -> int:
-    """Offset where the response starts: after the last ``</think>``, else 0."""
-    cut = text.rfind(_THINK_CLOSE)
-    return cut + len(_THINK_CLOSE) if cut >= 0 else 0
 
 
 def blank_observations(text: str) -> str:
@@ -209,7 +203,7 @@ def read_answer(
     start = response_start(text)
     work = blank_observations(text)
     end = len(text)
-    unclosed_think = work.find(_THINK_OPEN, start)
+    unclosed_think = work.find(THINK_OPEN, start)
     if unclosed_think >= 0:
         end = unclosed_think
     tags, tag_problem = _tags(work, text, start, end)
