@@ -19,6 +19,12 @@ class RewardSource(Protocol):
     def score_batch(self, records: Sequence[Record]) -> list[Result]: ...
 
 
+def verifier_error(exc: BaseException) -> Result:
+    """The failure row of a verifier that raised: reward 0, ``error`` naming the exception in one line."""
+    last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    return Result.failure(f"verifier error: {last}")
+
+
 class Verifier(ABC):
     """Base class of rule-based verifiers.
 
@@ -59,8 +65,7 @@ class Verifier(ABC):
         try:
             result = self.verify(record)
         except Exception as exc:  # a verifier never raises on a completion
-            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            return Result.failure(f"verifier error: {last}")
+            return verifier_error(exc)
         if not isinstance(result, Result):
             return Result.failure(
                 f"verifier error: {type(self).__name__}.verify returned {type(result).__name__}"

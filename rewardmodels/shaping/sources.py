@@ -15,12 +15,12 @@ run in the scoring engine's workers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.types import Record, Result, as_reward
 from rewardkit.verifiers import get_source
-from rewardkit.verifiers.base import Verifier
+from rewardkit.verifiers.base import Verifier, verifier_error
 
 from . import functional as F
 
@@ -139,7 +139,7 @@ class CosineLengthSource(Verifier):
         try:
             return self._shaped(record, verdict)
         except Exception as exc:  # a source never raises on a completion (a tokenizer that fails to load)
-            return Result.failure(f"verifier error: {type(exc).__name__}: {exc}")
+            return verifier_error(exc)
 
     def _shaped(self, record: Record, verdict: Result) -> Result:
         raw = as_reward(verdict.reward)
@@ -148,10 +148,17 @@ class CosineLengthSource(Verifier):
         cfg = self.cfg
         correct = raw >= cfg.correct_threshold
         length = self._length(record.completion_text)
-        bounds = {k: v for k, v in asdict(cfg).items() if k.startswith(("min_value", "max_value"))}
-        reward = float(
-            F.cosine_length_reward([length], [correct], cfg.max_len, exceed=cfg.exceed, **bounds)[0]
+        shaped = F.cosine_length_reward(
+            [length],
+            [correct],
+            cfg.max_len,
+            min_value_correct=cfg.min_value_correct,
+            max_value_correct=cfg.max_value_correct,
+            min_value_wrong=cfg.min_value_wrong,
+            max_value_wrong=cfg.max_value_wrong,
+            exceed=cfg.exceed,
         )
+        reward = float(shaped[0])
         inner = verdict.details or {}
         details = {
             "correct": correct,
