@@ -39,7 +39,7 @@ from rewardkit.rewardmodels.shaping.functional import success_plus_steps
 from rewardkit.rl import core_algos as ca
 from rewardkit.rl.config import RLConfig
 from rewardkit.rl.step_rewards import CorrectLookingStepScorer, shaped_step_token_rewards
-from rewardkit.scoring import Scorer
+from rewardkit.scoring.pooled import ScorerSource
 from rewardkit.types import Record, Result, as_reward, error_kind
 from rewardkit.verifiers.combine import CombinedSource, PartScores
 from rewardkit.verifiers.sources import build_source, source_kind
@@ -154,31 +154,6 @@ class CallableSource:
 def python_source(path: str) -> CallableSource:
     """The reward function ``py:module:fn`` names (``path`` is ``module:fn``), as a reward source."""
     return CallableSource(lazy(path), name=path.split(":")[-1])
-
-
-class ScorerSource:
-    """A source the scoring engine scores (``SourceKind.scored_by_engine``): a verifier or ``http:URL`` (by
-    name) behind a warm :class:`rewardkit.scoring.Scorer` pool, or a run-only kind (``rm:PATH``, an outcome
-    reward model scored in this process) built first; never raises."""
-
-    def __init__(self, name: str, kwargs: dict[str, Any], workers: int, timeout: float) -> None:
-        self.name = name
-        if source_kind(name).run_only:
-            # The engine resolves only names a file run may give: a run-only source goes in built.
-            self.scorer = Scorer(build_source(name, kwargs, run={}), workers=workers, timeout=timeout)
-            return
-        # Large chunks: an RL batch arrives all at once, and fewer messages to the workers is what matters;
-        # the engine still reports (and times out) each item separately.
-        self.scorer = Scorer(name, workers=workers, timeout=timeout, config=kwargs or None, chunk_size=64)
-
-    def score_batch(self, records: Sequence[Record]) -> list[Result]:
-        try:
-            return self.scorer.score(records)
-        except Exception as exc:  # the engine itself failed: every sample is a scored error
-            return [Result.failure(f"scoring failed: {type(exc).__name__}: {exc}") for _ in records]
-
-    def close(self) -> None:
-        self.scorer.close()
 
 
 def _as_source(fn: Any) -> Any:

@@ -14,6 +14,16 @@ from __future__ import annotations
 
 from rewardkit.scoring.engine import Scorer, resolve_source, score_dataset, score_records
 from rewardkit.scoring.io import score_file
+from rewardkit.scoring.pooled import ScorerSource
 from rewardkit.scoring.summary import Summary, summarize
 
-__all__ = ["Scorer", "Summary", "resolve_source", "score_dataset", "score_file", "score_records", "summarize"]
+__all__ = [
+    "Scorer",
+    "ScorerSource",
+    "Summary",
+    "resolve_source",
+    "score_dataset",
+    "score_file",
+    "score_records",
+    "summarize",
+]
