@@ -31,6 +31,11 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # Google's IFEval checks as lm-eval ships them: the reference the IFEval tests compare with. Its own
     # dependencies are ~30 packages the checks do not use, hence --no-deps.
     pip_logged --no-deps lm-eval==0.4.13
+    # verl's reward managers and OpenRLHF's reward client: the integration tests drive them
+    # (tests/test_integration_verl.py, tests/test_serve.py). Both declare GPU training stacks (flash-attn,
+    # deepspeed, vllm) that these modules never import, hence --no-deps with the few packages they do.
+    pip_logged --no-deps verl==0.9.1 openrlhf==0.11.2 tensordict==0.15.3 pyvers==0.2.3 pylatexenc==2.11 \
+        codetiming==1.4.0 hydra-core==1.3.8 omegaconf==2.4.0 antlr4-python3-runtime==4.13.2
     python -c "import torch, transformers, rewardkit" || { echo "[setup] install failed" >&2; exit 1; }
     echo "$WANT" > "$STAMP"
 fi
