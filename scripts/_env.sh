@@ -35,7 +35,10 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # (tests/test_integration_verl.py, tests/test_serve.py). Both declare GPU training stacks (flash-attn,
     # deepspeed, vllm) that these modules never import, hence --no-deps with the few packages they do.
     pip_logged --no-deps verl==0.9.1 openrlhf==0.11.2 tensordict==0.15.3 pyvers==0.2.3 pylatexenc==2.11 \
-        codetiming==1.4.0 hydra-core==1.3.8 omegaconf==2.4.0 antlr4-python3-runtime==4.13.2
+        codetiming==1.4.0 omegaconf==2.4.0
+    # verl's wheel also installs a top-level package named `scripts` (its checkpoint converters), which
+    # would shadow this repository's scripts/ (the layer contract's type, tests/test_layers.py): removed.
+    rm -rf "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/scripts"
     python -c "import torch, transformers, rewardkit" || { echo "[setup] install failed" >&2; exit 1; }
     echo "$WANT" > "$STAMP"
 fi
