@@ -201,3 +201,21 @@ def test_other_start_methods(method):
     with Scorer("math", workers=1, timeout=5, mp_context=method) as scorer:
         # the import of math-verify in a fresh worker is not charged to the first record
         assert [r.reward for r in scorer.score(rows)] == [1.0, 0.0]
+
+
+def test_a_forked_copy_closed_leaves_the_parents_workers_running():
+    # verl forks reward workers from a process that may already hold a warm scorer: the child's copy,
+    # closed or collected, must not stop the parent's workers.
+    records = [Record(id=0, completion="\\boxed{4}", reference="4")]
+    with Scorer("math", workers=1, timeout=10) as scorer:
+        assert scorer.score(records)[0].reward == 1.0
+        workers = [w.process.pid for w in scorer._pool]
+        pid = os.fork()
+        if pid == 0:
+            scorer.close()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(0.5)  # a worker told to stop would be gone by now
+        assert [w.process.pid for w in scorer._pool] == workers
+        assert all(w.process.is_alive() for w in scorer._pool)
+        assert scorer.score(records)[0].reward == 1.0

@@ -439,6 +439,7 @@ class Scorer:
         self._ray: Any = None  # the Ray actors (engine="ray")
         self.ray_nodes: list[str] = []  # the Ray node of each actor
         self._closed = False
+        self._owner_pid = os.getpid()
         if mp_context == "forkserver":
             # Workers fork from a server that already imported the engine and the source's module.
             modules = ["rewardkit.scoring.engine", type(obj).__module__]
@@ -495,7 +496,11 @@ class Scorer:
         return self._iter_local(items, job, first_index)
 
     def close(self) -> None:
-        """Stops the worker processes."""
+        """Stops the worker processes. In a process forked from the one that built this scorer it only
+        forgets them: they are the parent's, and stopping them would stop the parent's scoring."""
+        if os.getpid() != self._owner_pid:
+            self._pool, self._ray, self._closed = [], None, True
+            return
         for worker in self._pool:
             worker.stop()
         self._pool = []
