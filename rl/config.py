@@ -36,6 +36,7 @@ from rewardkit.training.config import (
     read_config_file,
 )
 from rewardkit.training.config import field_docs as _field_docs
+from rewardkit.training.trackers import missing_package
 from rewardkit.verifiers.sources import check_python_path, check_source
 
 __all__ = [
@@ -704,8 +705,12 @@ def validate(cfg: RLConfig) -> RLConfig:
     a name that no registry has, a number out of range, a reward or process spec that cannot load."""
     for dotted, allowed in choices().items():
         value = _get(cfg, dotted)
-        if value not in allowed:
-            raise ConfigError(f"{dotted}: unknown value {value!r} (known: {', '.join(map(str, allowed))})")
+        for one in value if isinstance(value, list) else [value]:  # a list (train.report_to): each value
+            if one not in allowed:
+                raise ConfigError(f"{dotted}: unknown value {one!r} (known: {', '.join(map(str, allowed))})")
+    problem = missing_package(cfg.train.report_to)
+    if problem:  # now, not after the model has loaded
+        raise ConfigError(f"train.{problem}")
     for dotted, ok, must in _RANGES:
         value = _get(cfg, dotted)
         if not ok(value):

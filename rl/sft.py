@@ -10,12 +10,12 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from rewardkit.training import build_scheduler, optimizer_from_config, optimizer_step
+from rewardkit.training import MetricsLogger, build_scheduler, optimizer_from_config, optimizer_step
 from rewardkit.training.config import BaseTrainingConfig
 
 
@@ -37,7 +37,6 @@ class SFTConfig(BaseTrainingConfig):
         "save_steps": "the warm start saves nothing (save from the callback)",
         "save_total_limit": "the warm start saves nothing",
         "eval_steps": "the warm start evaluates nothing (evaluate from the callback)",
-        "report_to": "the warm start logs to its log function only",
     }
 
     max_steps: int = 300
@@ -56,8 +55,12 @@ class SFTConfig(BaseTrainingConfig):
     """Seeds batch order and dropout."""
     logging_steps: int = 50
     """Steps between log lines (0: silent)."""
-    report_to: str = "none"
-    """Not used: the warm start logs through its ``log`` function."""
+    output_dir: str | None = None
+    """Where the warm start writes ``metrics.jsonl`` (each step's ``loss``, ``learning_rate``, ``grad_norm``)
+    and the trackers of ``report_to`` their local files; ``None``: no metrics file, no trackers."""
+    report_to: list[str] = field(default_factory=list)
+    """Experiment trackers that get the metrics (``tensorboard``, ``wandb``, ``trackio``, ``mlflow``; needs
+    ``output_dir``); none by default: the warm start logs through its ``log`` function."""
     schedule_steps: int | None = None
     """Length of the cosine schedule (default ``max_steps``); longer than ``max_steps`` stops the warm start
     early on a still-high learning rate (a deliberately partial warm start)."""
@@ -143,29 +146,36 @@ def sft(
     losses = []
     start = time.perf_counter()
     batch_size = config.per_device_train_batch_size
-    for step in range(config.max_steps):
-        if len(order) < batch_size:
-            more = list(range(len(data)))
-            rng.shuffle(more)
-            order += more
-        batch = [data[i] for i in order[:batch_size]]
-        del order[:batch_size]
-        ids, mask, labels = collate(batch, pad_id)
-        out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
-        opt.zero_grad(set_to_none=True)
-        out.loss.backward()
-        optimizer_step(model.parameters(), opt, sched, config.max_grad_norm)
-        losses.append(out.loss.item())
-        if callback is not None:
-            stop = callback(step + 1)
-            model.train()
-            if stop:
-                break
-        if log and config.logging_steps and (step + 1) % config.logging_steps == 0:
-            recent = losses[-config.logging_steps :]
-            log(
-                f"[sft] step {step + 1}/{config.max_steps} loss {sum(recent) / len(recent):.4f} "
-                f"({time.perf_counter() - start:.0f}s)"
-            )
+    # metrics.jsonl and the trackers only with an output_dir (otherwise this logger writes nothing)
+    metrics = MetricsLogger(config.output_dir, console=None, report_to=config.report_to, config=config)
+    try:
+        for step in range(config.max_steps):
+            if len(order) < batch_size:
+                more = list(range(len(data)))
+                rng.shuffle(more)
+                order += more
+            batch = [data[i] for i in order[:batch_size]]
+            del order[:batch_size]
+            ids, mask, labels = collate(batch, pad_id)
+            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
+            opt.zero_grad(set_to_none=True)
+            out.loss.backward()
+            lr = sched.get_last_lr()[0]
+            grad_norm = optimizer_step(model.parameters(), opt, sched, config.max_grad_norm)
+            losses.append(out.loss.item())
+            metrics.log(step + 1, {"loss": losses[-1], "learning_rate": lr, "grad_norm": grad_norm})
+            if callback is not None:
+                stop = callback(step + 1)
+                model.train()
+                if stop:
+                    break
+            if log and config.logging_steps and (step + 1) % config.logging_steps == 0:
+                recent = losses[-config.logging_steps :]
+                log(
+                    f"[sft] step {step + 1}/{config.max_steps} loss {sum(recent) / len(recent):.4f} "
+                    f"({time.perf_counter() - start:.0f}s)"
+                )
+    finally:
+        metrics.close()
     model.eval()
     return losses

@@ -445,7 +445,8 @@ class RLTrainer:
             MetricsLogger(
                 run_dir,
                 console=self.console if main else None,
-                tensorboard=cfg.train.report_to == "tensorboard" and main,
+                report_to=cfg.train.report_to,
+                config=cfg,  # what config.yaml holds: each tracker's run config
                 resume_step=resume_step,
                 log_every=cfg.train.logging_steps,
             )

@@ -233,7 +233,8 @@ def test_old_betas_and_attribute_names():
         ("train.gradient_accumulation_steps=2", "train: gradient_accumulation_steps=2 is not supported"),
         ("train.warmup_ratio=0.1", "train: warmup_ratio=0.1 is not supported: use train.warmup_steps"),
         ("train.adam_epsilon=1e-6", "train: adam_epsilon=1e-06 is not supported"),
-        ("train.report_to=wandb", "report_to: unknown value 'wandb'"),
+        ("train.report_to=comet", "report_to: unknown value 'comet' \\(known: tensorboard, wandb, trackio"),
+        ("train.report_to=[wandb, comet]", "report_to: unknown value 'comet'"),
     ],
 )
 def test_training_fields_rl_cannot_honour_are_refused(override, message):

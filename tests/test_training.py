@@ -272,14 +272,14 @@ def test_old_attribute_names_read_and_write_the_new_field():
         ("rewardkit.rl.sft:SFTConfig", {"save_steps": 5}, "save_steps=5 is not supported"),
         (
             "rewardkit.rl.sft:SFTConfig",
-            {"report_to": "tensorboard"},
-            "report_to='tensorboard' is not supported",
+            {"report_to": ["tensorboard", "comet"]},
+            "report_to: unknown value 'comet' \\(known: tensorboard, wandb, trackio, mlflow, none\\)",
         ),
         ("rewardkit.rl.sft:SFTConfig", {"gradient_accumulation_steps": 2}, "not supported"),
         (
             "rewardkit.rewardmodels.orm.config:ORMTrainConfig",
-            {"report_to": "wandb"},
-            "report_to: unknown value",
+            {"report_to": "comet"},
+            "report_to: unknown value 'comet'",
         ),
         (
             "rewardkit.rewardmodels.prm.config:PRMTrainConfig",

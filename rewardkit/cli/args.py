@@ -105,7 +105,12 @@ def add_dataclass_arguments(
             flags = [f"--{f.name.replace('_', '-')}"]
             if "_" in f.name:
                 flags.append(f"--{f.name}")
-            default = f.default if f.default is not dataclasses.MISSING else None
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = None
             help_text = docs.get(f.name, "")
             # argparse %-formats help strings
             help_text = f"{help_text} [{label}; default {default!r}]".strip().replace("%", "%%")

@@ -6,7 +6,8 @@
 * :mod:`.parallel` -- data parallelism: DDP or FSDP2 wrapping, no-sync accumulation, gathered weights and
   optimiser state for checkpoints;
 * :mod:`.checkpoint` -- one checkpoint layout with exact resume and keep-last-N;
-* :mod:`.metrics` -- one metrics logger (JSONL, console, TensorBoard);
+* :mod:`.metrics` -- one metrics logger (JSONL, console, and the trackers of ``report_to``);
+* :mod:`.trackers` -- the experiment trackers (TensorBoard, wandb, trackio, MLflow) behind one interface;
 * :mod:`.lora` -- LoRA / QLoRA adapters (peft), their merged weights and checkpoint folders.
 
 The trainers keep only what is theirs: the RL loop (:mod:`rewardkit.rl.trainer`), the reward-model losses
@@ -29,6 +30,8 @@ _HOMES = {
     "ConfigError": "config",
     "MetricsLogger": "metrics",
     "read_metrics": "metrics",
+    "TRACKERS": "trackers",
+    "Tracker": "trackers",
     "build_optimizer": "optim",
     "optimizer_from_config": "optim",
     "build_scheduler": "optim",
@@ -54,4 +57,6 @@ __all__ = [
     "read_metrics",
     "rng_state",
     "set_rng_state",
+    "TRACKERS",
+    "Tracker",
 ]

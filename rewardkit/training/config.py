@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rewardkit.training.trackers import TRACKERS
+
 C = TypeVar("C")
 
 
@@ -130,8 +132,29 @@ class _ConfigMeta(type):
         return super().__call__(*args, **kwargs)
 
 
-REPORT_TO = ("tensorboard", "none")
-"""Values of ``report_to``: where metrics go besides ``metrics.jsonl`` and the console."""
+REPORT_TO = (*TRACKERS, "none")
+"""Values of ``report_to``: the experiment trackers that get the metrics besides ``metrics.jsonl`` and the
+console (:mod:`.trackers`), several at once, or ``none``."""
+
+
+def report_to_names(value: Any) -> list[str]:
+    """``report_to`` as a list of tracker names, as transformers reads it: a single name is a one-element
+    list, ``none`` (or ``[]``, ``None``) is no tracker; ``a,b`` is two. An unknown name is a ``ValueError``
+    naming the known ones."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    parts = [part for item in items if item is not None for part in str(item).split(",")]
+    names: list[str] = []
+    for part in parts:
+        name = part.strip().lower()
+        if name in ("", "none"):
+            continue
+        if name not in TRACKERS:
+            raise ValueError(f"report_to: unknown value {name!r} (known: {', '.join(REPORT_TO)})")
+        if name not in names:
+            names.append(name)
+    return names
 
 
 @dataclasses.dataclass
@@ -182,13 +205,13 @@ class BaseTrainingConfig(metaclass=_ConfigMeta):
     """Evaluate every this many optimiser steps (0: only at the end)."""
     seed: int = 42
     """Seed of the data order, new weights' initialisation and sampling."""
-    report_to: str = "tensorboard"
-    """Where metrics go besides ``metrics.jsonl`` and the console: ``tensorboard`` (events in
-    ``OUTPUT/tb`` when tensorboard is installed) or ``none``."""
+    report_to: list[str] = dataclasses.field(default_factory=lambda: ["tensorboard"])
+    """Experiment trackers that get the metrics besides ``metrics.jsonl`` and the console, several at once:
+    ``tensorboard`` (events in ``OUTPUT/tb``; skipped when tensorboard is not installed), ``wandb``,
+    ``trackio``, ``mlflow``; ``none`` or ``[]`` for none; one name alone is a one-element list
+    (docs/rl.md, "Experiment trackers")."""
 
     def __post_init__(self) -> None:
-        if self.report_to not in REPORT_TO:
-            raise ValueError(f"report_to: unknown value {self.report_to!r} (known: {', '.join(REPORT_TO)})")
         if self.warmup_steps > 0 and self.warmup_ratio > 0:
             raise ValueError("warmup_steps and warmup_ratio are both set: set one (the other 0)")
         for f in dataclasses.fields(self):
@@ -197,6 +220,8 @@ class BaseTrainingConfig(metaclass=_ConfigMeta):
                 raise ValueError(f"{f.name}={getattr(self, f.name)!r} is not supported: {why}")
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name == "report_to":  # a name, "none", a list: always the list of tracker names (checked)
+            value = report_to_names(value)
         spec = deprecations(type(self)).get(name)
         if spec is not None and "." not in name:
             _warn_renamed("", name, spec.new)

@@ -1,4 +1,5 @@
-"""Every trainer's metrics: one JSON line per step or event, a console line, TensorBoard when installed.
+"""Every trainer's metrics: one JSON line per step or event, a console line, and the experiment trackers of
+``report_to`` (TensorBoard, wandb, trackio, MLflow: :mod:`.trackers`).
 
 RL, ORM, PRM and SFT training all log through :class:`MetricsLogger` into ``OUTPUT_DIR/metrics.jsonl``;
 the RL trainer also logs sample completions through :class:`SampleLogger` into ``OUTPUT_DIR/rollouts.jsonl``.
@@ -13,10 +14,14 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rewardkit.errors import UserError
+from rewardkit.training.config import report_to_names, to_tree
+from rewardkit.training.trackers import TRACKERS, Tracker, missing_package
 from rewardkit.types import jsonable
 
 # Keys printed on the console line, in order (everything goes to the JSONL file).
@@ -65,15 +70,51 @@ def open_step_log(path: Path, resume_step: int | None) -> TextIO:
     return path.open("a")
 
 
+TRACKER_STATE = "trackers.json"
+"""File in the run folder holding each tracker's run id, so that a resumed run continues the same run."""
+
+
+def tracker_scalars(row: Mapping[str, Any]) -> dict[str, int | float]:
+    """What the trackers get of a ``metrics.jsonl`` row: its finite numbers (no booleans, strings, lists),
+    under the row's names, except that a row of another event than ``train`` (the reward models' ``eval``
+    rows) puts ``EVENT/`` before each name that lacks it (``accuracy`` -> ``eval/accuracy``), so that
+    held-out and training metrics of one step stay two series."""
+    event = row.get("event")
+    prefix = f"{event}/" if isinstance(event, str) and event not in ("", "train") else ""
+    out: dict[str, int | float] = {}
+    for key, value in row.items():
+        if key in ("step", "event") or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value):
+            continue
+        out[key if not prefix or key.startswith(prefix) else prefix + key] = value
+    return out
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A run config (a config dataclass, as ``config.yaml`` holds it, or a mapping) as plain JSON data."""
+    if config is None:
+        return {}
+    tree = jsonable(to_tree(config))
+    return tree if isinstance(tree, dict) else {"config": tree}
+
+
 class MetricsLogger:
-    """Writes each step's metrics to ``RUN_DIR/metrics.jsonl``, the console and TensorBoard.
+    """Writes each step's metrics to ``RUN_DIR/metrics.jsonl``, the console and the trackers of
+    ``report_to``.
 
     Args:
-        run_dir: The run folder (``None``: console only).
+        run_dir: The run folder (``None``: console only; a tracker other than tensorboard is then an error).
         console: Stream for the one-line summaries (``None``: silent).
-        tensorboard: Also write TensorBoard events (skipped silently when tensorboard is missing).
+        report_to: Tracker names (:data:`~rewardkit.training.trackers.TRACKERS`: ``tensorboard``, ``wandb``,
+            ``trackio``, ``mlflow``), a single name, or ``none``; ``None``: as ``tensorboard`` says. A tracker
+            whose package is missing is a :class:`~rewardkit.errors.UserError` naming it, except tensorboard
+            (skipped silently).
+        config: The run's config (a config dataclass or a mapping): each tracker's run config.
+        tensorboard: The former switch (``report_to=None`` only): ``True`` (default) is
+            ``["tensorboard"]``, ``False`` no tracker.
         resume_step: On resume, lines of steps after this one (from the interrupted run) are dropped so the
-            file holds each step once.
+            file holds each step once, and the trackers continue their runs (``RUN_DIR/trackers.json``).
         log_every: Console line every this many steps (the file gets every step).
     """
 
@@ -82,37 +123,84 @@ class MetricsLogger:
         run_dir: str | Path | None,
         *,
         console: TextIO | None = sys.stdout,
-        tensorboard: bool = True,
+        report_to: str | Sequence[str] | None = None,
+        config: Any = None,
+        tensorboard: bool | None = None,
         resume_step: int | None = None,
         log_every: int = 1,
     ) -> None:
         self.console = console
         self.log_every = max(1, log_every)
         self._file: TextIO | None = None
-        self._tb = None
+        self._trackers: list[Tracker] = []
+        self.trackers: list[str] = []  # the names of the trackers it writes to
+        if report_to is None:
+            names = [] if tensorboard is False else ["tensorboard"]
+        elif tensorboard is not None:
+            raise TypeError("MetricsLogger: give report_to or tensorboard, not both")
+        else:
+            names = report_to_names(report_to)
+        classes = [TRACKERS.get(name) for name in names]
+        problem = missing_package(names)
+        if problem:
+            raise UserError(problem)
+        classes = [cls for cls in classes if cls.available()]
         if run_dir is None:
+            needing = [cls.name for cls in classes if not cls.optional]
+            if needing:
+                raise UserError(f"report_to: {', '.join(needing)} needs an output folder (output_dir)")
             return
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
         self._file = open_step_log(self.path, resume_step)
-        if tensorboard:
+        if resume_step is None:  # a fresh start: new tracker runs, none of an earlier run's ids
+            (self.run_dir / TRACKER_STATE).unlink(missing_ok=True)
+        if classes:
             try:
-                from torch.utils.tensorboard import SummaryWriter
+                self._start_trackers(classes, config_dict(config), resume_step)
+            except BaseException:
+                self.close()
+                raise
 
-                self._tb = SummaryWriter(str(self.run_dir / "tb"))
-            except Exception:  # tensorboard not installed: JSONL and console only
-                self._tb = None
+    def _start_trackers(
+        self, classes: list[type[Tracker]], config: dict[str, Any], resume_step: int | None
+    ) -> None:
+        state_path = self.run_dir / TRACKER_STATE
+        saved: dict[str, Any] = {}
+        if resume_step is not None and state_path.is_file():
+            try:
+                saved = json.loads(state_path.read_text())
+            except json.JSONDecodeError:
+                saved = {}
+        state = dict(saved)
+        run_name = self.run_dir.resolve().name
+        for cls in classes:
+            tracker = cls()
+            try:
+                kept = tracker.start(
+                    self.run_dir, run_name, config, resume_step=resume_step, saved=saved.get(cls.name)
+                )
+            except Exception:
+                if cls.optional:  # tensorboard unusable: JSONL and console only, as before
+                    continue
+                raise
+            self._trackers.append(tracker)
+            self.trackers.append(cls.name)
+            if kept:
+                state[cls.name] = jsonable(kept)
+        if state:
+            state_path.write_text(json.dumps(state, indent=2) + "\n")
 
     def _write(self, row: dict[str, Any]) -> None:
         if self._file is None:
             return
-        self._file.write(json.dumps({k: jsonable(v) for k, v in row.items()}) + "\n")
+        self._file.write(json.dumps(row) + "\n")
         self._file.flush()
 
     def event(self, name: str, **fields: Any) -> None:
         """Records a run event that belongs to no step (``start``, ``end``): JSONL and the console."""
-        self._write({"event": name, **fields})
+        self._write({k: jsonable(v) for k, v in {"event": name, **fields}.items()})
         if self.console is not None:
             print(
                 f"[{name}] " + json.dumps({k: jsonable(v) for k, v in fields.items()}),
@@ -121,20 +209,27 @@ class MetricsLogger:
             )
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
-        """Records the metrics of ``step``."""
-        self._write({"step": step, **metrics})
-        if self._tb is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                    self._tb.add_scalar(key, value, step)
+        """Records the metrics of ``step``: every value in the file, the finite numbers in the trackers
+        (:func:`tracker_scalars`)."""
+        row = {k: jsonable(v) for k, v in {"step": step, **metrics}.items()}
+        self._write(row)
+        scalars = tracker_scalars(row) if self._trackers else {}
+        if scalars:
+            for tracker in self._trackers:
+                tracker.log(step, scalars)
         if self.console is not None and (step % self.log_every == 0 or "eval/pass@1" in metrics):
             print(format_line(step, metrics), file=self.console, flush=True)
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
-        if self._tb is not None:
-            self._tb.close()
+            self._file = None
+        trackers, self._trackers = self._trackers, []
+        for tracker in trackers:
+            try:
+                tracker.finish()
+            except Exception as exc:  # one tracker failing to finish leaves the others to finish
+                warnings.warn(f"report_to: {tracker.name} did not finish cleanly: {exc}", stacklevel=2)
 
     def __enter__(self) -> MetricsLogger:
         return self

@@ -212,7 +212,8 @@ class _ORMRun(SupervisedRun):
         self.log = MetricsLogger(
             self.out_dir,
             console=sys.stdout if config.log_to_stdout else None,
-            tensorboard=config.report_to == "tensorboard",
+            report_to=config.report_to,
+            config=config,
             resume_step=self.state.step if checkpoint is not None else None,
         )
         self.log.event(

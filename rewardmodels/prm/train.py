@@ -191,7 +191,8 @@ class _PRMRun(SupervisedRun):
         self.log = MetricsLogger(
             config.output_dir,
             console=sys.stdout if config.logging_steps else None,
-            tensorboard=config.report_to == "tensorboard",
+            report_to=config.report_to,
+            config=config,
             resume_step=self.state.step if checkpoint is not None else None,
             log_every=config.logging_steps or 1,
         )
