@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "rl": "rewardkit.cli.rl",
     "eval": "rewardkit.cli.eval",
     "view": "rewardkit.cli.view",
+    "serve": "rewardkit.cli.serve",
 }
 
 

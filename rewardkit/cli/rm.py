@@ -351,7 +351,7 @@ def run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _key_value(text: str) -> tuple[str, str]:
+def _field_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise UserError(f"expected FIELD=COLUMN, got {text!r}")
@@ -378,7 +378,7 @@ def run_score(args: argparse.Namespace) -> int:
         args.input,
         args.output,
         reward_model=args.model,
-        field=[_key_value(f) for f in args.field],
+        field=[_field_pair(f) for f in args.field],
         shape=args.shape,
         split=args.split,
         resume=args.resume,

@@ -12,14 +12,14 @@ SPEED_OPTIONS = ("device", "max_tokens")
 """Reward-model settings a resumed run may change (they change speed, not rewards)."""
 
 
-def _key_value(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value
 
 
-def _parse_value(value: str) -> Any:
+def parse_value(value: str) -> Any:
     try:
         return json.loads(value)
     except json.JSONDecodeError:
@@ -55,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--config",
         action="append",
-        type=_key_value,
+        type=key_value,
         default=[],
         metavar="KEY=VALUE",
         help="setting of the default verifier, e.g. --config mode=strict (VALUE parsed as JSON when it can be)",
@@ -63,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--field",
         action="append",
-        type=_key_value,
+        type=key_value,
         default=[],
         metavar="FIELD=COLUMN",
         help="read a record field from a differently named column, e.g. --field reference=answer",
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
         raise UserError("--config needs --verifier (it configures the default verifier)")
     if args.reward_model and args.verifier:
         raise UserError("--reward-model and --verifier are exclusive")
-    config = {key: _parse_value(value) for key, value in args.config}
+    config = {key: parse_value(value) for key, value in args.config}
     field_map = dict(args.field)
     pipeline = None
     if args.shape:
