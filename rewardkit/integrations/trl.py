@@ -125,17 +125,11 @@ def reward_function(
 
 
 def async_reward_function(
-    source: SourceSpec,
-    reference: str | None = "solution",
-    *,
-    workers: int = 1,
-    timeout: float = 10.0,
-    name: str | None = None,
-    **config: Any,
+    source: SourceSpec, reference: str | None = "solution", **options: Any
 ) -> AsyncRewardFunction:
     """:func:`reward_function` as a coroutine function, for TRL's asynchronous reward path (see the module
     docstring); the arguments are :func:`reward_function`'s."""
-    return AsyncRewardFunction(source, reference, workers=workers, timeout=timeout, name=name, **config)
+    return AsyncRewardFunction(source, reference, **options)
 
 
 def _parts(source: SourceSpec, config: Mapping[str, Any]) -> list[tuple[str, float, dict[str, Any]]]:
