@@ -1,6 +1,6 @@
 """``rewardkit serve``: rewardkit's ``http:`` source and OpenRLHF's own client against a real server (a
 ``rewardkit serve`` subprocess), the same rewards as ``rewardkit score``; bad requests answered 4xx in one
-line while the server goes on; limits, auth, metrics, health; concurrent requests batched into one pool; a
+line while the server goes on; limits, auth, metrics, health; concurrent requests sharing one pool; a
 hostile row held to the timeout without stalling other requests; SIGTERM answering the request in flight."""
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from fastapi.testclient import TestClient
 from http_servers import stop_process  # tests/http_servers.py (pytest puts tests/ on the path)
 
 from rewardkit.cli import main
-from rewardkit.scoring import score_records
+from rewardkit.scoring import Closed, Scorer, score_records
 from rewardkit.serve.app import RewardServer, app_of, build_app
-from rewardkit.serve.batching import Closed, MicroBatcher
 from rewardkit.serve.protocols import completion_of, finite
 from rewardkit.types import Record, Result
 
@@ -292,47 +291,48 @@ def test_health_and_metrics():
     assert m['rewardkit_serve_request_duration_seconds_count{endpoint="/score"}'] == 3
     assert m['rewardkit_serve_request_duration_seconds_bucket{endpoint="/score",le="+Inf"}'] == 3
     assert m["rewardkit_serve_pool_workers"] == 1 and m["rewardkit_serve_queued_rows"] == 0
-    assert m["rewardkit_serve_batches_total"] == 3 and m["rewardkit_serve_batch_rows_total"] == 5
+    assert m["rewardkit_serve_chunks_total"] == 3 and m["rewardkit_serve_chunk_rows_total"] == 5
 
 
-class _SlowScorer:
-    """Records each call's size; the first call waits for ``release`` (while other requests queue)."""
+class _HeldSource:
+    """An in-process source (a reward model's place) recording each batch's size; the first batch waits for
+    ``release`` (while other requests queue)."""
+
+    name = "held"
+    runs_in_process = True
 
     def __init__(self) -> None:
         self.calls: list[int] = []
         self.release = threading.Event()
 
-    def iter_scores(self, records):
+    def score_batch(self, records):
         self.calls.append(len(records))
         if len(self.calls) == 1:
             self.release.wait(10)
-        for record in records:
-            yield Result(reward=float(len(record.completion)))
-
-    def close(self) -> None:
-        pass
+        return [Result(reward=float(len(record.completion))) for record in records]
 
 
-def test_concurrent_requests_share_one_call_of_the_pool():
-    scorer = _SlowScorer()
-    batcher = MicroBatcher(scorer)
-    first = batcher.submit([Record(completion="a")])
-    time.sleep(0.1)  # the first call is running: the next requests queue behind it
-    later = [batcher.submit([Record(completion="b" * n) for _ in range(n)]) for n in (1, 2, 3)]
-    scorer.release.set()
-    assert first.result(5) == [Result(reward=1.0)]
+def test_concurrent_requests_to_an_in_process_source_share_one_batch():
+    source = _HeldSource()
+    stream = Scorer(source, workers=1).stream()
+    first = stream.submit([Record(completion="a")])
+    time.sleep(0.1)  # the first batch is running: the next requests queue behind it
+    later = [stream.submit([Record(completion="b" * n) for _ in range(n)]) for n in (1, 2, 3)]
+    source.release.set()
+    assert [r.reward for r in first.result(5)] == [1.0]
     assert [[r.reward for r in f.result(5)] for f in later] == [[1.0], [2.0, 2.0], [3.0, 3.0, 3.0]]
-    assert scorer.calls == [1, 6]  # three requests, one call
-    batcher.close()
+    assert source.calls == [1, 6]  # three requests, one batch
+    stream.close()
     with pytest.raises(Closed):
-        batcher.submit([Record(completion="late")])
+        stream.submit([Record(completion="late")])
 
 
 def test_a_full_queue_refuses_with_503():
-    scorer = _SlowScorer()
+    source = _HeldSource()
     server = RewardServer("math", workers=1, max_rows=2, max_queued_rows=3)
-    server.batcher.scorer.close()
-    server.batcher.scorer = scorer  # a pool that holds its first call: the queue fills behind it
+    server.stream.close()
+    # A pool that holds its first batch: the queue fills behind it.
+    server.stream = Scorer(source, workers=1).stream(max_queued_rows=3)
     app = app_of(server)
     with TestClient(app) as c, ThreadPoolExecutor(3) as pool:
         first = pool.submit(c.post, "/score", json={"records": [{"completion": "a"}]})
@@ -342,7 +342,7 @@ def test_a_full_queue_refuses_with_503():
         refused = c.post("/score", json={"records": [{"completion": "c"}] * 2})
         assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
         assert "rows are waiting" in refused.json()["error"]
-        scorer.release.set()
+        source.release.set()
         assert first.result().status_code == 200 and queued.result().json()["results"][1]["reward"] == 1.0
 
 
@@ -369,7 +369,7 @@ def test_a_hostile_row_times_out_without_stalling_other_requests(server):
     clean = [{"completion": f"\\boxed{{{i}}}", "reference": str(i)} for i in range(4)]
     with ThreadPoolExecutor(6) as pool:
         hostile = pool.submit(_post, f"{server}/score", [clean[0], {"completion": HOSTILE, "reference": "1"}])
-        time.sleep(0.2)  # the hostile row is being scored: the others arrive during its batch
+        time.sleep(0.2)  # the hostile row is being scored: the others arrive while it runs
         others = [pool.submit(_post, f"{server}/score", clean) for _ in range(5)]
         seconds, results = hostile.result()
         assert [r["error"] for r in results] == [None, "timeout"] and results[1]["details"] == {

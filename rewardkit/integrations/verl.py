@@ -7,8 +7,8 @@ batched form of ``verl.workers.reward_manager.BatchRewardManager`` (trainers bef
 own manager). Both route each row by its ``data_source`` (:data:`ROUTES`: the names verl's own
 ``default_compute_score`` knows) to a rewardkit source, convert verl's ground truth into the reference that
 source reads, and score through one warm :class:`~rewardkit.scoring.ScorerSource` pool per source and
-settings (worker processes, a per-row timeout). Rows that arrive together, in a batch or as concurrent single
-calls, are scored as one batch.
+settings (worker processes, a per-row timeout). Rows of concurrent calls share the pool's workers through its
+:class:`~rewardkit.scoring.ScoringStream`: each call is answered as soon as its own rows are done.
 
 Every row returns the same keys (verl appends each to a ``reward_extra_info`` list that must be as long as the
 batch): ``score``, ``acc``, ``pred``, ``error``, ``source`` and :data:`DETAIL_KEYS`. Nothing a completion, a
@@ -37,6 +37,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardkit.scoring import Closed, ScoringStream
 from rewardkit.scoring.pooled import ScorerSource
 from rewardkit.types import Record, Result, details_answer, jsonable, result_reward
 
@@ -229,81 +230,87 @@ def find_route(data_source: str, table: Mapping[str, Route]) -> Route | None:
 # Warm pools
 # ----------------------------------------------------------------------------------------------------------
 class _Pool:
-    """One :class:`ScorerSource`, built on first use, that scores whatever rows are waiting as one batch.
+    """One :class:`ScorerSource`, built on first use, behind a :class:`~rewardkit.scoring.ScoringStream`:
+    concurrent calls (verl's reward loop threads) share its warm workers, each answered as soon as its own
+    rows are done.
 
-    Threads add their rows and then take turns at the scorer; whoever holds it scores every row waiting, so
-    concurrent single-row calls (verl's reward loop) share a batch. After a failure of the engine itself the
-    scorer is closed and rebuilt on the next batch: a half-read run must not leak results into the next."""
+    A source that fails to build is tried again after :data:`BUILD_RETRY_S` (its rows are error rows
+    meanwhile). After a failure of the engine itself the pool is closed and rebuilt on the next call; a call
+    interrupted while it waits (verl's SIGALRM timeout, Ctrl-C) aborts the pool, so that its rows do not keep
+    the workers busy, and the next call builds a fresh one."""
 
     def __init__(self, name: str, settings: dict[str, Any], workers: int, timeout: float) -> None:
         self.args = (name, settings, workers, timeout)
         self.source: ScorerSource | None = None
+        self.stream: ScoringStream | None = None
         self.build_error: str | None = None
         self.built_at = 0.0  # monotonic time of the last build attempt
-        self._waiting: list[tuple[Record, Future]] = []
-        self._queue = threading.Lock()
-        self._turn = threading.Lock()
+        self._lock = threading.Lock()
 
     def score(self, records: Sequence[Record]) -> list[Result]:
-        futures: list[Future] = [Future() for _ in records]
-        with self._queue:
-            self._waiting.extend(zip(records, futures, strict=True))
-        with self._turn:
-            with self._queue:
-                batch, self._waiting = self._waiting, []
-            if batch:
-                self._run(batch)
-        return [f.result() for f in futures]
-
-    def _run(self, batch: list[tuple[Record, Future]]) -> None:
-        results: list[Result] | None = None
-        try:
-            results = self._score([record for record, _ in batch])
-        finally:  # every waiting thread gets its rows, even on KeyboardInterrupt
-            if results is None:
-                results = [Result.failure("scoring failed: interrupted") for _ in batch]
-            for (_, future), result in zip(batch, results, strict=True):
-                future.set_result(result)
-
-    def _score(self, records: list[Record]) -> list[Result]:
-        if self.source is None and (
-            self.build_error is None or time.monotonic() - self.built_at > BUILD_RETRY_S
-        ):
-            self.built_at = time.monotonic()
+        for _ in range(2):  # a second time when another thread closed the stream just now
+            stream = self._stream()
+            if stream is None:
+                return [Result.failure(self.build_error or "source error: not built") for _ in records]
+            failures = stream.failures
             try:
-                self.source = ScorerSource(*self.args)
-                self.build_error = None
-            except Exception as exc:  # an unknown name, bad settings: every row of this source says so
-                self.build_error = f"source error: {self.args[0]}: {type(exc).__name__}: {exc}"
-                log.warning("rewardkit: cannot build reward source: %s", self.build_error)
-        if self.source is None:
-            return [Result.failure(self.build_error or "source error: not built") for _ in records]
+                future = stream.submit(records)
+            except Closed:
+                self._discard(stream)
+                continue
+            return self._wait(stream, future, failures, len(records))
+        return [Result.failure("scoring failed: the reward pool closed") for _ in records]
+
+    def _wait(self, stream: ScoringStream, future: Future, failures: int, rows: int) -> list[Result]:
         try:
-            results = self.source.scorer.score(records)
-        except Exception as exc:  # verl's SIGALRM timeout (TimeoutError) lands here too
-            error = f"scoring failed: {type(exc).__name__}: {exc}"
-        except BaseException:  # Ctrl-C: the run half read is dropped with its pool
-            self.discard()
+            results = future.result()
+        except Exception as exc:  # verl's SIGALRM timeout (TimeoutError) lands here
+            self._discard(stream, abort=True)
+            return [Result.failure(f"scoring failed: {type(exc).__name__}: {exc}") for _ in range(rows)]
+        except BaseException:  # Ctrl-C
+            self._discard(stream, abort=True)
             raise
-        else:
-            if len(results) == len(records):
-                return results
-            error = f"scoring failed: {len(results)} results for {len(records)} rows"
-        self.discard()
-        return [Result.failure(error) for _ in records]
+        if stream.failures != failures:  # the engine itself failed (its rows are error rows): rebuild
+            self._discard(stream)
+        return results
+
+    def _stream(self) -> ScoringStream | None:
+        """The warm stream, built now if there is none (and the last failed build is old enough)."""
+        with self._lock:
+            if self.stream is None and (
+                self.build_error is None or time.monotonic() - self.built_at > BUILD_RETRY_S
+            ):
+                self.built_at = time.monotonic()
+                try:
+                    self.source = ScorerSource(*self.args)
+                    self.stream = self.source.scorer.stream()
+                    self.build_error = None
+                except Exception as exc:  # an unknown name, bad settings: every row of this source says so
+                    self.source = None
+                    self.build_error = f"source error: {self.args[0]}: {type(exc).__name__}: {exc}"
+                    log.warning("rewardkit: cannot build reward source: %s", self.build_error)
+            return self.stream
+
+    def _discard(self, stream: ScoringStream, *, abort: bool = False) -> None:
+        with self._lock:
+            if self.stream is stream:
+                self.stream, self.source = None, None
+        try:
+            stream.abort() if abort else stream.close()
+        except Exception:
+            log.debug("rewardkit: closing a reward pool failed", exc_info=True)
 
     def discard(self) -> None:
-        source, self.source = self.source, None
-        if source is not None:
-            try:
-                source.close()
-            except Exception:
-                log.debug("rewardkit: closing a reward pool failed", exc_info=True)
+        stream = self.stream
+        if stream is not None:
+            self._discard(stream)
 
     def orphan(self) -> None:
         """Forgets a pool inherited through ``fork``: its workers are the parent's, which the child must not
-        use (a forked copy of a ``Scorer`` only forgets its workers when closed)."""
-        self.source = None
+        use (a forked copy of a ``Scorer`` only forgets its workers when closed), and its stream's thread did
+        not survive the fork."""
+        self.source, self.stream = None, None
+        self._lock = threading.Lock()  # another thread may have held it at the fork
 
 
 _POOLS: dict[tuple, _Pool] = {}
@@ -503,7 +510,7 @@ def _columns(n: int, data_sources: Any, ground_truths: Any, extra_infos: Any) ->
 
 
 def _score_plans(plans: list[_Plan], workers: int, timeout: float) -> list[Result]:
-    """Each plan's result: the rows of one route's source and settings go to its pool as one batch."""
+    """Each plan's result: the rows of one route's source and settings go to its pool as one request."""
     results: list[Result] = [Result.failure(p.error or "not scored") for p in plans]
     groups: dict[tuple, list[int]] = {}
     for i, plan in enumerate(plans):

@@ -6,6 +6,8 @@
     with Scorer("math", workers=2) as scorer:                           # a warm pool, e.g. for an RL run
         rewards = [r.reward for r in scorer.score(batch)]
     summary = score_file("in.jsonl", "out.jsonl", "math", resume=True)  # what `rewardkit score` does
+    stream = Scorer("math", workers=2).stream()                         # many threads, one warm pool
+    results = stream.submit(records).result()                           # answered as its rows finish
 
 See ``docs/scoring.md``.
 """
@@ -15,11 +17,15 @@ from __future__ import annotations
 from rewardkit.scoring.engine import Scorer, resolve_source, score_dataset, score_records
 from rewardkit.scoring.io import score_file
 from rewardkit.scoring.pooled import ScorerSource
+from rewardkit.scoring.stream import Closed, QueueFull, ScoringStream
 from rewardkit.scoring.summary import Summary, summarize
 
 __all__ = [
+    "Closed",
+    "QueueFull",
     "Scorer",
     "ScorerSource",
+    "ScoringStream",
     "Summary",
     "resolve_source",
     "score_dataset",

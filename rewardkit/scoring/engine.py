@@ -21,6 +21,10 @@ Design:
   ``score_batch`` called in this process with batches of ``batch_size``: no pool, their own timeouts.
 - Results come back in input order (a bounded reorder buffer: at most ``window`` items are read ahead of
   the oldest unfinished one), so a file can be written and flushed row by row while the pool runs.
+- A *feed* (``rewardkit.scoring.stream``) runs one long-lived run over rows that other threads submit: the
+  feed yields :data:`IDLE` while it is momentarily empty (the run waits instead of ending), a
+  :class:`Wakeup` handle wakes the engine's wait when a row arrives, and outputs come back unordered, as
+  ``(index, output)`` pairs, each as soon as its row is done.
 
 Workers are forked (where the platform allows): a worker, or the replacement of a killed one, starts in
 milliseconds with the parent's sources already built and warmed.
@@ -39,10 +43,10 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewardkit.progress import track
 from rewardkit.registry import UnknownNameError
@@ -53,6 +57,9 @@ from rewardkit.types import Record, Result, jsonable, result_reward
 from rewardkit.verifiers import get_source
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.remote import is_remote
+
+if TYPE_CHECKING:
+    from rewardkit.scoring.stream import ScoringStream
 
 BUILD_GRACE_S = 120.0
 """Extra seconds a worker may take to build a source (imports) before its first record's clock starts."""
@@ -66,6 +73,51 @@ MAX_CHUNK = 512
 
 REPORT_EVERY_S = 0.05
 """A worker sends the results it has at least this often, so slow chunks still stream."""
+
+
+class _Idle:
+    def __repr__(self) -> str:
+        return "IDLE"
+
+
+IDLE: Any = _Idle()
+"""What a feed yields when it has no item right now but more may come: the run waits (on its
+:class:`Wakeup`) instead of ending; in-process partial batches are scored first."""
+
+
+class Wakeup:
+    """A self-pipe that another thread sets to wake the engine's wait (``multiprocessing.connection.wait``
+    takes its ``fileno``) when it has fed a row; setting it never blocks."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+
+    def fileno(self) -> int:
+        return self._read
+
+    def set(self) -> None:
+        if self._write < 0:  # closed: its run has stopped
+            return
+        with contextlib.suppress(BlockingIOError):  # a full pipe is readable already
+            os.write(self._write, b"\0")
+
+    def clear(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._read, 4096):
+                pass
+
+    def close(self) -> None:
+        """Closes the pipe (once: a closed descriptor's number may belong to another file later)."""
+        for fd in (self._read, self._write):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._read = self._write = -1
+
+    def __del__(self) -> None:
+        self.close()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -495,6 +547,22 @@ class Scorer:
             return ray_engine.iter_outputs_ray(self, items, job, first_index)
         return self._iter_local(items, job, first_index)
 
+    def stream(
+        self, *, max_queued_rows: int | None = None, on_chunk: Callable[[int], None] | None = None
+    ) -> ScoringStream:
+        """A thread-safe front of this scorer for concurrent submitters (a server, verl's reward threads):
+        ``submit(records)`` from any thread, each row scored as soon as a worker is free, each request
+        answered when its rows are done. The stream owns this scorer from now on (its ``close`` closes it).
+        See :class:`~rewardkit.scoring.stream.ScoringStream`.
+
+        Raises:
+            ValueError: with ``engine="ray"`` (streaming runs on the local engine only).
+        """
+        # lazy: stream.py builds on this module (its Scorer, IDLE, Wakeup)
+        from rewardkit.scoring.stream import ScoringStream
+
+        return ScoringStream(self, max_queued_rows=max_queued_rows, on_chunk=on_chunk)
+
     def close(self) -> None:
         """Stops the worker processes. In a process forked from the one that built this scorer it only
         forgets them: they are the parent's, and stopping them would stop the parent's scoring."""
@@ -522,19 +590,56 @@ class Scorer:
             pass
 
     # -- local engine -------------------------------------------------------------------------------------
+    def iter_unordered(
+        self,
+        feed: Iterable[Any],
+        job: Job,
+        *,
+        wakeup: Wakeup | None = None,
+        on_chunk: Callable[[int], None] | None = None,
+        group_of: Callable[[int], Any] | None = None,
+    ) -> Iterator[tuple[int, Any]]:
+        """``(index, output)`` for the items of ``feed`` (numbered from 0 in the order read), each as soon as
+        its item is done: the engine of :class:`~rewardkit.scoring.stream.ScoringStream`.
+
+        ``feed`` may yield :data:`IDLE` when it has nothing right now: the run then waits for a worker, a
+        deadline or ``wakeup`` (set it after feeding an item), and ends only when ``feed`` does.
+        ``on_chunk(rows)`` is called for every chunk sent to a worker and every in-process batch.
+        ``group_of(index)``: items of different groups (a stream's requests) never share a chunk, so that a
+        slow item holds back only its own group's items, which wait for it anyway.
+
+        Raises:
+            ValueError: with ``engine="ray"`` (streaming runs on the local engine only).
+        """
+        if self._closed:
+            raise RuntimeError("Scorer is closed")
+        if self.engine == "ray":
+            raise ValueError("streaming (Scorer.stream, iter_unordered) needs engine='local'")
+        run = _Run(iter(feed), job, 0, ordered=False, wakeup=wakeup, on_chunk=on_chunk, group_of=group_of)
+        return self._iter_run(run)
+
     def _iter_local(self, items: Iterable[Any], job: Job, first_index: int = 0) -> Iterator[Any]:
-        run = _Run(iter(items), job, first_index)
+        yield from self._iter_run(_Run(iter(items), job, first_index))
+
+    def _iter_run(self, run: _Run) -> Iterator[Any]:
         try:
             while True:
                 self._read(run)
-                while run.next_out in run.done:
-                    yield run.done.pop(run.next_out)
-                    run.next_out += 1
+                if run.ordered:
+                    while run.next_out in run.done:
+                        yield run.done.pop(run.next_out)
+                        run.next_out += 1
+                else:  # next_out counts what was yielded, so the window and the end test hold as ordered
+                    for index in list(run.done):
+                        yield index, run.done.pop(index)
+                        run.next_out += 1
                 if run.exhausted and run.next_out == run.n_read:
                     return
                 if any(run.pooled.values()) or any(w.busy for w in self._pool):
                     self._dispatch(run)
                     self._poll(run)
+                elif run.idle:
+                    self._poll(run)  # nothing to do: sleep until a row is fed (or a deadline, a dead worker)
         finally:
             # An abandoned generator (exception, break, Ctrl-C) leaves workers mid-chunk: replace them.
             if any(w.busy for w in self._pool):
@@ -549,6 +654,9 @@ class Scorer:
                 item = next(run.items)
             except StopIteration:
                 run.exhausted = True
+                break
+            run.idle = item is IDLE
+            if run.idle:
                 break
             index = run.n_read
             run.n_read += 1
@@ -569,13 +677,16 @@ class Scorer:
                 bucket.append((index, payload))
                 if len(bucket) >= (self.batch_size if not source.pooled else 1):
                     self._run_in_process(run, source.key)
-        if run.exhausted or run.n_read - run.next_out >= self.window:
-            # Nothing more will arrive before the oldest rows finish: score partial batches now.
+        if run.exhausted or run.idle or run.n_read - run.next_out >= self.window:
+            # Nothing more will arrive before the oldest rows finish (or the feed has nothing right now):
+            # score partial batches now.
             for key in list(run.in_process):
                 self._run_in_process(run, key)
 
     def _run_in_process(self, run: _Run, key: str) -> None:
         items = run.in_process.pop(key)
+        if run.on_chunk is not None:
+            run.on_chunk(len(items))
         outputs = run.job.run_batch(run.sources[key].obj, items)
         for (index, _), output in zip(items, outputs, strict=True):
             run.done[index] = output
@@ -620,12 +731,18 @@ class Scorer:
                 return
             key = min(buckets)[1]  # the source holding the oldest waiting item: output order moves on
             bucket = run.pooled[key]
-            chunk = [bucket.popleft() for _ in range(min(len(bucket), self._chunk_size(key, pending)))]
+            size = min(len(bucket), self._chunk_size(key, pending))
+            if run.group_of is not None:
+                size = _same_group(bucket, size, run.group_of)
+            chunk = [bucket.popleft() for _ in range(size)]
             try:
                 worker.send(run.sources[key], run.job, chunk)
             except (OSError, EOFError):
                 bucket.extendleft(reversed(chunk))
                 worker.waiting = set()
+                continue
+            if run.on_chunk is not None:
+                run.on_chunk(len(chunk))
 
     def _poll(self, run: _Run) -> None:
         """Waits for worker messages (or the next deadline), records results, kills overrunning workers."""
@@ -635,7 +752,11 @@ class Scorer:
         handles: list[Any] = []
         for worker in self._pool:
             handles.extend((worker.conn, worker.process.sentinel))
+        if run.wakeup is not None:
+            handles.append(run.wakeup)
         readable = set(wait(handles, timeout=wait_for))
+        if run.wakeup is not None and run.wakeup in readable:
+            run.wakeup.clear()  # the fed rows are read next, before the next wait
         for i, worker in enumerate(list(self._pool)):
             if worker.conn in readable:
                 self._drain(worker, run)
@@ -688,12 +809,42 @@ class Scorer:
         self._pool[i] = _Worker(self._ctx, self._inherited())
 
 
-class _Run:
-    """The state of one ``iter_outputs`` call: what was read, what is waiting where, what is done."""
+def _same_group(bucket: deque[tuple[int, Any]], size: int, group_of: Callable[[int], Any]) -> int:
+    """How many of the first ``size`` items of ``bucket`` belong to the first one's group."""
+    group = group_of(bucket[0][0])
+    for i in range(1, size):
+        if group_of(bucket[i][0]) != group:
+            return i
+    return size
 
-    def __init__(self, items: Iterator[Any], job: Job, first_index: int) -> None:
+
+class _Run:
+    """The state of one ``iter_outputs`` (or ``iter_unordered``) call: what was read, what is waiting where,
+    what is done.
+
+    ``ordered``: outputs in input order (else as done, ``next_out`` counting those yielded); ``idle``: the
+    feed's last answer was :data:`IDLE`; ``wakeup``: waited on with the workers; ``on_chunk``: told the
+    size of every chunk sent to a worker and every in-process batch; ``group_of``: items of different groups
+    go in different chunks."""
+
+    def __init__(
+        self,
+        items: Iterator[Any],
+        job: Job,
+        first_index: int,
+        *,
+        ordered: bool = True,
+        wakeup: Wakeup | None = None,
+        on_chunk: Callable[[int], None] | None = None,
+        group_of: Callable[[int], Any] | None = None,
+    ) -> None:
         self.items = items
         self.job = job
+        self.ordered = ordered
+        self.idle = False
+        self.wakeup = wakeup
+        self.on_chunk = on_chunk
+        self.group_of = group_of
         self.done: dict[int, Any] = {}
         self.sources: dict[str, _Source] = {}
         self.pooled: dict[str, deque[tuple[int, Any]]] = {}  # waiting for a worker, by source key

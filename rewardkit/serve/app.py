@@ -9,8 +9,9 @@ Endpoints (docs/serve.md has the shapes, with examples):
 - ``GET /metrics``: Prometheus text (:mod:`rewardkit.serve.metrics`)
 
 Every request's rows go to ONE warm pool (:class:`~rewardkit.scoring.Scorer`, ``workers`` processes, a
-per-row ``timeout``) through :class:`~rewardkit.serve.batching.MicroBatcher`: concurrent requests are scored
-together in one call, off the event loop. A request of the wrong shape is a 4xx with ``{"error": "<one
+per-row ``timeout``) through its :class:`~rewardkit.scoring.stream.ScoringStream`, off the event loop: a row
+goes to the next free worker as soon as it arrives, and a request is answered as soon as its own rows are
+done, whatever other requests' rows (a hostile one running into the timeout) do. A request of the wrong shape is a 4xx with ``{"error": "<one
 line>"}``; a record that cannot be scored is an error row, as in ``rewardkit score``. The rewards are
 ``rewardkit score``'s, bit for bit: the same engine and the same source.
 
@@ -35,7 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rewardkit.rewardmodels.sources import reward_model_source
 from rewardkit.scoring.engine import Scorer
-from rewardkit.serve.batching import Closed, MicroBatcher, QueueFull
+from rewardkit.scoring.stream import Closed, QueueFull
 from rewardkit.serve.metrics import Metrics
 from rewardkit.serve.protocols import (
     Refused,
@@ -58,7 +59,8 @@ CHUNK_SIZE = 64
 
 
 class RewardServer:
-    """What the app serves: the source's pool behind a :class:`MicroBatcher`, the metrics and the limits.
+    """What the app serves: the source's pool behind a :class:`~rewardkit.scoring.stream.ScoringStream`, the
+    metrics and the limits.
 
     Args: see :func:`build_app`.
     """
@@ -89,20 +91,17 @@ class RewardServer:
         # A reward model scores every row (as `rewardkit score --reward-model`): a row's verifier is not read.
         self.verifier_field = "ignore" if reward_model else "allow" if row_verifiers else "refuse"
         self.metrics = Metrics(
-            gauges={"pool_workers": lambda: self.workers, "queued_rows": lambda: self.batcher.queued_rows}
+            gauges={"pool_workers": lambda: self.workers, "queued_rows": lambda: self.stream.queued_rows}
         )
-        self.batcher = MicroBatcher(
-            scorer,
-            max_batch_rows=max_rows,
-            max_queued_rows=max_queued_rows or 16 * max_rows,
-            on_batch=self.metrics.batch,
+        self.stream = scorer.stream(
+            max_queued_rows=max_queued_rows or 16 * max_rows, on_chunk=self.metrics.chunk
         )
 
     async def score(self, items: list[Record | Result]) -> list[Result]:
         """One result per item: records scored by the pool (off the event loop), results kept as they are."""
         records = [item for item in items if isinstance(item, Record)]
         try:
-            future = self.batcher.submit(records)
+            future = self.stream.submit(records)
         except (QueueFull, Closed) as exc:
             raise Refused(503, str(exc), {"Retry-After": "1"}) from None
         scored = iter(await asyncio.wrap_future(future))
@@ -110,22 +109,22 @@ class RewardServer:
 
     def health(self) -> dict[str, Any]:
         return {
-            "status": "closing" if self.closing else "ok" if self.batcher.running else "starting",
-            "ready": self.batcher.running,
+            "status": "closing" if self.closing else "ok" if self.stream.running else "starting",
+            "ready": self.stream.running,
             "source": self.name,
             "workers": self.workers,
             "timeout": self.timeout,
             "max_rows": self.max_rows,
-            "queued_rows": self.batcher.queued_rows,
+            "queued_rows": self.stream.queued_rows,
             "pid": os.getpid(),
         }
 
     @property
     def closing(self) -> bool:
-        return self.batcher.closed
+        return self.stream.closed
 
     def close(self) -> None:
-        self.batcher.close()
+        self.stream.close()
 
 
 def build_pool(
@@ -189,9 +188,9 @@ def build_app(
         timeout: Seconds one row may take in a worker before it is an error row (``timeout``). Sources that
             run in the server's process (``http:``, ``code``, reward models) keep their own timeouts.
         max_body_bytes: Largest request body (413 beyond it).
-        max_rows: Most rows in one request (413 beyond it); also the most rows in one call of the pool.
-        max_queued_rows: Most rows waiting for the pool before requests are refused with 503 (default 16 x
-            ``max_rows``).
+        max_rows: Most rows in one request (413 beyond it).
+        max_queued_rows: Most rows submitted to the pool and not yet answered before requests are refused
+            with 503 (default 16 x ``max_rows``).
         token_env: Environment variable holding a bearer token, read now; when it is set, every endpoint but
             ``/health`` needs ``Authorization: Bearer <token>`` (401 otherwise).
         require_token: Refuse to build (ValueError) when ``token_env`` is not set (a Ray Serve replica whose
@@ -225,7 +224,7 @@ def app_of(server: RewardServer) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        server.batcher.start()
+        server.stream.start()
         try:
             yield
         finally:

@@ -7,7 +7,8 @@ Every name starts ``rewardkit_serve_``:
 - ``request_duration_seconds{endpoint}``: a histogram of the time from the request to its answer
 - ``rows_total{endpoint}``: rows scored; ``row_errors_total{kind}``: error rows by kind (the text before the
   error's first colon, ``rewardkit.types.error_kind``); ``missing_rewards_total``: rows with no reward
-- ``batches_total``, ``batch_rows_total``: calls of the pool (concurrent requests share one)
+- ``chunks_total``, ``chunk_rows_total``: chunks of rows sent to the pool's workers (rows of concurrent
+  requests share chunks), or batches scored in the server's process (reward models), and their rows
 - ``pool_workers``, ``in_flight_requests``, ``queued_rows`` (gauges)
 """
 
@@ -39,8 +40,8 @@ class Metrics:
         self.rows: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.missing = 0
-        self.batches = 0
-        self.batch_rows = 0
+        self.chunks = 0
+        self.chunk_rows = 0
         self.in_flight = 0
         self._latency: dict[str, list[float]] = {}  # endpoint -> [count per bucket..., sum, count]
         self.gauges = dict(gauges or {})
@@ -71,10 +72,11 @@ class Metrics:
                 elif result.reward is None:
                     self.missing += 1
 
-    def batch(self, rows: int) -> None:
+    def chunk(self, rows: int) -> None:
+        """A chunk of ``rows`` sent to a worker, or a batch of them scored in process."""
         with self._lock:
-            self.batches += 1
-            self.batch_rows += rows
+            self.chunks += 1
+            self.chunk_rows += rows
 
     def render(self) -> str:
         """The text format (version 0.0.4) of every metric."""
@@ -98,8 +100,13 @@ class Metrics:
         lines += _family(
             "missing_rewards_total", "counter", "Rows with no reward (null).", [("", self.missing)]
         )
-        lines += _family("batches_total", "counter", "Calls of the worker pool.", [("", self.batches)])
-        lines += _family("batch_rows_total", "counter", "Rows in those calls.", [("", self.batch_rows)])
+        lines += _family(
+            "chunks_total",
+            "counter",
+            "Chunks sent to the workers, or batches scored in process.",
+            [("", self.chunks)],
+        )
+        lines += _family("chunk_rows_total", "counter", "Rows in those chunks.", [("", self.chunk_rows)])
         return lines
 
     def _histogram(self) -> list[str]:
@@ -119,7 +126,7 @@ class Metrics:
 
 _GAUGE_HELP = {
     "pool_workers": "Worker processes of the scoring pool.",
-    "queued_rows": "Rows waiting for the pool.",
+    "queued_rows": "Rows submitted to the pool and not yet answered.",
 }
 
 

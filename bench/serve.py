@@ -1,0 +1,211 @@
+"""Benchmark: ``rewardkit serve`` under load, against ``rewardkit score`` on the same rows in the same run.
+
+One server (``rewardkit serve --verifier math``, a whole process) answers closed-loop clients: each of
+``C`` clients sends a request of ``--rows-per-request`` rows, waits for its answer, sends the next, until the
+corpus is used up. For C = 1, 8 and 64 it prints rows/s and the p50/p99 request latency, then the same
+with every 25th row hostile (a 10,000-term expression that math-verify would parse for ~50 s: it hits the
+per-row timeout). With hostile rows, the p99 of the requests that hold none must stay within timeout + 1 s.
+
+The reference is ``rewardkit score`` on the same file with the same ``--workers`` and ``--timeout``, timed
+as a whole process (start-up included, as a user runs it); the server's figures exclude its start-up (it
+is started once and warm). Every answer is checked against ``score``'s output for its rows: the same reward
+bit for bit and an error where ``score`` has one; a lost, duplicated or reordered row fails the run.
+
+    .venv/bin/python bench/serve.py                           # 2,000 math rows, 8 per request, 2 workers
+    .venv/bin/python bench/serve.py --rows 4000 --workers 4 --timeout 2 --clients 1 8 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data/math/sample.jsonl"
+HOSTILE = "\\boxed{" + "+".join(f"x^{{{i}}}" for i in range(10_000)) + "}"
+HOSTILE_EVERY = 25
+
+
+def build_rows(rows: int, hostile: bool) -> list[dict]:
+    """The math sample cycled to ``rows`` rows with unique ids; with ``hostile``, every 25th completion is
+    an expression that runs into the timeout."""
+    base = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out = []
+    for i in range(rows):
+        row = dict(base[i % len(base)])
+        row["id"] = f"{row.get('id', i % len(base))}#{i}"
+        if hostile and i % HOSTILE_EVERY == HOSTILE_EVERY - 1:
+            row["completion"] = HOSTILE
+        out.append(row)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rewardkit_command() -> list[str]:
+    return [sys.executable, "-m", "rewardkit"]
+
+
+def run_score(rows: list[dict], folder: Path, tag: str, args: argparse.Namespace) -> tuple[float, dict]:
+    """``rewardkit score`` as a whole process: its seconds and its output rows by id."""
+    source, out = folder / f"{tag}.jsonl", folder / f"{tag}.scored.jsonl"
+    source.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    command = rewardkit_command() + ["score", str(source), "-o", str(out), "--verifier", "math"]
+    command += ["--workers", str(args.workers), "--timeout", str(args.timeout), "--no-progress"]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    scored = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    return seconds, {row["id"]: row for row in scored}
+
+
+class Server:
+    """``rewardkit serve`` in a subprocess, ready when ``/health`` answers."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = rewardkit_command() + ["serve", "--verifier", "math", "--port", str(self.port)]
+        command += ["--workers", str(args.workers), "--timeout", str(args.timeout)]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"rewardkit serve exited: {self.process.stderr.read()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("rewardkit serve did not answer /health within 120 s")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+async def load(url: str, requests: list[list[dict]], clients: int) -> tuple[float, list[tuple[float, list]]]:
+    """Closed-loop clients over ``requests``: the phase's seconds and (latency, results) per request."""
+    queue: asyncio.Queue = asyncio.Queue()
+    for index, batch in enumerate(requests):
+        queue.put_nowait((index, batch))
+    answers: list = [None] * len(requests)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async def client(http: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            index, batch = queue.get_nowait()
+            start = time.perf_counter()
+            response = await http.post(url + "/score", json={"records": batch})
+            response.raise_for_status()
+            answers[index] = (time.perf_counter() - start, response.json()["results"])
+
+    async with httpx.AsyncClient(limits=limits, timeout=None) as http:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(http) for _ in range(clients)))
+        return time.perf_counter() - start, answers
+
+
+def check(requests: list[list[dict]], answers: list, expected: dict) -> int:
+    """Rows whose answer differs from ``score``'s (reward not bit-equal, or error presence differs); a missing
+    or extra row counts as a mismatch."""
+    bad = 0
+    for batch, (_, results) in zip(requests, answers, strict=True):
+        if len(results) != len(batch):
+            bad += len(batch)
+            continue
+        for row, result in zip(batch, results, strict=True):
+            want = expected[row["id"]]
+            same_reward = json.dumps(result.get("reward")) == json.dumps(want.get("reward"))
+            if not same_reward or (result.get("error") is None) != (want.get("error") is None):
+                bad += 1
+    return bad
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def phase(server: Server, rows: list[dict], expected: dict, clients: int, args: argparse.Namespace) -> dict:
+    size = args.rows_per_request
+    requests = [rows[i : i + size] for i in range(0, len(rows), size)]
+    seconds, answers = asyncio.run(load(server.url, requests, clients))
+    hostile = [any(r["completion"] == HOSTILE for r in batch) for batch in requests]
+    latencies = [latency for latency, _ in answers]
+    clean = [lat for lat, bad in zip(latencies, hostile, strict=True) if not bad]
+    return {
+        "clients": clients,
+        "rows_per_s": len(rows) / seconds,
+        "p50": percentile(latencies, 0.5),
+        "p99": percentile(latencies, 0.99),
+        "p99_clean": percentile(clean, 0.99),
+        "mismatches": check(requests, answers, expected),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--rows-per-request", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=1.0, help="per-row timeout (s), server and score")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 64])
+    args = parser.parse_args()
+    load_avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"operating point: {args.rows} math rows, {args.rows_per_request} rows/request, "
+        f"workers={args.workers} timeout={args.timeout}s clients={args.clients} cpus={os.cpu_count()} "
+        f"load={load_avg:.2f}; hostile: every {HOSTILE_EVERY}th row"
+    )
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(args)
+        try:
+            for hostile in (False, True):
+                rows = build_rows(args.rows, hostile)
+                tag = "hostile" if hostile else "clean"
+                score_s, expected = run_score(rows, Path(tmp), tag, args)
+                score_rate = len(rows) / score_s
+                print(f"\n{tag}: rewardkit score (whole process) {score_rate:,.0f} rows/s ({score_s:.1f} s)")
+                print("clients   rows/s  x score   p50 (s)  p99 (s)  p99 clean (s)  mismatches")
+                for clients in args.clients:
+                    r = phase(server, rows, expected, clients, args)
+                    print(
+                        f"{clients:>7} {r['rows_per_s']:>8,.0f} {r['rows_per_s'] / score_rate:>8.2f} "
+                        f"{r['p50']:>9.3f} {r['p99']:>8.3f} {r['p99_clean']:>14.3f} {r['mismatches']:>11}"
+                    )
+                    failures += r["mismatches"]
+                    if hostile and r["p99_clean"] > args.timeout + 1.0:
+                        print(
+                            f"        p99 of clean requests over timeout + 1 s ({args.timeout + 1.0:.1f} s)"
+                        )
+                        failures += 1
+        finally:
+            server.stop()
+    print("\nOK: every row answered once, equal to rewardkit score" if not failures else "\nFAILED")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The scoring stream (``Scorer.stream``): concurrent submitters, one warm pool, each request answered when
+its own rows are done; the same rewards as ``score_records``; no barrier behind a hostile row; prompt
+answers from idle; close, abort, limits, crashes, engine failures; no busy spin."""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+
+import pytest
+from test_scoring import CrashingVerifier, SleepyVerifier, math_rows  # tests/ is on the path
+
+from rewardkit.scoring import Closed, QueueFull, Scorer, score_records
+from rewardkit.types import Record, Result
+
+
+def _sleepy(n: int, seconds: float = 0.0) -> list[dict]:
+    return [{"completion": str(seconds)} for _ in range(n)]
+
+
+def _warm(stream) -> None:
+    """Forks the workers and lets them finish starting (timings below measure scoring, not forking)."""
+    assert [r.reward for r in stream.submit(_sleepy(4)).result(10)] == [1.0] * 4
+
+
+class _HeldSource:
+    """An in-process source recording its batches; the first one waits for ``release``."""
+
+    name = "held"
+    runs_in_process = True
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.release = threading.Event()
+
+    def score_batch(self, records):
+        self.batches.append([r.completion for r in records])
+        if len(self.batches) == 1:
+            self.release.wait(10)
+        return [Result(reward=float(len(r.completion))) for r in records]
+
+
+def test_eight_threads_get_score_records_rewards_bit_for_bit():
+    rows = math_rows(240)
+    rows[7]["verifier"] = "sleepy-unknown"  # per-row routing holds: an error row in its place
+    rows[8] = {"completion": "\\boxed{2}", "reference": "2", "verifier": "math"}
+    expected = score_records(rows, "math", workers=2, timeout=10)
+    slices = [rows[i : i + 30] for i in range(0, 240, 30)]
+    start = threading.Barrier(8)
+    answers: list = [None] * 8
+
+    def submit(i: int) -> None:
+        start.wait()
+        answers[i] = stream.submit(slices[i]).result(30)
+
+    stream = Scorer("math", workers=2, timeout=10).stream()
+    try:
+        threads = [threading.Thread(target=submit, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        stream.close()
+    got = [result for answer in answers for result in answer]
+    assert [r.reward.hex() for r in got] == [r.reward.hex() for r in expected]
+    assert got == expected  # errors and details too
+    assert got[7].error == "unknown verifier: 'sleepy-unknown'" and got[8].details["method"] == "numeric"
+
+
+def test_a_hostile_row_does_not_hold_a_later_clean_request():
+    # Under a barrier (the old micro-batcher: one call per turn) the clean request would wait for the
+    # hostile row's call to end, i.e. the timeout (2 s); here a free worker takes it at once.
+    with Scorer(SleepyVerifier(), workers=2, timeout=2.0).stream() as stream:
+        _warm(stream)
+        start = time.monotonic()
+        hostile = stream.submit(_sleepy(1, 30))
+        time.sleep(0.1)
+        clean_start = time.monotonic()
+        clean = stream.submit(_sleepy(3)).result(10)
+        clean_s = time.monotonic() - clean_start
+        [timed_out] = hostile.result(10)
+        hostile_s = time.monotonic() - start
+    assert [r.reward for r in clean] == [1.0] * 3
+    assert timed_out.error == "timeout" and timed_out.details == {"timeout_s": 2.0}
+    assert clean_s < 0.75 and clean_s < hostile_s / 2, (clean_s, hostile_s)
+
+
+def test_a_row_submitted_while_idle_is_answered_promptly_and_idle_costs_no_cpu():
+    with Scorer(SleepyVerifier(), workers=2, timeout=5).stream() as stream:
+        _warm(stream)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        time.sleep(1.0)  # the stream's thread waits for a row
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        assert cpu < 0.1, cpu  # a busy spin would use ~1 s
+        start = time.monotonic()
+        assert [r.reward for r in stream.submit(_sleepy(1)).result(10)] == [1.0]
+        assert time.monotonic() - start < 0.3
+
+
+def test_close_answers_everything_submitted_then_refuses():
+    stream = Scorer(SleepyVerifier(), workers=2, timeout=5).stream()
+    futures = [stream.submit(_sleepy(3, 0.05)) for _ in range(4)]
+    stream.close()
+    assert all(f.done() for f in futures)
+    assert [[r.reward for r in f.result()] for f in futures] == [[1.0] * 3] * 4
+    assert stream.closed and not stream.running and stream.queued_rows == 0
+    with pytest.raises(Closed):
+        stream.submit(_sleepy(1))
+    with pytest.raises(RuntimeError, match="closed"):  # the stream owned the scorer
+        stream.scorer.score(_sleepy(1))
+
+
+def test_abort_fails_what_is_left_and_kills_busy_workers():
+    stream = Scorer(SleepyVerifier(), workers=1, timeout=30).stream()
+    _warm(stream)
+    future = stream.submit(_sleepy(2, 30))
+    time.sleep(0.2)
+    start = time.monotonic()
+    stream.abort()
+    assert time.monotonic() - start < 5
+    assert [r.error for r in future.result(1)] == ["scoring failed: the scoring stream was aborted"] * 2
+
+
+def test_a_crash_or_a_timeout_costs_only_its_row():
+    with Scorer(CrashingVerifier(), workers=2, timeout=5).stream() as stream:
+        crashing = stream.submit([{"completion": c} for c in ("ok", "crash", "ok", "ok")])
+        other = stream.submit([{"completion": "ok"}] * 3)
+        results = crashing.result(20)
+        assert [r.reward for r in results] == [1.0, 0.0, 1.0, 1.0]
+        assert results[1].error == "worker crashed: exit code 3"
+        assert [r.reward for r in other.result(20)] == [1.0] * 3
+    with Scorer(SleepyVerifier(), workers=1, timeout=1.0).stream() as stream:
+        results = stream.submit(_sleepy(1) + _sleepy(1, 30) + _sleepy(2)).result(20)
+        assert [r.error for r in results] == [None, "timeout", None, None]
+
+
+def test_queue_limit_cancelled_requests_and_in_process_batches():
+    source = _HeldSource()
+    with Scorer(source, workers=1).stream(max_queued_rows=3) as stream:
+        first = stream.submit([Record(completion="a")])
+        time.sleep(0.1)  # the first batch is being scored: what follows waits in the feed
+        cancelled = stream.submit([Record(completion="bb")])
+        kept = stream.submit([Record(completion="ccc")])
+        with pytest.raises(QueueFull, match="3 rows are waiting"):
+            stream.submit([Record(completion="d")])
+        assert stream.queued_rows == 3 and cancelled.cancel()
+        source.release.set()
+        assert [r.reward for r in first.result(5)] == [1.0]
+        assert [r.reward for r in kept.result(5)] == [3.0]
+    assert source.batches == [["a"], ["ccc"]]  # the cancelled request was never scored
+
+
+def test_an_engine_failure_makes_error_rows_and_the_next_rows_score(monkeypatch):
+    with Scorer(SleepyVerifier(), workers=1, timeout=5).stream() as stream:
+        ensure_pool = stream.scorer._ensure_pool
+        calls = []
+
+        def failing_once() -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise OSError("fork failed")
+            ensure_pool()
+
+        monkeypatch.setattr(stream.scorer, "_ensure_pool", failing_once)
+        failed = stream.submit(_sleepy(2)).result(10)
+        assert [r.error for r in failed] == ["scoring failed: OSError: fork failed"] * 2
+        assert stream.failures == 1 and stream.running
+        assert [r.reward for r in stream.submit(_sleepy(2)).result(10)] == [1.0, 1.0]
+
+
+def test_ray_engine_does_not_stream():
+    with pytest.raises(ValueError, match="engine='local'"):
+        Scorer(SleepyVerifier(), engine="ray").stream()
