@@ -53,3 +53,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def rm_dir(tmp_path_factory, tiny_tokenizer):
+    """A tiny reward model saved with its head (a causal LM folder would get a fresh random head per load)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from rewardkit.data.tiny import tiny_model_config
+
+    path = tmp_path_factory.mktemp("rm")
+    torch.manual_seed(0)
+    AutoModelForSequenceClassification.from_config(tiny_model_config(num_labels=1)).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return str(path)

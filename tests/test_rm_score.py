@@ -15,21 +15,6 @@ ROWS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def rm_dir(tmp_path_factory, tiny_tokenizer):
-    """A tiny reward model saved with its head (a causal LM folder would get a fresh random head per load)."""
-    import torch
-    from transformers import AutoModelForSequenceClassification
-
-    from rewardkit.data.tiny import tiny_model_config
-
-    path = tmp_path_factory.mktemp("rm")
-    torch.manual_seed(0)
-    AutoModelForSequenceClassification.from_config(tiny_model_config(num_labels=1)).save_pretrained(path)
-    tiny_tokenizer.save_pretrained(path)
-    return str(path)
-
-
 def _write(path, rows, extra=""):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + extra)
     return str(path)

@@ -424,18 +424,6 @@ def test_cli_errors_are_one_line_before_the_server_starts(argv, says, capsys):
 # ----------------------------------------------------------------------------------------------------------
 # A reward model behind the server
 # ----------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def rm_dir(tmp_path_factory, tiny_tokenizer):
-    import torch
-    from transformers import AutoModelForSequenceClassification
-
-    from rewardkit.data.tiny import tiny_model_config
-
-    path = tmp_path_factory.mktemp("rm")
-    torch.manual_seed(0)
-    AutoModelForSequenceClassification.from_config(tiny_model_config(num_labels=1)).save_pretrained(path)
-    tiny_tokenizer.save_pretrained(path)
-    return str(path)
 
 
 def test_a_reward_model_behind_the_server(rm_dir, one_torch_thread):

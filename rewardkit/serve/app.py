@@ -62,7 +62,25 @@ class RewardServer:
     """What the app serves: the source's pool behind a :class:`~rewardkit.scoring.stream.ScoringStream`, the
     metrics and the limits.
 
-    Args: see :func:`build_app`.
+    Args:
+        source: A source name as ``rewardkit score --verifier`` takes it: a verifier (``math``, ``code``...)
+            or ``http:URL``. Exclusive with ``reward_model``.
+        config: The source's settings (``--config KEY=VALUE``); with ``reward_model``, keyword arguments of
+            ``reward_model_source`` (``device``, ``normalize``...).
+        workers: Worker processes of the pool (at least 1).
+        timeout: Seconds one row may take in a worker before it is an error row (``timeout``). Sources that
+            run in the server's process (``http:``, ``code``, reward models) keep their own timeouts.
+        max_body_bytes: Largest request body (413 beyond it).
+        max_rows: Most rows in one request (413 beyond it).
+        max_queued_rows: Most rows submitted to the pool and not yet answered before requests are refused
+            with 503 (default 16 x ``max_rows``).
+        token_env: Environment variable holding a bearer token, read now; when it is set, every endpoint but
+            ``/health`` needs ``Authorization: Bearer <token>`` (401 otherwise).
+        require_token: Refuse to build (ValueError) when ``token_env`` is not set (a Ray Serve replica whose
+            driver had a token must not serve without one).
+        row_verifiers: Let a record's ``verifier`` field choose another verifier (off: such a row is an error
+            row, so that a client cannot make the server run what it was not started for).
+        reward_model: A reward model folder or hub name (an ORM, or a PRM folder) instead of ``source``.
     """
 
     def __init__(
@@ -163,60 +181,15 @@ def _token(token_env: str, require: bool) -> str | None:
 # ----------------------------------------------------------------------------------------------------------
 # The app
 # ----------------------------------------------------------------------------------------------------------
-def build_app(
-    source: str | None = None,
-    *,
-    config: dict[str, Any] | None = None,
-    workers: int = 2,
-    timeout: float = 10.0,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    max_rows: int = DEFAULT_MAX_ROWS,
-    max_queued_rows: int | None = None,
-    token_env: str = DEFAULT_TOKEN_ENV,
-    require_token: bool = False,
-    row_verifiers: bool = False,
-    reward_model: str | None = None,
-) -> FastAPI:
-    """The FastAPI app serving ``source`` (see the module docstring).
-
-    Args:
-        source: A source name as ``rewardkit score --verifier`` takes it: a verifier (``math``, ``code``...)
-            or ``http:URL``. Exclusive with ``reward_model``.
-        config: The source's settings (``--config KEY=VALUE``); with ``reward_model``, keyword arguments of
-            ``reward_model_source`` (``device``, ``normalize``...).
-        workers: Worker processes of the pool (at least 1).
-        timeout: Seconds one row may take in a worker before it is an error row (``timeout``). Sources that
-            run in the server's process (``http:``, ``code``, reward models) keep their own timeouts.
-        max_body_bytes: Largest request body (413 beyond it).
-        max_rows: Most rows in one request (413 beyond it).
-        max_queued_rows: Most rows submitted to the pool and not yet answered before requests are refused
-            with 503 (default 16 x ``max_rows``).
-        token_env: Environment variable holding a bearer token, read now; when it is set, every endpoint but
-            ``/health`` needs ``Authorization: Bearer <token>`` (401 otherwise).
-        require_token: Refuse to build (ValueError) when ``token_env`` is not set (a Ray Serve replica whose
-            driver had a token must not serve without one).
-        row_verifiers: Let a record's ``verifier`` field choose another verifier (off: such a row is an error
-            row, so that a client cannot make the server run what it was not started for).
-        reward_model: A reward model folder or hub name (an ORM, or a PRM folder) instead of ``source``.
+def build_app(source: str | None = None, **options: Any) -> FastAPI:
+    """The FastAPI app serving ``source`` (see the module docstring); ``options`` are
+    :class:`RewardServer`'s.
 
     Raises:
         UnknownNameError, ValueError, TypeError, ModelNotFoundError: a bad source or settings, before anything
         starts.
     """
-    server = RewardServer(
-        source,
-        config=config,
-        workers=workers,
-        timeout=timeout,
-        max_body_bytes=max_body_bytes,
-        max_rows=max_rows,
-        max_queued_rows=max_queued_rows,
-        token_env=token_env,
-        require_token=require_token,
-        row_verifiers=row_verifiers,
-        reward_model=reward_model,
-    )
-    return app_of(server)
+    return app_of(RewardServer(source, **options))
 
 
 def app_of(server: RewardServer) -> FastAPI:
