@@ -1,4 +1,4 @@
-"""The scoring stream (``Scorer.stream``): concurrent submitters, one warm pool, each request answered when
+"""The scoring stream (``ScoringStream``): concurrent submitters, one warm pool, each request answered when
 its own rows are done; the same rewards as ``score_records``; no barrier behind a hostile row; prompt
 answers from idle; close, abort, limits, crashes, engine failures; no busy spin."""
 
@@ -11,7 +11,7 @@ import time
 import pytest
 from test_scoring import CrashingVerifier, SleepyVerifier, math_rows  # tests/ is on the path
 
-from rewardkit.scoring import Closed, QueueFull, Scorer, score_records
+from rewardkit.scoring import Closed, QueueFull, Scorer, ScoringStream, score_records
 from rewardkit.types import Record, Result
 
 
@@ -54,7 +54,7 @@ def test_eight_threads_get_score_records_rewards_bit_for_bit():
         start.wait()
         answers[i] = stream.submit(slices[i]).result(30)
 
-    stream = Scorer("math", workers=2, timeout=10).stream()
+    stream = ScoringStream(Scorer("math", workers=2, timeout=10))
     try:
         threads = [threading.Thread(target=submit, args=(i,)) for i in range(8)]
         for thread in threads:
@@ -72,7 +72,7 @@ def test_eight_threads_get_score_records_rewards_bit_for_bit():
 def test_a_hostile_row_does_not_hold_a_later_clean_request():
     # Under a barrier (the old micro-batcher: one call per turn) the clean request would wait for the
     # hostile row's call to end, i.e. the timeout (2 s); here a free worker takes it at once.
-    with Scorer(SleepyVerifier(), workers=2, timeout=2.0).stream() as stream:
+    with ScoringStream(Scorer(SleepyVerifier(), workers=2, timeout=2.0)) as stream:
         _warm(stream)
         start = time.monotonic()
         hostile = stream.submit(_sleepy(1, 30))
@@ -88,7 +88,7 @@ def test_a_hostile_row_does_not_hold_a_later_clean_request():
 
 
 def test_a_row_submitted_while_idle_is_answered_promptly_and_idle_costs_no_cpu():
-    with Scorer(SleepyVerifier(), workers=2, timeout=5).stream() as stream:
+    with ScoringStream(Scorer(SleepyVerifier(), workers=2, timeout=5)) as stream:
         _warm(stream)
         before = resource.getrusage(resource.RUSAGE_SELF)
         time.sleep(1.0)  # the stream's thread waits for a row
@@ -101,7 +101,7 @@ def test_a_row_submitted_while_idle_is_answered_promptly_and_idle_costs_no_cpu()
 
 
 def test_close_answers_everything_submitted_then_refuses():
-    stream = Scorer(SleepyVerifier(), workers=2, timeout=5).stream()
+    stream = ScoringStream(Scorer(SleepyVerifier(), workers=2, timeout=5))
     futures = [stream.submit(_sleepy(3, 0.05)) for _ in range(4)]
     stream.close()
     assert all(f.done() for f in futures)
@@ -114,7 +114,7 @@ def test_close_answers_everything_submitted_then_refuses():
 
 
 def test_abort_fails_what_is_left_and_kills_busy_workers():
-    stream = Scorer(SleepyVerifier(), workers=1, timeout=30).stream()
+    stream = ScoringStream(Scorer(SleepyVerifier(), workers=1, timeout=30))
     _warm(stream)
     future = stream.submit(_sleepy(2, 30))
     time.sleep(0.2)
@@ -125,21 +125,21 @@ def test_abort_fails_what_is_left_and_kills_busy_workers():
 
 
 def test_a_crash_or_a_timeout_costs_only_its_row():
-    with Scorer(CrashingVerifier(), workers=2, timeout=5).stream() as stream:
+    with ScoringStream(Scorer(CrashingVerifier(), workers=2, timeout=5)) as stream:
         crashing = stream.submit([{"completion": c} for c in ("ok", "crash", "ok", "ok")])
         other = stream.submit([{"completion": "ok"}] * 3)
         results = crashing.result(20)
         assert [r.reward for r in results] == [1.0, 0.0, 1.0, 1.0]
         assert results[1].error == "worker crashed: exit code 3"
         assert [r.reward for r in other.result(20)] == [1.0] * 3
-    with Scorer(SleepyVerifier(), workers=1, timeout=1.0).stream() as stream:
+    with ScoringStream(Scorer(SleepyVerifier(), workers=1, timeout=1.0)) as stream:
         results = stream.submit(_sleepy(1) + _sleepy(1, 30) + _sleepy(2)).result(20)
         assert [r.error for r in results] == [None, "timeout", None, None]
 
 
 def test_queue_limit_cancelled_requests_and_in_process_batches():
     source = _HeldSource()
-    with Scorer(source, workers=1).stream(max_queued_rows=3) as stream:
+    with ScoringStream(Scorer(source, workers=1), max_queued_rows=3) as stream:
         first = stream.submit([Record(completion="a")])
         time.sleep(0.1)  # the first batch is being scored: what follows waits in the feed
         cancelled = stream.submit([Record(completion="bb")])
@@ -154,7 +154,7 @@ def test_queue_limit_cancelled_requests_and_in_process_batches():
 
 
 def test_an_engine_failure_makes_error_rows_and_the_next_rows_score(monkeypatch):
-    with Scorer(SleepyVerifier(), workers=1, timeout=5).stream() as stream:
+    with ScoringStream(Scorer(SleepyVerifier(), workers=1, timeout=5)) as stream:
         ensure_pool = stream.scorer._ensure_pool
         calls = []
 
@@ -173,4 +173,4 @@ def test_an_engine_failure_makes_error_rows_and_the_next_rows_score(monkeypatch)
 
 def test_ray_engine_does_not_stream():
     with pytest.raises(ValueError, match="engine='local'"):
-        Scorer(SleepyVerifier(), engine="ray").stream()
+        ScoringStream(Scorer(SleepyVerifier(), engine="ray"))

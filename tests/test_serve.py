@@ -26,7 +26,7 @@ from fastapi.testclient import TestClient
 from http_servers import stop_process  # tests/http_servers.py (pytest puts tests/ on the path)
 
 from rewardkit.cli import main
-from rewardkit.scoring import Closed, Scorer, score_records
+from rewardkit.scoring import Closed, Scorer, ScoringStream, score_records
 from rewardkit.serve.app import RewardServer, app_of, build_app
 from rewardkit.serve.protocols import completion_of, finite
 from rewardkit.types import Record, Result
@@ -314,7 +314,7 @@ class _HeldSource:
 
 def test_concurrent_requests_to_an_in_process_source_share_one_batch():
     source = _HeldSource()
-    stream = Scorer(source, workers=1).stream()
+    stream = ScoringStream(Scorer(source, workers=1))
     first = stream.submit([Record(completion="a")])
     time.sleep(0.1)  # the first batch is running: the next requests queue behind it
     later = [stream.submit([Record(completion="b" * n) for _ in range(n)]) for n in (1, 2, 3)]
@@ -332,7 +332,7 @@ def test_a_full_queue_refuses_with_503():
     server = RewardServer("math", workers=1, max_rows=2, max_queued_rows=3)
     server.stream.close()
     # A pool that holds its first batch: the queue fills behind it.
-    server.stream = Scorer(source, workers=1).stream(max_queued_rows=3)
+    server.stream = ScoringStream(Scorer(source, workers=1), max_queued_rows=3)
     app = app_of(server)
     with TestClient(app) as c, ThreadPoolExecutor(3) as pool:
         first = pool.submit(c.post, "/score", json={"records": [{"completion": "a"}]})

@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from rewardkit.cli import Terminated
+from rewardkit.cli.listen import listening_socket
 from rewardkit.cli.score import key_value, parse_value
-from rewardkit.cli.view import listening_socket
 from rewardkit.errors import UserError
 
 ROUTES = "POST /score, POST /get_reward, GET /health, GET /metrics"
@@ -122,9 +122,7 @@ def run(args: argparse.Namespace) -> int:
         app = build_app(**options)
     except (TypeError, ValueError) as exc:  # bad settings of the source (an unknown name is UnknownNameError)
         raise UserError(str(exc).splitlines()[0]) from exc
-    sock = listening_socket(args.host, args.port)
-    host, port = sock.getsockname()[:2]
-    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    sock, url = listening_socket(args.host, args.port)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     _announce(server, f"rewardkit serve: {app.state.server.name} at {url} ({ROUTES}; {_pool(args)})")
     with contextlib.suppress(Terminated):

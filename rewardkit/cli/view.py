@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 import threading
 import webbrowser
 
-from rewardkit.errors import UserError
+from rewardkit.cli.listen import listening_socket
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,21 +31,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (port 0: a free one), so the printed port is the one served."""
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.listen(128)
-    return sock
-
-
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -54,9 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from rewardkit.view.app import create_app
 
     app = create_app(args.path)
-    sock = listening_socket(args.host, args.port)
-    host, port = sock.getsockname()[:2]
-    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+    sock, url = listening_socket(args.host, args.port)
+    url += "/"
     count = len(app.state.viewer.sources)
     print(f"rewardkit view: {count} source{'' if count == 1 else 's'} under {args.path} at {url}", flush=True)
     print("  (Ctrl-C stops)", file=sys.stderr, flush=True)

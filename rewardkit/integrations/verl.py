@@ -283,7 +283,7 @@ class _Pool:
                 self.built_at = time.monotonic()
                 try:
                     self.source = ScorerSource(*self.args)
-                    self.stream = self.source.scorer.stream()
+                    self.stream = ScoringStream(self.source.scorer)
                     self.build_error = None
                 except Exception as exc:  # an unknown name, bad settings: every row of this source says so
                     self.source = None

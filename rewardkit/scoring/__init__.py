@@ -6,7 +6,7 @@
     with Scorer("math", workers=2) as scorer:                           # a warm pool, e.g. for an RL run
         rewards = [r.reward for r in scorer.score(batch)]
     summary = score_file("in.jsonl", "out.jsonl", "math", resume=True)  # what `rewardkit score` does
-    stream = Scorer("math", workers=2).stream()                         # many threads, one warm pool
+    stream = ScoringStream(Scorer("math", workers=2))                  # many threads, one warm pool
     results = stream.submit(records).result()                           # answered as its rows finish
 
 See ``docs/scoring.md``.

@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rewardkit.progress import track
 from rewardkit.registry import UnknownNameError
@@ -57,9 +57,6 @@ from rewardkit.types import Record, Result, jsonable, result_reward
 from rewardkit.verifiers import get_source
 from rewardkit.verifiers.base import Verifier
 from rewardkit.verifiers.remote import is_remote
-
-if TYPE_CHECKING:
-    from rewardkit.scoring.stream import ScoringStream
 
 BUILD_GRACE_S = 120.0
 """Extra seconds a worker may take to build a source (imports) before its first record's clock starts."""
@@ -547,22 +544,6 @@ class Scorer:
             return ray_engine.iter_outputs_ray(self, items, job, first_index)
         return self._iter_local(items, job, first_index)
 
-    def stream(
-        self, *, max_queued_rows: int | None = None, on_chunk: Callable[[int], None] | None = None
-    ) -> ScoringStream:
-        """A thread-safe front of this scorer for concurrent submitters (a server, verl's reward threads):
-        ``submit(records)`` from any thread, each row scored as soon as a worker is free, each request
-        answered when its rows are done. The stream owns this scorer from now on (its ``close`` closes it).
-        See :class:`~rewardkit.scoring.stream.ScoringStream`.
-
-        Raises:
-            ValueError: with ``engine="ray"`` (streaming runs on the local engine only).
-        """
-        # lazy: stream.py builds on this module (its Scorer, IDLE, Wakeup)
-        from rewardkit.scoring.stream import ScoringStream
-
-        return ScoringStream(self, max_queued_rows=max_queued_rows, on_chunk=on_chunk)
-
     def close(self) -> None:
         """Stops the worker processes. In a process forked from the one that built this scorer it only
         forgets them: they are the parent's, and stopping them would stop the parent's scoring."""
@@ -614,7 +595,7 @@ class Scorer:
         if self._closed:
             raise RuntimeError("Scorer is closed")
         if self.engine == "ray":
-            raise ValueError("streaming (Scorer.stream, iter_unordered) needs engine='local'")
+            raise ValueError("streaming (iter_unordered, ScoringStream) needs engine='local'")
         run = _Run(iter(feed), job, 0, ordered=False, wakeup=wakeup, on_chunk=on_chunk, group_of=group_of)
         return self._iter_run(run)
 

@@ -36,7 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rewardkit.rewardmodels.sources import reward_model_source
 from rewardkit.scoring.engine import Scorer
-from rewardkit.scoring.stream import Closed, QueueFull
+from rewardkit.scoring.stream import Closed, QueueFull, ScoringStream
 from rewardkit.serve.metrics import Metrics
 from rewardkit.serve.protocols import (
     Refused,
@@ -111,8 +111,8 @@ class RewardServer:
         self.metrics = Metrics(
             gauges={"pool_workers": lambda: self.workers, "queued_rows": lambda: self.stream.queued_rows}
         )
-        self.stream = scorer.stream(
-            max_queued_rows=max_queued_rows or 16 * max_rows, on_chunk=self.metrics.chunk
+        self.stream = ScoringStream(
+            scorer, max_queued_rows=max_queued_rows or 16 * max_rows, on_chunk=self.metrics.chunk
         )
 
     async def score(self, items: list[Record | Result]) -> list[Result]:
