@@ -7,12 +7,14 @@ from __future__ import annotations
 import resource
 import threading
 import time
+from typing import ClassVar
 
 import pytest
 from test_scoring import CrashingVerifier, SleepyVerifier, math_rows  # tests/ is on the path
 
 from rewardkit.scoring import Closed, QueueFull, Scorer, ScoringStream, score_records
 from rewardkit.types import Record, Result
+from rewardkit.verifiers.base import Verifier
 
 
 def _sleepy(n: int, seconds: float = 0.0) -> list[dict]:
@@ -174,3 +176,59 @@ def test_an_engine_failure_makes_error_rows_and_the_next_rows_score(monkeypatch)
 def test_ray_engine_does_not_stream():
     with pytest.raises(ValueError, match="engine='local'"):
         ScoringStream(Scorer(SleepyVerifier(), engine="ray"))
+
+
+class SpinningVerifier(Verifier):
+    """Burns ``completion`` seconds of CPU (a hostile row, or a slow legitimate one), then rewards 1."""
+
+    name: ClassVar[str] = "spinning"
+
+    def verify(self, record: Record) -> Result:
+        end = time.process_time() + float(record.completion)
+        while time.process_time() < end:
+            pass
+        return Result(reward=1.0)
+
+
+def _spinning(*seconds: float) -> list[Record]:
+    return [Record(id=i, completion=str(s)) for i, s in enumerate(seconds)]
+
+
+def test_spare_workers_take_the_rows_behind_cpu_stragglers_and_stop_after():
+    # One worker: without spares, the clean request would wait for the 3 hostile rows' timeouts (6 s);
+    # with them, each straggler is demoted after STRAGGLER_S of CPU and a fresh worker goes on.
+    scorer = Scorer(SpinningVerifier(), workers=1, timeout=2.0, spare_workers=4)
+    with ScoringStream(scorer) as stream:
+        stream.submit(_spinning(0)).result(10)
+        hostile = [stream.submit(_spinning(60)) for _ in range(3)]
+        time.sleep(0.05)
+        start = time.monotonic()
+        clean = stream.submit(_spinning(0, 0, 0)).result(10)
+        clean_s = time.monotonic() - start
+        assert scorer.pool_size > 1  # stragglers hold spares
+        timed_out = [future.result(10)[0] for future in hostile]
+        time.sleep(0.3)
+        stream.submit(_spinning(0)).result(10)  # the next dispatch stops the stragglers' workers
+        assert scorer.pool_size == 1
+    assert [r.reward for r in clean] == [1.0] * 3
+    assert clean_s < 1.0, clean_s
+    assert [r.error for r in timed_out] == ["timeout"] * 3
+
+
+def test_a_slow_legitimate_row_among_stragglers_still_finishes():
+    # 0.3 s of CPU is a straggler (demoted, run at low priority among the others least-CPU first), but it
+    # finishes long before its timeout while hostile rows wait for theirs.
+    with ScoringStream(Scorer(SpinningVerifier(), workers=1, timeout=4.0, spare_workers=8)) as stream:
+        stream.submit(_spinning(0)).result(10)
+        hostile = [stream.submit(_spinning(60)) for _ in range(4)]
+        slow = stream.submit(_spinning(0.3))
+        [result] = slow.result(10)
+        for future in hostile:
+            future.result(10)
+    assert result.reward == 1.0 and result.error is None
+
+
+def test_spare_workers_off_by_default():
+    assert Scorer("math").spare_workers == 0
+    with pytest.raises(ValueError, match="spare_workers"):
+        Scorer("math", spare_workers=-1)

@@ -409,6 +409,7 @@ def test_sigterm_answers_the_request_in_flight_then_exits_0():
         (["--verifier", "nope"], "unknown"),
         ([], "give --verifier NAME or --reward-model PATH"),
         (["--verifier", "math", "--workers", "0"], "--workers must be >= 1"),
+        (["--verifier", "math", "--spare-workers", "-1"], "--spare-workers must be >= 0"),
         (["--verifier", "math", "--timeout", "nan"], "--timeout"),
         (["--verifier", "math", "--replicas", "2"], "need --ray-serve"),
         (["--verifier", "math", "--config", "nonsense_key=1"], "nonsense_key"),
@@ -419,6 +420,15 @@ def test_cli_errors_are_one_line_before_the_server_starts(argv, says, capsys):
     assert main(["serve", *argv, "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("rewardkit serve: error:") and says in err, err
+
+
+def test_spare_workers_reach_the_pool():
+    app = build_app("math", workers=1, spare_workers=3)
+    assert app.state.server.stream.scorer.spare_workers == 3
+    app.state.server.stream.close()
+    plain = build_app("math", workers=1).state.server.stream
+    assert plain.scorer.spare_workers == 0  # off by default
+    plain.close()
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -16,6 +16,14 @@ from rewardkit.cli import Terminated
 from rewardkit.cli.listen import listening_socket
 from rewardkit.cli.score import key_value, parse_value
 from rewardkit.errors import UserError
+from rewardkit.serve.defaults import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_ROWS,
+    DEFAULT_SPARE_WORKERS,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_TOKEN_ENV,
+    DEFAULT_WORKERS,
+)
 
 ROUTES = "POST /score, POST /get_reward, GET /health, GET /metrics"
 
@@ -50,17 +58,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     parser.add_argument("--port", type=int, default=8000, help="port (0: a free one, printed)")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes of the pool")
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="worker processes of the pool")
     parser.add_argument(
-        "--timeout", type=float, default=10.0, help="seconds per row before it fails with 'timeout'"
+        "--spare-workers",
+        type=int,
+        default=DEFAULT_SPARE_WORKERS,
+        help="stragglers (rows past 0.05 s of CPU, e.g. hostile ones) that may hold workers beyond --workers, "
+        "so that a flood of them does not hold other requests; 0: the plain pool (docs/serve.md)",
     )
-    parser.add_argument("--max-rows", type=int, default=4096, help="most rows in one request (413 beyond)")
     parser.add_argument(
-        "--max-body-mb", type=float, default=64.0, help="largest request body in MiB (413 beyond)"
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="seconds per row before it fails with 'timeout'",
+    )
+    parser.add_argument(
+        "--max-rows", type=int, default=DEFAULT_MAX_ROWS, help="most rows in one request (413 beyond)"
+    )
+    parser.add_argument(
+        "--max-body-mb",
+        type=float,
+        default=DEFAULT_MAX_BODY_BYTES / 2**20,
+        help="largest request body in MiB (413 beyond)",
     )
     parser.add_argument(
         "--token-env",
-        default="REWARDKIT_SERVE_TOKEN",
+        default=DEFAULT_TOKEN_ENV,
         metavar="VAR",
         help="environment variable holding a bearer token; when set, every endpoint but /health needs it",
     )
@@ -86,6 +109,8 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError("give --verifier NAME or --reward-model PATH (one of them)")
     if args.workers < 1:
         raise UserError("--workers must be >= 1 (the per-row timeout needs worker processes)")
+    if args.spare_workers < 0:
+        raise UserError("--spare-workers must be >= 0")
     if not math.isfinite(args.timeout) or args.timeout <= 0:
         raise UserError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
     if args.max_rows < 1 or not math.isfinite(args.max_body_mb) or args.max_body_mb <= 0:
@@ -101,6 +126,7 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
         "reward_model": args.reward_model,
         "config": {key: parse_value(value) for key, value in args.config} or None,
         "workers": args.workers,
+        "spare_workers": args.spare_workers,
         "timeout": args.timeout,
         "max_rows": args.max_rows,
         "max_body_bytes": max(1, int(args.max_body_mb * 1024 * 1024)),

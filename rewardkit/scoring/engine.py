@@ -71,6 +71,10 @@ MAX_CHUNK = 512
 REPORT_EVERY_S = 0.05
 """A worker sends the results it has at least this often, so slow chunks still stream."""
 
+STRAGGLER_S = 0.05
+"""An item that has used this much CPU time is a straggler: with ``spare_workers``, its worker drops to the
+lowest CPU priority and a fresh worker takes its place (rule verifiers score a typical row in milliseconds)."""
+
 
 class _Idle:
     def __repr__(self) -> str:
@@ -309,9 +313,10 @@ def _worker_main(
 ) -> None:
     """Worker loop: take a chunk, score its items one by one, send results in batches.
 
-    ``progress`` is shared memory: ``[position in the chunk, start time of that item]`` (CLOCK_MONOTONIC,
-    shared by all processes on Linux). The parent reads it to time out the current item without a message
-    per item; results go back at most every ``REPORT_EVERY_S`` and at the end of the chunk.
+    ``progress`` is shared memory: ``[position in the chunk, start time of that item, the worker's CPU time
+    then]`` (CLOCK_MONOTONIC, shared by all processes on Linux). The parent reads it to time out the current
+    item (and tell a straggler) without a message per item; results go back at most every
+    ``REPORT_EVERY_S`` and at the end of the chunk.
     """
     _die_with_parent(parent_pid, main_thread)
     mark_scoring_worker()
@@ -344,6 +349,7 @@ def _run_chunk(conn: Connection, progress: Any, source: Any, job: Job, items: li
     last_send = time.monotonic()
     for position, (index, payload) in enumerate(items):
         # Start before position: the parent reads the position first, so it never pairs it with an older start.
+        progress[2] = time.process_time()
         progress[1] = time.monotonic()
         progress[0] = position
         batch.append((index, job.run(source, index, payload)))
@@ -358,7 +364,8 @@ class _Worker:
 
     def __init__(self, ctx: Any, inherited: dict[str, Any]) -> None:
         parent_conn, child_conn = ctx.Pipe(duplex=True)
-        self.progress = ctx.RawArray("d", [0.0, time.monotonic() + BUILD_GRACE_S])
+        # [position in the chunk, wall start of that item, the worker's CPU time at that start]
+        self.progress = ctx.RawArray("d", [0.0, time.monotonic() + BUILD_GRACE_S, 0.0])
         main_thread = threading.current_thread() is threading.main_thread()
         args = (child_conn, self.progress, inherited, os.getpid(), main_thread)
         self.process = ctx.Process(target=_worker_main, args=args, daemon=True)
@@ -376,6 +383,8 @@ class _Worker:
         self.chunk: list[tuple[int, Any]] = []
         self.waiting: set[int] = set()  # indices of the chunk without a result yet
         self.sent_at = 0.0
+        self.demoted = False
+        self.paused = False
 
     @property
     def busy(self) -> bool:
@@ -384,6 +393,7 @@ class _Worker:
     def send(self, source: _Source, job: Job, items: list[tuple[int, Any]]) -> None:
         self.source, self.chunk, self.waiting = source, items, {index for index, _ in items}
         self.sent_at = time.monotonic()
+        self.progress[2] = self.cpu_seconds() or 0.0  # until the worker writes its own
         self.progress[1] = self.sent_at
         self.progress[0] = 0
         self.conn.send((source.key, source.spec, job, items))
@@ -395,13 +405,50 @@ class _Worker:
         index, payload = self.chunk[min(position, len(self.chunk) - 1)]
         return (index, payload, start) if index in self.waiting else None
 
-    def kill(self) -> None:
+    def cpu_seconds(self) -> float | None:
+        """CPU time the worker process has used (``None`` where the platform cannot tell)."""
+        try:  # Linux: the process's CPU-time clock, read from outside (MAKE_PROCESS_CPUCLOCK(pid, SCHED))
+            return time.clock_gettime((~self.process.pid << 3) | 2)
+        except (OSError, AttributeError, TypeError):
+            return None
+
+    def item_cpu_seconds(self) -> float | None:
+        """CPU time the worker has used on its current item (``None`` where the platform cannot tell)."""
+        total = self.cpu_seconds()
+        return None if total is None else total - self.progress[2]
+
+    def demote(self) -> None:
+        """The lowest CPU priority for the rest of the worker's life (an unprivileged process cannot raise it
+        again): its item is a straggler, and the other workers and the parent come first."""
+        self.demoted = True
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, self.process.pid, 19)
+
+    def pause(self, paused: bool) -> None:
+        """Stops (SIGSTOP) or continues (SIGCONT) the worker; its item's clock runs on either way."""
+        if paused != self.paused:
+            self.paused = paused
+            with contextlib.suppress(OSError):
+                os.kill(self.process.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
+    def kill(self, *, wait: bool = True) -> None:
+        """SIGKILL; ``wait=False`` leaves the exit to be reaped later (:meth:`reaped`): on a loaded machine a
+        killed low-priority process can take a while to exit, and the engine must not wait for it."""
         with contextlib.suppress(Exception):
             self.process.kill()
-            self.process.join(timeout=5)
+            if wait:
+                self.process.join(timeout=5)
         self.conn.close()
 
+    def reaped(self) -> bool:
+        """Whether a killed worker has exited (and is reaped, so it leaves no zombie)."""
+        with contextlib.suppress(Exception):
+            self.process.join(timeout=0)
+            return not self.process.is_alive()
+        return True
+
     def stop(self) -> None:
+        self.pause(False)
         with contextlib.suppress(Exception):
             self.conn.send(None)
         self.process.join(timeout=2)
@@ -435,6 +482,14 @@ class Scorer:
             ``spawn``; ``forkserver`` preloads the source's module in the server).
         ray_address: Ray cluster to join with ``engine="ray"`` (``None``: the one already initialised in this
             process, else a local one with ``workers`` CPUs).
+        spare_workers: How many stragglers (items that used more than :data:`STRAGGLER_S` of CPU time) may
+            hold workers beyond ``workers``. A straggler's worker drops to the lowest CPU priority and a fresh
+            worker takes its place at once; the straggler's worker stops after its chunk (or its timeout).
+            Timeouts are wall-clock, so a hostile row then costs its timeout in time, not a worker and CPU
+            that other rows need: a server that takes untrusted rows from many clients keeps answering the
+            others (``rewardkit serve --spare-workers``). The price: under such a flood, a legitimate row that
+            needs more CPU than ``STRAGGLER_S`` shares the stragglers' CPU and may reach its timeout (an
+            error row where a plain pool gives a reward; never a wrong reward).
 
     Use as a context manager, or call :meth:`close`::
 
@@ -455,14 +510,18 @@ class Scorer:
         window: int | None = None,
         mp_context: str | None = None,
         ray_address: str | None = None,
+        spare_workers: int = 0,
     ) -> None:
         if engine not in ("local", "ray"):
             raise ValueError(f"unknown engine {engine!r} (known: local, ray)")
         if workers < 0:
             raise ValueError("workers must be >= 0")
+        if spare_workers < 0:
+            raise ValueError("spare_workers must be >= 0")
         if timeout is None or not math.isfinite(timeout) or timeout <= 0:
             raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout}")
         self.workers = workers
+        self.spare_workers = spare_workers if workers else 0
         self.timeout = float(timeout)
         self.engine = engine
         self.ray_address = ray_address
@@ -483,6 +542,7 @@ class Scorer:
         self.default_name = name
         self._by_name: dict[str, _Source | str] = {}
         self._pool: list[_Worker] = []
+        self._dying: list[_Worker] = []  # killed, not yet exited
         self._sizers: dict[str, ChunkSizer] = {}  # by source key
         self._warmed = False
         self._ray: Any = None  # the Ray actors (engine="ray")
@@ -544,6 +604,11 @@ class Scorer:
             return ray_engine.iter_outputs_ray(self, items, job, first_index)
         return self._iter_local(items, job, first_index)
 
+    @property
+    def pool_size(self) -> int:
+        """Worker processes running now (``workers``, plus spares while stragglers hold workers)."""
+        return len(self._pool)
+
     def close(self) -> None:
         """Stops the worker processes. In a process forked from the one that built this scorer it only
         forgets them: they are the parent's, and stopping them would stop the parent's scoring."""
@@ -552,7 +617,9 @@ class Scorer:
             return
         for worker in self._pool:
             worker.stop()
-        self._pool = []
+        for worker in self._dying:
+            worker.kill()
+        self._pool, self._dying = [], []
         if self._ray is not None:
             ray_engine.close_actors(self)
         self._closed = True
@@ -673,6 +740,8 @@ class Scorer:
             run.done[index] = output
 
     def _ensure_pool(self) -> None:
+        """Forks the workers the pool lacks: ``workers`` that no straggler holds (stragglers' workers, at most
+        ``spare_workers``, are extra)."""
         if not self._pool and not self._warmed and self._ctx.get_start_method() == "fork":
             # Forked workers inherit what the parent has built (e.g. the LaTeX parser's caches): warm once here
             # instead of once per worker, and again after every worker a timeout replaces.
@@ -681,8 +750,24 @@ class Scorer:
             if self.default.pooled and callable(warmup):
                 with contextlib.suppress(Exception):
                     warmup()
-        while len(self._pool) < self.workers:
+        regular = sum(not worker.demoted for worker in self._pool)
+        wanted = min(self.workers + self.spare_workers, len(self._pool) + self.workers - regular)
+        while len(self._pool) < wanted:
             self._pool.append(_Worker(self._ctx, self._inherited()))
+
+    def _schedule_stragglers(self) -> None:
+        """Demotes the workers whose item has used more than ``STRAGGLER_S`` of CPU, and runs the stragglers
+        least CPU first, ``workers`` at a time (the others paused): a slow but legitimate row (some math rows
+        take 0.1-0.4 s in a fresh worker) gets its turn before the hostile rows that have used more, and
+        these take little CPU while they wait for their timeouts (least-attained-service scheduling)."""
+        now = time.monotonic()
+        for worker in self._pool:
+            if not worker.demoted and _straggling(worker, now):
+                worker.demote()
+        stragglers = [worker for worker in self._pool if worker.demoted and worker.busy]
+        stragglers.sort(key=lambda worker: worker.item_cpu_seconds() or 0.0)
+        for rank, worker in enumerate(stragglers):
+            worker.pause(rank >= max(1, self.workers))
 
     def _inherited(self) -> dict[str, Any]:
         """Sources a forked worker starts with (its copy of the parent's objects); none for spawned workers."""
@@ -702,10 +787,16 @@ class Scorer:
         return max(1, min(self._sizer(key).size(), share))
 
     def _dispatch(self, run: _Run) -> None:
-        self._ensure_pool()
         pending = sum(len(bucket) for bucket in run.pooled.values())
-        for worker in self._pool:
+        if self.spare_workers:
+            self._schedule_stragglers()
+        self._ensure_pool()
+        for worker in list(self._pool):
             if not worker.ready or worker.busy:
+                continue
+            if worker.demoted:  # its chunk is done, and it keeps the lowest priority for good
+                self._pool.remove(worker)
+                self._kill(worker)
                 continue
             buckets = [(bucket[0][0], key) for key, bucket in run.pooled.items() if bucket]
             if not buckets:
@@ -727,8 +818,12 @@ class Scorer:
 
     def _poll(self, run: _Run) -> None:
         """Waits for worker messages (or the next deadline), records results, kills overrunning workers."""
+        if self._dying:
+            self._dying = _reap(self._dying)
         now = time.monotonic()
         deadlines = [w.progress[1] + self.timeout - now for w in self._pool if w.busy]
+        if self.spare_workers:  # look again when an item may have become a straggler, or to rotate them
+            deadlines += [_straggler_check_in(w, now) for w in self._pool if w.busy]
         wait_for = min(max(0.0, min(deadlines)), 1.0) if deadlines else 1.0
         handles: list[Any] = []
         for worker in self._pool:
@@ -738,18 +833,22 @@ class Scorer:
         readable = set(wait(handles, timeout=wait_for))
         if run.wakeup is not None and run.wakeup in readable:
             run.wakeup.clear()  # the fed rows are read next, before the next wait
-        for i, worker in enumerate(list(self._pool)):
+        for worker in list(self._pool):
             if worker.conn in readable:
                 self._drain(worker, run)
             if worker.process.sentinel in readable or not worker.process.is_alive():
                 self._drain(worker, run)  # results sent before it died are still in the pipe
                 worker.process.join(timeout=1)  # reap it, so the exit code is known
-                self._replace(i, worker, run, f"worker crashed: exit code {worker.process.exitcode}")
+                self._replace(worker, run, f"worker crashed: exit code {worker.process.exitcode}")
         now = time.monotonic()
-        for i, worker in enumerate(list(self._pool)):
+        for worker in list(self._pool):
             current = worker.current() if worker.busy else None
             if current is not None and now - current[2] > self.timeout:
-                self._replace(i, worker, run, "timeout")
+                self._replace(worker, run, "timeout")
+
+    def _kill(self, worker: _Worker) -> None:
+        worker.kill(wait=False)
+        self._dying.append(worker)
 
     def _drain(self, worker: _Worker, run: _Run) -> None:
         try:
@@ -772,8 +871,9 @@ class Scorer:
         assert worker.source is not None
         self._sizer(worker.source.key).observe(time.monotonic() - worker.sent_at, len(worker.chunk))
 
-    def _replace(self, i: int, worker: _Worker, run: _Run, error: str) -> None:
-        """Kills ``worker``: its current item fails with ``error``, its other unreported items are re-queued."""
+    def _replace(self, worker: _Worker, run: _Run, error: str) -> None:
+        """Kills ``worker``: its current item fails with ``error``, its other unreported items are re-queued,
+        and a fresh worker takes its place."""
         current = worker.current() if worker.busy else None
         if current is not None:
             index, payload, _ = current
@@ -786,8 +886,36 @@ class Scorer:
         if rest and worker.source is not None:
             run.pooled.setdefault(worker.source.key, deque()).extendleft(reversed(rest))
         worker.waiting = set()
-        worker.kill()
-        self._pool[i] = _Worker(self._ctx, self._inherited())
+        self._kill(worker)
+        i = self._pool.index(worker)
+        if worker.demoted:  # a straggler's worker: a fresh one took its place when it was demoted
+            del self._pool[i]
+        else:
+            self._pool[i] = _Worker(self._ctx, self._inherited())
+
+
+def _reap(dying: list[_Worker]) -> list[_Worker]:
+    """The killed workers that have not exited yet."""
+    return [worker for worker in dying if not worker.reaped()]
+
+
+def _straggler_check_in(worker: _Worker, now: float) -> float:
+    """Seconds until ``worker``'s item may be a straggler (a demoted one's: until the stragglers rotate)."""
+    if worker.demoted:
+        return STRAGGLER_S
+    wall = STRAGGLER_S - (now - worker.progress[1])
+    cpu = worker.item_cpu_seconds()
+    return max(wall if cpu is None else STRAGGLER_S - cpu, 0.005)
+
+
+def _straggling(worker: _Worker, now: float) -> bool:
+    """Whether ``worker``'s current item has used more than :data:`STRAGGLER_S` of CPU time (of wall time
+    where CPU time cannot be read)."""
+    current = worker.current() if worker.busy else None
+    if current is None or now - current[2] <= STRAGGLER_S:
+        return False
+    cpu = worker.item_cpu_seconds()
+    return cpu is None or cpu > STRAGGLER_S
 
 
 def _same_group(bucket: deque[tuple[int, Any]], size: int, group_of: Callable[[int], Any]) -> int:

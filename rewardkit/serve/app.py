@@ -37,6 +37,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from rewardkit.rewardmodels.sources import reward_model_source
 from rewardkit.scoring.engine import Scorer
 from rewardkit.scoring.stream import Closed, QueueFull, ScoringStream
+from rewardkit.serve.defaults import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_ROWS,
+    DEFAULT_SPARE_WORKERS,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_TOKEN_ENV,
+    DEFAULT_WORKERS,
+)
 from rewardkit.serve.metrics import Metrics
 from rewardkit.serve.protocols import (
     Refused,
@@ -49,9 +57,6 @@ from rewardkit.serve.protocols import (
 from rewardkit.types import Record, Result
 
 ENDPOINTS = ("/score", "/get_reward", "/health", "/metrics")
-DEFAULT_TOKEN_ENV = "REWARDKIT_SERVE_TOKEN"
-DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_ROWS = 4096
 LARGE_BODY_BYTES = 256 * 1024
 """Bodies larger than this are decoded off the event loop."""
 CHUNK_SIZE = 64
@@ -68,6 +73,9 @@ class RewardServer:
         config: The source's settings (``--config KEY=VALUE``); with ``reward_model``, keyword arguments of
             ``reward_model_source`` (``device``, ``normalize``...).
         workers: Worker processes of the pool (at least 1).
+        spare_workers: How many stragglers (rows that used more than 0.05 s of CPU, e.g. hostile rows on
+            their way to the timeout) may hold workers beyond ``workers``, so that the other requests go on
+            (``Scorer``'s ``spare_workers``; 0: the plain pool, whose answers equal ``rewardkit score``'s).
         timeout: Seconds one row may take in a worker before it is an error row (``timeout``). Sources that
             run in the server's process (``http:``, ``code``, reward models) keep their own timeouts.
         max_body_bytes: Largest request body (413 beyond it).
@@ -88,8 +96,9 @@ class RewardServer:
         source: str | None = None,
         *,
         config: dict[str, Any] | None = None,
-        workers: int = 2,
-        timeout: float = 10.0,
+        workers: int = DEFAULT_WORKERS,
+        spare_workers: int = DEFAULT_SPARE_WORKERS,
+        timeout: float = DEFAULT_TIMEOUT_S,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_rows: int = DEFAULT_MAX_ROWS,
         max_queued_rows: int | None = None,
@@ -101,7 +110,7 @@ class RewardServer:
         if max_body_bytes < 1 or max_rows < 1:
             raise ValueError("max_body_bytes and max_rows must be >= 1")
         self.token = _token(token_env, require_token)
-        self.name, scorer = build_pool(source, config, workers, timeout, reward_model)
+        self.name, scorer = build_pool(source, config, workers, timeout, reward_model, spare_workers)
         self.workers = workers
         self.timeout = float(timeout)
         self.max_body_bytes = max_body_bytes
@@ -109,7 +118,7 @@ class RewardServer:
         # A reward model scores every row (as `rewardkit score --reward-model`): a row's verifier is not read.
         self.verifier_field = "ignore" if reward_model else "allow" if row_verifiers else "refuse"
         self.metrics = Metrics(
-            gauges={"pool_workers": lambda: self.workers, "queued_rows": lambda: self.stream.queued_rows}
+            gauges={"pool_workers": lambda: scorer.pool_size, "queued_rows": lambda: self.stream.queued_rows}
         )
         self.stream = ScoringStream(
             scorer, max_queued_rows=max_queued_rows or 16 * max_rows, on_chunk=self.metrics.chunk
@@ -151,6 +160,7 @@ def build_pool(
     workers: int,
     timeout: float,
     reward_model: str | None = None,
+    spare_workers: int = 0,
 ) -> tuple[str, Scorer]:
     """The source's name and its warm :class:`Scorer`: a source named as ``rewardkit score --verifier`` takes
     it (a verifier, ``http:URL``; ``config`` its settings), or a reward model folder (``config``: keyword
@@ -167,7 +177,14 @@ def build_pool(
         model = reward_model_source(reward_model, **(config or {}))
         return f"reward_model:{reward_model}", Scorer(model, workers=workers, timeout=timeout)
     # Scorer resolves names as `rewardkit score` does (ScorerSource would also build RL-only kinds: rm:, py:).
-    scorer = Scorer(source, workers=workers, timeout=timeout, config=config or None, chunk_size=CHUNK_SIZE)
+    scorer = Scorer(
+        source,
+        workers=workers,
+        timeout=timeout,
+        config=config or None,
+        chunk_size=CHUNK_SIZE,
+        spare_workers=spare_workers,
+    )
     return source, scorer  # type: ignore[return-value]
 
 

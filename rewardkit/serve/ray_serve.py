@@ -29,7 +29,8 @@ from ray import serve
 
 from rewardkit.errors import UserError
 from rewardkit.hub import check_model
-from rewardkit.serve.app import DEFAULT_TOKEN_ENV, build_app, build_pool
+from rewardkit.serve.app import build_app, build_pool
+from rewardkit.serve.defaults import DEFAULT_TOKEN_ENV
 
 APP_NAME = "rewardkit-serve"
 DEFAULT_MAX_ONGOING = 256
