@@ -422,6 +422,12 @@ class TrainConfig(BaseTrainingConfig):
     """Pack each micro-batch's sequences into one row with no pad tokens (position ids restart per sequence;
     block-diagonal causal attention, flash-attention's varlen kernel when used) for every policy, reference
     and value forward pass; the same log-probs and gradients as padded rows."""
+    logprob_chunk_tokens: int = 0
+    """Read log-probs and entropies from the last hidden states, the LM head applied to this many tokens at
+    a time and recomputed in the backward, so that the ``(tokens, vocabulary)`` logits never exist whole
+    (``core_algos.token_logprobs_from_hidden``; Liger's and cut-cross-entropy's idea in plain torch); 0: the
+    full logits. A model whose logits are not its LM head's output (Gemma 2's soft-capping, a logit scale)
+    is found on its first pass and keeps the full logits."""
     bf16: str = "auto"
     """Autocast to bf16: ``auto`` (on CUDA with bf16 support), ``true``, ``false``."""
     strategy: str = "ddp"
@@ -647,6 +653,7 @@ _RANGES: list[tuple[str, Any, str]] = [
     ("train.minibatches", lambda v: v >= 1, "at least 1"),
     ("train.per_device_train_batch_size", lambda v: v >= 1, "at least 1"),
     ("train.micro_batch_tokens", lambda v: v >= 0, ">= 0 (0: off)"),
+    ("train.logprob_chunk_tokens", lambda v: v >= 0, ">= 0 (0: the full logits)"),
     ("train.learning_rate", lambda v: v > 0, "> 0"),
     ("train.value_lr", lambda v: v > 0, "> 0"),
     ("train.weight_decay", lambda v: v >= 0, ">= 0"),

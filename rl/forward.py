@@ -27,6 +27,7 @@ class ForwardPasses:
         self.cfg = cfg
         self.device = device
         self.use_bf16 = use_bf16
+        self._full_logits_models: set[int] = set()  # models whose logits are not their head's output
 
     @property
     def temperature(self) -> float:
@@ -41,24 +42,65 @@ class ForwardPasses:
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-token log-probs (and entropies) of the responses of rows ``idx`` under ``model``."""
         inputs, packed = self.forward_inputs(batch, idx)
-        with self.autocast():
-            out = model(**inputs, use_cache=False)
-        if packed is None:
-            logits, labels = out.logits[:, :-1].float(), batch["responses"][idx].to(self.device)
-        else:  # (1, M) response tokens of the packed row
-            logits, labels = out.logits.float(), packed.labels[None]
-        temp = self.temperature
-        logp = ca.logprobs_from_logits(logits, labels, temperature=temp)
-        ent = None
-        if entropy:
-            if self.cfg.algorithm.entropy_coef:
-                ent = ca.entropy_from_logits(logits, temperature=temp)
-            else:  # logged only: keep it out of the autograd graph
-                with torch.no_grad():
-                    ent = ca.entropy_from_logits(logits.detach(), temperature=temp)
+        labels = batch["responses"][idx].to(self.device) if packed is None else packed.labels[None]
+        chunked = self._from_hidden(model, inputs, labels, entropy) if self._chunks(model) else None
+        if chunked is not None:
+            logp, ent = chunked
+        else:
+            with self.autocast():
+                out = model(**inputs, use_cache=False)
+            logits = (out.logits[:, :-1] if packed is None else out.logits).float()
+            logp, ent = self._from_logits(logits, labels, entropy)
+        if ent is not None and not self.cfg.algorithm.entropy_coef:  # logged only: out of the autograd graph
+            ent = ent.detach()
         if packed is not None:  # back to (B, T)
             logp, ent = packed.unpack(logp[0]), packed.unpack(ent[0]) if ent is not None else None
         return logp, ent
+
+    def _from_logits(
+        self, logits: torch.Tensor, labels: torch.Tensor, entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        temp = self.temperature
+        logp = ca.logprobs_from_logits(logits, labels, temperature=temp)
+        if not entropy:
+            return logp, None
+        if self.cfg.algorithm.entropy_coef:
+            return logp, ca.entropy_from_logits(logits, temperature=temp)
+        with torch.no_grad():
+            return logp, ca.entropy_from_logits(logits.detach(), temperature=temp)
+
+    def _chunks(self, model: Any) -> bool:
+        """Whether ``model``'s log-probs are read from its hidden states (``train.logprob_chunk_tokens``)."""
+        if not self.cfg.train.logprob_chunk_tokens or id(model) in self._full_logits_models:
+            return False
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        # FSDP2 gathers a sharded head's weight only inside the model's own forward.
+        return head is not None and type(getattr(head, "weight", None)).__name__ != "DTensor"
+
+    def _from_hidden(
+        self, model: Any, inputs: dict[str, Any], labels: torch.Tensor, entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """Log-probs (and entropies) from the last hidden states through the LM head in chunks, or ``None``
+        when the model's logits are not its head's output (it then keeps the full logits)."""
+        keep = inputs["logits_to_keep"]
+        head = model.get_output_embeddings()
+        with self.autocast():
+            out = model(**{**inputs, "logits_to_keep": 1}, use_cache=False, output_hidden_states=True)
+            last = out.hidden_states[-1]
+            with torch.no_grad():  # the one position whose logits the model returned: the same as ours?
+                same = torch.allclose(head(last[:, -1:]).float(), out.logits.float(), rtol=2e-2, atol=2e-2)
+            if not same:
+                self._full_logits_models.add(id(model))
+                return None
+            hidden = last[:, -keep:-1] if isinstance(keep, int) else last[:, keep]
+            return ca.token_logprobs_from_hidden(
+                hidden,
+                head,
+                labels,
+                self.temperature,
+                chunk_tokens=self.cfg.train.logprob_chunk_tokens,
+                entropy=entropy,
+            )
 
     def forward_inputs(
         self, batch: dict[str, torch.Tensor], idx: torch.Tensor

@@ -107,6 +107,7 @@ from .logits import (
     entropy_from_logits,
     logprobs_from_logits,
     self_certainty,
+    token_logprobs_from_hidden,
 )
 from .losses import (
     PolicyLossOutput,
@@ -213,4 +214,5 @@ __all__ = [
     "rollout_importance_weights",
     "self_certainty",
     "step_return_advantages",
+    "token_logprobs_from_hidden",
 ]
