@@ -90,14 +90,10 @@ def token_logprobs_from_hidden(
 def _chunk_stats(
     hidden: Tensor, labels: Tensor, head: Callable[[Tensor], Tensor], temperature: float, entropy: bool
 ) -> tuple[Tensor, Tensor]:
-    logits = _upcast(head(hidden))
-    if temperature != 1.0:
-        logits = logits / temperature
-    normalizer = torch.logsumexp(logits, dim=-1)
-    logp = torch.gather(logits, -1, labels.unsqueeze(-1)).squeeze(-1) - normalizer
-    if not entropy:
-        return logp, logp.new_zeros(())
-    return logp, normalizer - (logits.softmax(dim=-1) * logits).sum(dim=-1)
+    """The full path's own functions on one chunk's logits (any head module: LoRA, a wrapper)."""
+    logits = head(hidden)
+    logp = logprobs_from_logits(logits, labels, temperature)
+    return logp, entropy_from_logits(logits, temperature) if entropy else logp.new_zeros(())
 
 
 class _LinearHeadStats(torch.autograd.Function):
