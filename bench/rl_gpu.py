@@ -2,6 +2,7 @@
 peak memory, and self-checks. Needs CUDA (and vLLM for the vllm rows).
 
     python bench/rl_gpu.py [--model tiny:qwen2.5-1.5b | PATH] [--cases hf,vllm,...] [--steps 2] [--out r.json]
+    for mb in 4 16 64; do python bench/rl_gpu.py --cases hf,hf-full-logits --micro-batch $mb; done
 
 The default model is Qwen2.5-1.5B's architecture (``data/tiny/models/qwen2.5-1.5b.json``: 1.54B parameters,
 its 151,936-token vocabulary) with random weights, since the GPU machine cannot reach a model hub; it is
@@ -10,7 +11,9 @@ saved once in bf16 and every setup loads that folder. Each setup runs in its own
 reward is the share of digits in the completion (a random model never answers, and the update must not
 be skipped for all-equal groups). Rows (``--cases``):
 
-* ``hf``: transformers ``generate``; ``hf-packed``: the same with ``train.padding_free``;
+* ``hf``: transformers ``generate``; ``hf-packed``: the same with ``train.padding_free``; ``hf-full-logits``:
+  the same with ``train.logprob_chunk_tokens=0`` (the log-prob passes hold the whole ``(tokens, vocabulary)``
+  logits, as before the chunked path; compare its torch peak with ``hf``'s at each ``--micro-batch``);
 * ``vllm``: the colocated engine; ``vllm-sleep``: with sleep level 2; ``vllm-lora``: LoRA r=16, the engine
   fed merged weights; ``vllm-lora-adapter``: the same, only the adapter pushed (vLLM's ``enable_lora``);
 * ``fsdp-vllm``: ``train.strategy: fsdp`` under torchrun (all visible GPUs) with the colocated engine;
@@ -46,6 +49,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 CASES: dict[str, tuple[list[str], bool, bool]] = {
     "hf": (["rollout.backend=hf"], False, False),
     "hf-packed": (["rollout.backend=hf", "train.padding_free=true"], False, False),
+    "hf-full-logits": (["rollout.backend=hf", "train.logprob_chunk_tokens=0"], False, False),
     "vllm": (["rollout.backend=vllm"], True, False),
     "vllm-sleep": (["rollout.backend=vllm", "rollout.vllm_sleep_level=2"], True, False),
     "vllm-lora": (["rollout.backend=vllm", "model.lora.r=16", "train.learning_rate=1e-4"], True, False),
@@ -126,7 +130,17 @@ def _forwarded(args: argparse.Namespace) -> list[str]:
     return [
         f"--{k.replace('_', '-')}={v}"
         for k, v in vars(args).items()
-        if k in ("steps", "warmup", "prompts", "group_size", "max_new", "device", "gpu_memory_utilization")
+        if k
+        in (
+            "steps",
+            "warmup",
+            "prompts",
+            "group_size",
+            "max_new",
+            "micro_batch",
+            "device",
+            "gpu_memory_utilization",
+        )
     ]
 
 
@@ -199,7 +213,7 @@ def run_case(case: str, args: argparse.Namespace) -> dict:
             "rollout.vllm_kwargs={enforce_eager: true}",
             f"model.dtype={dtype}",
             "train.learning_rate=1e-6",
-            "train.per_device_train_batch_size=16",
+            f"train.per_device_train_batch_size={args.micro_batch}",
             "reward.sources=[]",
             "reward.truncation=none",  # a random model never stops: every completion is cut
             "reward.workers=0",
@@ -281,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--group-size", type=int, default=8, help="Samples per prompt.")
     p.add_argument("--max-new", type=int, default=256)
+    p.add_argument("--micro-batch", type=int, default=16, help="Samples per forward and backward pass.")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--case-timeout", type=int, default=300, help="Seconds one setup may take.")
@@ -313,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(
         results,
         f"GRPO on {args.model} ({name} x {max(gpus, 1)}): {args.prompts} prompts x {args.group_size} samples, "
-        f"<= {args.max_new} new tokens, median of {args.steps} steps after {args.warmup} warm-up; "
+        f"<= {args.max_new} new tokens, micro-batches of {args.micro_batch}, median of {args.steps} steps after {args.warmup} warm-up; "
         f"{time.perf_counter() - t0:.0f}s in all",
     )
     if args.out:

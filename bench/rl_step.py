@@ -17,6 +17,7 @@ Two operating points (``--points``), because rewardkit's update skips samples wh
 ``--brevity`` adds a small length reward to both, so that no group is degenerate at all.
 
     .venv/bin/python bench/rl_step.py [--points skip,mixed] [--steps 5] [--prompts 16] [--n 8] [--brevity]
+    .venv/bin/python bench/rl_step.py --points mixed --only rewardkit --set train.logprob_chunk_tokens=0
 
 TRL's phases are measured by wrapping its ``_generate_single_turn`` (generation) and ``_calculate_rewards``
 (scoring) methods; its update is the rest of the step. rewardkit's come from its own step metrics.
@@ -101,6 +102,7 @@ def run_rewardkit(model, tokenizer, rows, args) -> dict:
             "train.report_to=none",
             "data.shuffle=false",
             f"run.output_dir={tempfile.mkdtemp(prefix='rk-bench-')}",
+            *args.set,
         ],
     )
     rows_out = []
@@ -316,6 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--model", default="qwen2-tiny")
     p.add_argument("--only", choices=["rewardkit", "trl"])
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A rewardkit config override (repeatable), e.g. train.logprob_chunk_tokens=0",
+    )
     args = p.parse_args(argv)
 
     import torch

@@ -422,12 +422,14 @@ class TrainConfig(BaseTrainingConfig):
     """Pack each micro-batch's sequences into one row with no pad tokens (position ids restart per sequence;
     block-diagonal causal attention, flash-attention's varlen kernel when used) for every policy, reference
     and value forward pass; the same log-probs and gradients as padded rows."""
-    logprob_chunk_tokens: int = 0
-    """Read log-probs and entropies from the last hidden states, the LM head applied to this many tokens at
-    a time and recomputed in the backward, so that the ``(tokens, vocabulary)`` logits never exist whole
-    (``core_algos.token_logprobs_from_hidden``; Liger's and cut-cross-entropy's idea in plain torch); 0: the
-    full logits. A model whose logits are not its LM head's output (Gemma 2's soft-capping, a logit scale)
-    is found on its first pass and keeps the full logits."""
+    logprob_chunk_tokens: int = 512
+    """Read log-probs, entropies and self-certainty from the last hidden states, the LM head applied to this
+    many tokens at a time and recomputed in the backward, so that the ``(tokens, vocabulary)`` logits never
+    exist whole (``core_algos.token_logprobs_from_hidden``; Liger's and cut-cross-entropy's idea in plain
+    torch): peak memory holds one chunk's logits, not every token's; 0: the full logits. Applies where the
+    vocabulary is at least 4x the hidden size (every released LLM; not the tiny demo model, whose logits are
+    smaller than its activations). A model whose logits are not its LM head's output (Gemma 2's
+    soft-capping, a logit scale) is found on its first pass and keeps the full logits."""
     bf16: str = "auto"
     """Autocast to bf16: ``auto`` (on CUDA with bf16 support), ``true``, ``false``."""
     strategy: str = "ddp"

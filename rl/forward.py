@@ -17,7 +17,12 @@ from rewardkit.rl.config import RLConfig
 from rewardkit.training import device as dev
 from rewardkit.training import parallel
 
-__all__ = ["ForwardPasses"]
+__all__ = ["CHUNK_MIN_VOCAB_RATIO", "ForwardPasses"]
+
+CHUNK_MIN_VOCAB_RATIO = 4
+"""``train.logprob_chunk_tokens`` applies to models whose vocabulary is at least this many times their hidden
+size: below it a token's logits cost less than its activations, and chunking saves nothing worth a change
+of float rounding (the tiny demo model: 103 tokens, hidden size 128)."""
 
 
 class ForwardPasses:
@@ -74,33 +79,45 @@ class ForwardPasses:
         if not self.cfg.train.logprob_chunk_tokens or id(model) in self._full_logits_models:
             return False
         head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        weight = getattr(head, "weight", None)
         # FSDP2 gathers a sharded head's weight only inside the model's own forward.
-        return head is not None and type(getattr(head, "weight", None)).__name__ != "DTensor"
+        if weight is None or type(weight).__name__ == "DTensor" or weight.dim() != 2:
+            return False
+        vocab, hidden = weight.shape
+        return vocab >= CHUNK_MIN_VOCAB_RATIO * hidden
 
     def _from_hidden(
         self, model: Any, inputs: dict[str, Any], labels: torch.Tensor, entropy: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """Log-probs (and entropies) from the last hidden states through the LM head in chunks, or ``None``
         when the model's logits are not its head's output (it then keeps the full logits)."""
-        keep = inputs["logits_to_keep"]
-        head = model.get_output_embeddings()
         with self.autocast():
-            out = model(**{**inputs, "logits_to_keep": 1}, use_cache=False, output_hidden_states=True)
-            last = out.hidden_states[-1]
-            with torch.no_grad():  # the one position whose logits the model returned: the same as ours?
-                same = torch.allclose(head(last[:, -1:]).float(), out.logits.float(), rtol=2e-2, atol=2e-2)
-            if not same:
-                self._full_logits_models.add(id(model))
+            hidden = self._hidden_states(model, inputs)
+            if hidden is None:
                 return None
-            hidden = last[:, -keep:-1] if isinstance(keep, int) else last[:, keep]
             return ca.token_logprobs_from_hidden(
                 hidden,
-                head,
+                model.get_output_embeddings(),
                 labels,
                 self.temperature,
                 chunk_tokens=self.cfg.train.logprob_chunk_tokens,
                 entropy=entropy,
             )
+
+    def _hidden_states(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor | None:
+        """The last hidden states at the positions whose logits ``inputs`` keep (``logits_to_keep`` less the
+        last), from a forward that computes the logits of one position only; ``None`` (and the model keeps
+        the full logits from then on) when those logits are not the LM head's output of its hidden state."""
+        keep = inputs["logits_to_keep"]
+        out = model(**{**inputs, "logits_to_keep": 1}, use_cache=False, output_hidden_states=True)
+        last = out.hidden_states[-1]
+        with torch.no_grad():
+            head_logits = model.get_output_embeddings()(last[:, -1:]).float()
+            same = torch.allclose(head_logits, out.logits.float(), rtol=2e-2, atol=2e-2)
+        if not same:
+            self._full_logits_models.add(id(model))
+            return None
+        return last[:, -keep:-1] if isinstance(keep, int) else last[:, keep]
 
     def forward_inputs(
         self, batch: dict[str, torch.Tensor], idx: torch.Tensor
@@ -160,13 +177,20 @@ class ForwardPasses:
 
     def self_certainty(self, model: Any, batch: dict[str, torch.Tensor]) -> list[float]:
         """Each row's self-certainty (:func:`rewardkit.rl.core_algos.self_certainty`) over its loss tokens
-        under ``model``, without gradient."""
-        temp = self.temperature
+        under ``model``, without gradient (from the hidden states in chunks when log-probs are)."""
         scores = []
         with torch.no_grad():
             for idx in self.micro_batches(batch, torch.arange(batch["input_ids"].shape[0])):
-                with self.autocast():
-                    logits = model(**self.padded_inputs(batch, idx), use_cache=False).logits[:, :-1]
                 mask = batch["loss_mask"][idx].to(self.device)
-                scores.append(ca.self_certainty(logits.float() / temp, mask).cpu())
+                scores.append(self._row_certainty(model, self.padded_inputs(batch, idx), mask).cpu())
         return torch.cat(scores).tolist() if scores else []
+
+    def _row_certainty(self, model: Any, inputs: dict[str, Any], mask: torch.Tensor) -> torch.Tensor:
+        temp, chunk = self.temperature, self.cfg.train.logprob_chunk_tokens
+        with self.autocast():
+            hidden = self._hidden_states(model, inputs) if self._chunks(model) else None
+            if hidden is not None:
+                head = model.get_output_embeddings()
+                return ca.self_certainty_from_hidden(hidden, head, mask, temp, chunk_tokens=chunk)
+            logits = model(**inputs, use_cache=False).logits[:, :-1]
+        return ca.self_certainty(logits.float() / temp, mask)

@@ -134,7 +134,7 @@ def test_one_update_from_hidden_equals_full_logits(padding_free, tiny_tokenizer,
         return real_step(params, *args, **kw)
 
     monkeypatch.setattr(update_mod, "optimizer_step", spy)
-    gens, model = _gens(tiny_tokenizer, seed=2), build_tiny_model(seed=0)
+    gens, model = _gens(tiny_tokenizer, seed=2), build_tiny_model(seed=0, vocab_size=1024)
     overrides = ["algorithm.kl_coef=0.04", "algorithm.entropy_coef=0.01", "rollout.temperature=0.8"]
     runs = []
     for chunk in (0, 7):
@@ -174,7 +174,7 @@ def test_a_model_whose_logits_are_not_its_heads_output_keeps_the_full_logits(tin
             return out
 
     batch = build_tensors(_gens(tiny_tokenizer), pad_id=tiny_tokenizer.pad_token_id)
-    model = SoftCapped(build_tiny_model(seed=0).eval())
+    model = SoftCapped(build_tiny_model(seed=0, vocab_size=1024).eval())
     rows = torch.arange(batch["input_ids"].shape[0])
     results = []
     for chunk in (0, 5):
@@ -185,3 +185,48 @@ def test_a_model_whose_logits_are_not_its_heads_output_keeps_the_full_logits(tin
         if chunk:
             assert id(model) in passes._full_logits_models
     torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 64])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_self_certainty_from_hidden_equals_the_full_logits(chunk, temperature):
+    torch.manual_seed(3)
+    head = torch.nn.Linear(8, 41)
+    hidden, mask = torch.randn(3, 5, 8), (torch.rand(3, 5) > 0.3).float()
+    want = ca.self_certainty(head(hidden) / temperature, mask)
+    got = ca.self_certainty_from_hidden(hidden, head, mask, temperature, chunk_tokens=chunk)
+    torch.testing.assert_close(got, want)
+    assert got.grad_fn is None
+
+
+def test_the_self_certainty_pass_reads_the_hidden_states(tiny_tokenizer):
+    from test_rl_packing import _gens  # tests/ is on the path
+
+    from rewardkit.data.tiny import build_tiny_model
+    from rewardkit.rl.batch import build_tensors
+    from rewardkit.rl.config import load_config
+    from rewardkit.rl.forward import ForwardPasses
+
+    batch = build_tensors(_gens(tiny_tokenizer), pad_id=tiny_tokenizer.pad_token_id)
+    model = build_tiny_model(seed=0, vocab_size=1024).eval()
+    scores = []
+    for chunk in (0, 5):
+        cfg = load_config(
+            preset="grpo", overrides=[f"train.logprob_chunk_tokens={chunk}", "rollout.temperature=0.7"]
+        )
+        scores.append(ForwardPasses(cfg, torch.device("cpu"), use_bf16=False).self_certainty(model, batch))
+    assert scores[1] == pytest.approx(scores[0], abs=1e-5)
+
+
+def test_a_model_whose_vocabulary_is_not_much_larger_than_its_hidden_size_keeps_the_full_logits():
+    # The tiny demo model (103 tokens, hidden size 128): chunking would save nothing, and the demo's
+    # figures stay those of the full logits bit for bit.
+    from rewardkit.data.tiny import build_tiny_model
+    from rewardkit.rl.config import load_config
+    from rewardkit.rl.forward import ForwardPasses
+
+    cfg = load_config(preset="grpo")
+    passes = ForwardPasses(cfg, torch.device("cpu"), use_bf16=False)
+    assert cfg.train.logprob_chunk_tokens > 0
+    assert not passes._chunks(build_tiny_model())
+    assert passes._chunks(build_tiny_model(vocab_size=1024))

@@ -107,6 +107,7 @@ from .logits import (
     entropy_from_logits,
     logprobs_from_logits,
     self_certainty,
+    self_certainty_from_hidden,
     token_logprobs_from_hidden,
 )
 from .losses import (
@@ -213,6 +214,7 @@ __all__ = [
     "rloo_advantages",
     "rollout_importance_weights",
     "self_certainty",
+    "self_certainty_from_hidden",
     "step_return_advantages",
     "token_logprobs_from_hidden",
 ]

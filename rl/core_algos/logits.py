@@ -1,8 +1,8 @@
 """What the loop reads off a model's logits: per-token log-probabilities, entropy, self-certainty.
 
-:func:`token_logprobs_from_hidden` reads the same log-probs and entropies from the last hidden states,
-applying the LM head a chunk of tokens at a time, so that the ``(tokens, vocabulary)`` logits never exist
-whole (with a 152k vocabulary they are 0.6 MB per token in float32).
+:func:`token_logprobs_from_hidden` and :func:`self_certainty_from_hidden` read the same from the last
+hidden states, applying the LM head a chunk of tokens at a time, so that the ``(tokens, vocabulary)``
+logits never exist whole (with a 152k vocabulary they are 0.6 MB per token in float32).
 """
 
 from __future__ import annotations
@@ -154,7 +154,31 @@ def self_certainty(logits: Tensor, mask: Tensor) -> Tensor:
     each next-token distribution is from uniform. ``logits`` is ``(B, T, V)`` (the logits that predict each
     response token), ``mask`` ``(B, T)``.
     """
-    logp = torch.log_softmax(_upcast(logits), dim=-1)
-    vocab = logits.shape[-1]
-    per_token = -math.log(vocab) - logp.mean(dim=-1)
+    return masked_mean(_token_certainty(logits), mask, dim=-1)
+
+
+def self_certainty_from_hidden(
+    hidden: Tensor,
+    head: Callable[[Tensor], Tensor],
+    mask: Tensor,
+    temperature: float = 1.0,
+    *,
+    chunk_tokens: int = 1024,
+) -> Tensor:
+    """:func:`self_certainty` of ``head(hidden) / temperature``, ``(B,)``, the head applied to
+    ``chunk_tokens`` tokens at a time (no gradient: a reward, not a loss)."""
+    batch, length = mask.shape
+    flat = hidden.reshape(batch * length, hidden.shape[-1])
+    step = max(1, int(chunk_tokens))
+    with torch.no_grad():
+        parts = [_token_certainty(head(flat[i : i + step]), temperature) for i in range(0, len(flat), step)]
+    per_token = torch.cat(parts).reshape(batch, length) if parts else mask.new_zeros(batch, length).float()
     return masked_mean(per_token, mask, dim=-1)
+
+
+def _token_certainty(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """Per position, ``KL(U || softmax(logits / temperature))`` = ``logsumexp(z) - mean(z) - log |V|``."""
+    z = _upcast(logits)
+    if temperature != 1.0:
+        z = z / temperature
+    return torch.logsumexp(z, dim=-1) - z.mean(dim=-1) - math.log(z.shape[-1])
