@@ -7,6 +7,8 @@ sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the ``--backen
 
 * ``single-turn``: one completion per sample (the turn ends at the call; the reference);
 * ``calculator``: episodes in the ``tools`` environment, the calculator answering in process;
+* ``calc-refill`` (hf only): the same without the backend's prefix cache, every later turn prefilling the
+  episode's whole context (before the cache existed);
 * ``python``: the same episodes with each call run by the ``python`` tool in the code sandbox (the tool
   named ``calc``: ``123*456`` is a Python expression whose value the tool prints).
 
@@ -19,8 +21,10 @@ time spent in tools. ``python bench/envs.py [--model PATH] [--backend hf|vllm] [
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -79,6 +83,17 @@ def rollout_backend(args: argparse.Namespace, model: Any, tokenizer: Any) -> Any
     return get_backend("vllm", path, tokenizer, **kwargs)
 
 
+@contextlib.contextmanager
+def prefix_cache_off(backend: Any, off: bool) -> Iterator[None]:
+    """The hf backend without its prefix cache: every later turn prefills its whole context."""
+    if off:
+        backend.prefix_cache = contextlib.nullcontext
+    try:
+        yield
+    finally:
+        backend.__dict__.pop("prefix_cache", None)
+
+
 def timed(run: Any, repeats: int) -> tuple[float, Any]:
     times, out = [], None
     for _ in range(repeats):
@@ -120,8 +135,11 @@ def main() -> None:
     seconds, groups = timed(lambda: backend.generate(prompts, replace(params, stop=stops)), args.repeats)
     flat = [g for group in groups for g in group]
     rows.append(("single-turn", seconds, flat))
-    for label, cfg in (("calculator", calc), ("python", python)):
-        with build_env(cfg) as env:
+    variants = [("calculator", calc, True), ("python", python, True)]
+    if args.backend == "hf":  # today's rows against every later turn prefilled whole, as before the cache
+        variants.insert(1, ("calc-refill", calc, False))
+    for label, cfg, cached in variants:
+        with build_env(cfg) as env, prefix_cache_off(backend, not cached):
 
             def episodes(env: Any = env, cfg: Any = cfg, n: int = len(records)) -> Any:
                 return run_episodes(backend, env, records[:n], prompts[:n], params, tokenizer, cfg)

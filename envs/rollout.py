@@ -2,7 +2,9 @@
 
 Turn 1 samples ``n`` episodes per prompt in one call (the prompt is shared, as in single-turn rollouts);
 each later turn sends every running episode's whole context as token ids, so the policy's own tokens are
-never re-tokenized and the trainer's forward pass sees exactly what the sampler saw. Between turns the
+never re-tokenized and the trainer's forward pass sees exactly what the sampler saw. The rollout runs in
+the backend's ``prefix_cache()`` block: the hf backend keeps each turn's KV cache and prefills only the
+observation, vLLM's prefix cache does the same by itself. Between turns the
 environment answers all episodes at once (``Environment.step``), and each observation is tokenized and
 appended with loss mask 0.
 
@@ -16,6 +18,7 @@ always the model's: an episode never ends on an observation.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -168,25 +171,27 @@ def run_episodes(
     )
     bufs: list[_Buffer] = []
     active = list(range(len(states)))
-    for turn in range(1, cfg.max_turns + 1):
-        if not active:
-            break
-        gens = _sample_turn(backend, prompts, bufs, active, turn_params, turn, cfg.max_tokens)
-        if turn == 1:
-            bufs = [_Buffer(list(g.prompt_token_ids)) for g in gens]
-        turns = [
-            (j, _add_turn(states[j], bufs[j], gen, tokenizer, cfg.max_tokens))
-            for j, gen in zip(active, gens, strict=True)
-        ]
-        stepping = [(j, gen) for j, gen in turns if gen is not None]
-        replies = env.step(
-            [states[j] for j, _ in stepping], [g.text for _, g in stepping], turn == cfg.max_turns
-        )
-        active = [
-            j
-            for (j, gen), reply in zip(stepping, replies, strict=True)
-            if _add_observation(states[j], bufs[j], gen, reply, fmt, cfg)
-        ]
+    keep_prefixes = getattr(backend, "prefix_cache", contextlib.nullcontext)  # duck-typed backends have none
+    with keep_prefixes():  # each later turn extends its episode's cached tokens
+        for turn in range(1, cfg.max_turns + 1):
+            if not active:
+                break
+            gens = _sample_turn(backend, prompts, bufs, active, turn_params, turn, cfg.max_tokens)
+            if turn == 1:
+                bufs = [_Buffer(list(g.prompt_token_ids)) for g in gens]
+            turns = [
+                (j, _add_turn(states[j], bufs[j], gen, tokenizer, cfg.max_tokens))
+                for j, gen in zip(active, gens, strict=True)
+            ]
+            stepping = [(j, gen) for j, gen in turns if gen is not None]
+            replies = env.step(
+                [states[j] for j, _ in stepping], [g.text for _, g in stepping], turn == cfg.max_turns
+            )
+            active = [
+                j
+                for (j, gen), reply in zip(stepping, replies, strict=True)
+                if _add_observation(states[j], bufs[j], gen, reply, fmt, cfg)
+            ]
     episodes = [_episode(env, state, buf, tokenizer) for state, buf in zip(states, bufs, strict=True)]
     return [episodes[i * n : (i + 1) * n] for i in range(len(records))]
 

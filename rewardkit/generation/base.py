@@ -8,6 +8,7 @@ log-probability of each sampled token under the temperature-scaled policy, and w
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -138,6 +139,12 @@ class RolloutBackend:
     def update_weights(self, model: Any) -> None:
         """Makes the backend sample from ``model``'s current weights (after an optimiser step)."""
         raise NotImplementedError
+
+    def prefix_cache(self) -> contextlib.AbstractContextManager[None]:
+        """A block within which the backend may keep samples' KV caches for prompts that extend them (the
+        turns of multi-turn episodes); the weights must not change inside it. A no-op where the backend
+        caches prefixes by itself (vLLM) or not at all."""
+        return contextlib.nullcontext()
 
     def release_memory(self) -> None:
         """Frees the backend's device memory while the trainer updates the policy (vLLM's sleep mode);

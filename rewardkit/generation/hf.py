@@ -8,17 +8,20 @@
   ``log_softmax(logits / temperature)``: the same distribution the trainer recomputes.
 * Stop strings use transformers' ``StopStringCriteria`` to end a sequence early, then each sample is cut
   at the first token whose prefix contains a stop string (the same rule as vLLM).
+* Within ``with backend.prefix_cache():`` (a multi-turn rollout) each sample's KV cache is kept, and a later
+  prompt that extends a sample's tokens prefills only its new tokens (:mod:`.prefix_cache`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
+from rewardkit.generation import prefix_cache as pc
 from rewardkit.generation.base import (
     Generation,
     Prompt,
@@ -72,6 +75,8 @@ class HFBackend(RolloutBackend):
             vLLM does by default.
         share_prefix: Prefill each distinct prompt once and reuse its KV cache for its ``n`` samples
             (``generate`` alone prefills every copy).
+        prefix_cache_bytes: Most bytes of samples' KV caches kept within :meth:`prefix_cache` (beyond it a
+            sample's continuation prefills whole).
     """
 
     name = "hf"
@@ -84,6 +89,7 @@ class HFBackend(RolloutBackend):
         batch_size: int = 64,
         add_special_tokens: bool = True,
         share_prefix: bool = True,
+        prefix_cache_bytes: int = 4 << 30,
     ) -> None:
         if tokenizer is None:
             raise ValueError("the hf backend needs the tokenizer")
@@ -96,6 +102,8 @@ class HFBackend(RolloutBackend):
         self.batch_size = max(1, int(batch_size))
         self.add_special_tokens = add_special_tokens
         self.share_prefix = share_prefix
+        self.prefix_cache_bytes = prefix_cache_bytes
+        self._store: pc.PrefixStore | None = None
         # transformers renamed ``past_key_values`` to ``cache`` (5.2x); use whichever this version takes (a
         # peft model's forward passes keywords through: its base model's signature decides).
         import inspect
@@ -115,6 +123,16 @@ class HFBackend(RolloutBackend):
         # different object (e.g. an unwrapped copy) is loaded into ours.
         if model is not self.model:
             self.model.load_state_dict(model.state_dict())
+
+    @contextlib.contextmanager
+    def prefix_cache(self) -> Iterator[None]:
+        """Keeps every sample's KV cache until the block ends, so that a prompt extending a sample's tokens
+        prefills only its new ones; the weights must not change inside the block."""
+        self._store = pc.PrefixStore(self.prefix_cache_bytes)
+        try:
+            yield
+        finally:
+            self._store = None
 
     def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
         if not prompts:
@@ -145,15 +163,72 @@ class HFBackend(RolloutBackend):
         self, prompt_ids: list[list[int]], params: SamplingParams, keys: list[int] | None = None
     ) -> list[Generation]:
         device = next(self.model.parameters()).device
+        prefixes = [self._store.take(ids) for ids in prompt_ids] if self._store is not None else []
+        if any(p.entry is not None for p in prefixes):
+            input_ids, attention_mask, cache = self._continuation_inputs(prompt_ids, prefixes, device)
+        else:
+            input_ids, attention_mask = self._left_padded(prompt_ids)
+            cache = None
+            if self.share_prefix and keys is not None and input_ids.shape[1] > 1:
+                cache = self._shared_prompt_cache(input_ids, attention_mask, keys, device)
+            if cache is None and self._store is not None:
+                from transformers import DynamicCache
+
+                cache = DynamicCache(config=self.model.config)
+        width = input_ids.shape[1]
+        recorder = _SampledLogprobs(params.temperature) if params.logprobs else None
+        kwargs = self._generate_kwargs(params, recorder)
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        sequences = self.model.generate(
+            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs
+        )
+        new_tokens = sequences[:, width:].cpu()
+        logprobs = recorder.finish(new_tokens[:, -1]).cpu() if recorder is not None else None
+        if new_tokens.shape[1] == 0:
+            logprobs = None if logprobs is None else logprobs[:, :0]
+        gens = []
+        for row, ids in enumerate(prompt_ids):
+            tokens = new_tokens[row].tolist()
+            lp = logprobs[row].tolist() if logprobs is not None else None
+            gens.append(self._finish_sample(tokens, list(ids), lp, params))
+        if self._store is not None and pc.reusable(cache) and new_tokens.shape[1]:
+            full_mask = torch.cat([attention_mask, torch.ones_like(new_tokens)], dim=1)
+            self._store.store_rows(cache, full_mask, [g.prompt_token_ids + g.token_ids for g in gens])
+        return gens
+
+    def _left_padded(self, prompt_ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompts as one batch, left-padded so that each ends where generation starts."""
         width = max(len(p) for p in prompt_ids)
         input_ids = torch.full((len(prompt_ids), width), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros_like(input_ids)
-        for row, ids in enumerate(prompt_ids):  # left padding: the prompt ends where generation starts
+        for row, ids in enumerate(prompt_ids):
             if ids:
                 input_ids[row, width - len(ids) :] = torch.tensor(ids)
                 attention_mask[row, width - len(ids) :] = 1
+        return input_ids, attention_mask
+
+    def _continuation_inputs(
+        self, prompt_ids: list[list[int]], prefixes: list[pc.Prefix], device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """Prompts that extend kept samples: the kept keys and values as the cache (each row's right-aligned
+        at the cache's end), then each prompt's remaining tokens right-aligned at the batch's end, with a gap
+        of padding between where rows differ (masked; position ids count real tokens only)."""
+        cache, cached = pc.batched_cache(prefixes)
+        rest = max(len(ids) - p.length for ids, p in zip(prompt_ids, prefixes, strict=True))
+        input_ids = torch.full((len(prompt_ids), cached + rest), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, (ids, prefix) in enumerate(zip(prompt_ids, prefixes, strict=True)):
+            head, tail = ids[: prefix.length], ids[prefix.length :]
+            if head:
+                input_ids[row, cached - len(head) : cached] = torch.tensor(head)
+                attention_mask[row, cached - len(head) : cached] = 1
+            input_ids[row, cached + rest - len(tail) :] = torch.tensor(tail)
+            attention_mask[row, cached + rest - len(tail) :] = 1
+        return input_ids, attention_mask, cache
+
+    def _generate_kwargs(self, params: SamplingParams, recorder: _SampledLogprobs | None) -> dict[str, Any]:
         greedy = params.temperature <= 0
-        recorder = _SampledLogprobs(params.temperature) if params.logprobs else None
         kwargs: dict[str, Any] = {
             "max_new_tokens": params.max_new_tokens,
             "do_sample": not greedy,
@@ -169,23 +244,7 @@ class HFBackend(RolloutBackend):
             kwargs.update(temperature=None, top_p=None, top_k=None)
         if params.stop:
             kwargs.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
-        if self.share_prefix and keys is not None and width > 1:
-            cache = self._shared_prompt_cache(input_ids, attention_mask, keys, device)
-            if cache is not None:
-                kwargs[self._cache_kw] = cache
-        sequences = self.model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs
-        )
-        new_tokens = sequences[:, width:].cpu()
-        logprobs = recorder.finish(new_tokens[:, -1]).cpu() if recorder is not None else None
-        if new_tokens.shape[1] == 0:
-            logprobs = None if logprobs is None else logprobs[:, :0]
-        gens = []
-        for row, ids in enumerate(prompt_ids):
-            tokens = new_tokens[row].tolist()
-            lp = logprobs[row].tolist() if logprobs is not None else None
-            gens.append(self._finish_sample(tokens, list(ids), lp, params))
-        return gens
+        return kwargs
 
     def _shared_prompt_cache(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keys: list[int], device: torch.device
