@@ -23,20 +23,21 @@ def _upcast(logits: Tensor) -> Tensor:
     return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
+def _scaled(logits: Tensor, temperature: float) -> Tensor:
+    logits = _upcast(logits)
+    return logits / temperature if temperature != 1.0 else logits
+
+
 def logprobs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.0) -> Tensor:
     """``log softmax(logits / temperature)[labels]``, ``(B, T)``; half precision is upcast to float32."""
-    logits = _upcast(logits)
-    if temperature != 1.0:
-        logits = logits / temperature
+    logits = _scaled(logits, temperature)
     logp = logits.log_softmax(dim=-1)
     return torch.gather(logp, -1, labels.unsqueeze(-1)).squeeze(-1)
 
 
 def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
     """Per-position entropy ``H = logsumexp(z) - sum softmax(z) z`` of ``softmax(logits / temperature)``."""
-    logits = _upcast(logits)
-    if temperature != 1.0:
-        logits = logits / temperature
+    logits = _scaled(logits, temperature)
     p = logits.softmax(dim=-1)
     return torch.logsumexp(logits, dim=-1) - (p * logits).sum(dim=-1)
 
@@ -178,7 +179,5 @@ def self_certainty_from_hidden(
 
 def _token_certainty(logits: Tensor, temperature: float = 1.0) -> Tensor:
     """Per position, ``KL(U || softmax(logits / temperature))`` = ``logsumexp(z) - mean(z) - log |V|``."""
-    z = _upcast(logits)
-    if temperature != 1.0:
-        z = z / temperature
+    z = _scaled(logits, temperature)
     return torch.logsumexp(z, dim=-1) - z.mean(dim=-1) - math.log(z.shape[-1])
