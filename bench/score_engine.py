@@ -17,6 +17,12 @@ for byte. The operating point: rows, workers, timeout, CPUs and load are printed
 
     .venv/bin/python bench/score_engine.py                       # all corpora, 100,000 math rows
     .venv/bin/python bench/score_engine.py --corpus math --rows 200000 --ray
+    .venv/bin/python bench/score_engine.py --corpus math --rows 120000 --whole
+
+``--whole`` times whole processes as a user meets them, interpreter start-up, imports and verifier build
+included: the loop as one process; the ceiling, the same loop split into ``--workers`` processes over
+equal slices of the file, run at once (wall time until the last ends); and ``rewardkit score --workers N``
+(the CLI). It prints each one's rows/s, loop/engine and loop/ceiling, and the engine's share of the ceiling.
 """
 
 from __future__ import annotations
@@ -162,6 +168,58 @@ def run_side(args: argparse.Namespace) -> None:
     print(json.dumps({"seconds": time.perf_counter() - start}))
 
 
+def _side_command(side: str, path: Path, out: Path, verifier: str) -> list[str]:
+    return [
+        sys.executable,
+        __file__,
+        "--side",
+        side,
+        "--input",
+        str(path),
+        "--out",
+        str(out),
+        "--verifier",
+        verifier,
+    ]
+
+
+def whole_processes(path: Path, corpus: str, args: argparse.Namespace, folder: Path) -> dict[str, float]:
+    """Wall seconds of the loop, the loop split over ``workers`` processes at once, and ``rewardkit score``,
+    each a whole process (or processes) timed from outside."""
+    verifier = CORPORA[corpus][1]
+    lines = path.read_bytes().splitlines(keepends=True)
+    size = -(-len(lines) // args.workers)
+    parts = []
+    for k in range(args.workers):
+        part = folder / f"part-{k}.jsonl"
+        part.write_bytes(b"".join(lines[k * size : (k + 1) * size]))
+        parts.append(part)
+    cli = Path(sys.executable).with_name("rewardkit")
+    engine = [str(cli), "score", str(path), "-o", str(folder / "cli.jsonl"), "--verifier", verifier]
+    engine += ["--workers", str(args.workers), "--no-progress"]
+    commands = {
+        "loop": [_side_command("loop", path, folder / "loop.jsonl", verifier)],
+        "ceiling": [_side_command("loop", part, part.with_suffix(".out"), verifier) for part in parts],
+        "engine": [engine],
+    }
+    seconds = {}
+    for name, group in commands.items():
+        start = time.perf_counter()
+        procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL) for cmd in group]
+        if any(proc.wait() for proc in procs):
+            raise SystemExit(f"{name}: a process failed")
+        seconds[name] = time.perf_counter() - start
+    return seconds
+
+
+def whole_line(name: str, rows: int, seconds: dict[str, float]) -> str:
+    loop, ceiling, engine = seconds["loop"], seconds["ceiling"], seconds["engine"]
+    return (
+        f"{name:<11}{rows:>8}{rows / loop:>11.0f}{rows / ceiling:>11.0f}{rows / engine:>12.0f}"
+        f"{loop / ceiling:>8.2f}x{loop / engine:>8.2f}x{ceiling / engine:>8.2f}"
+    )
+
+
 def measure(side: str, path: Path, out: Path, corpus: str, args: argparse.Namespace) -> float:
     _, verifier, _, timeout = CORPORA[corpus]
     command = [sys.executable, __file__, "--side", side, "--input", str(path), "--out", str(out)]
@@ -185,6 +243,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side; the median is shown")
     parser.add_argument("--ray", action="store_true", help="also run engine='ray' on a local cluster")
+    parser.add_argument(
+        "--whole", action="store_true", help="time whole processes: loop, split-loop ceiling, rewardkit score"
+    )
     parser.add_argument("--side", choices=["loop", "local", "ray"], help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -195,6 +256,9 @@ def main() -> None:
         return
 
     names = args.corpus or list(CORPORA)
+    if args.whole:
+        whole_table(names, args)
+        return
     sides = ["loop", "local"] + (["ray"] if args.ray else [])
     print(
         f"operating point: workers={args.workers} timeout={args.timeout}s cpus={os.cpu_count()} "
@@ -218,6 +282,25 @@ def main() -> None:
                 for side in run:
                     times[side].append(measure(side, path, folder / f"{side}.jsonl", name, args))
             print(format_line(name, rows, {side: statistics.median(t) for side, t in times.items()}, folder))
+
+
+def whole_table(names: list[str], args: argparse.Namespace) -> None:
+    print(
+        f"operating point: whole processes (start-up, imports, verifier build included), workers={args.workers} "
+        f"cpus={os.cpu_count()} load={os.getloadavg()[0]:.2f}; median of {args.repeat} runs of each, in turn"
+    )
+    print(
+        f"{'corpus':<11}{'rows':>8}{'loop r/s':>11}{'ceil r/s':>11}{'engine r/s':>12}{'ceiling':>9}"
+        f"{'engine':>9}{'share':>8}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name in (n for n in names if n != "hostile"):  # the loop has no timeout for hostile rows
+            rows = args.rows or CORPORA[name][2]
+            path = build_corpus(name, rows, folder)
+            runs = [whole_processes(path, name, args, folder) for _ in range(args.repeat)]
+            seconds = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+            print(whole_line(name, rows, seconds))
 
 
 def format_line(name: str, rows: int, seconds: dict[str, float], folder: Path) -> str:
