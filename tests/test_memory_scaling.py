@@ -13,6 +13,7 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 VOCAB = 151_936
@@ -48,7 +49,7 @@ def one_update(response_tokens: int, vocab: int, chunk: int) -> int:
         "train.max_steps=1", "train.prompts_per_step=1", f"rollout.n={ROWS}", "reward.sources=[]",
         f"rollout.max_new_tokens={response_tokens}", f"train.per_device_train_batch_size={ROWS}",
         "algorithm.kl_coef=0.04", "algorithm.entropy_coef=0.01", "train.skip_zero_advantage=false",
-        f"train.logprob_chunk_tokens={chunk}", "train.report_to=none", "run.output_dir=/tmp/rk-memory-test",
+        f"train.logprob_chunk_tokens={chunk}", "train.report_to=none", f"run.output_dir={tempfile.mkdtemp(prefix='rk-memory-')}",
     ]  # fmt: skip
     cfg = load_config(preset="grpo", overrides=overrides)
     model = build_tiny_model(vocab_size=vocab)

@@ -91,10 +91,11 @@ def token_logprobs_from_hidden(
 def _chunk_stats(
     hidden: Tensor, labels: Tensor, head: Callable[[Tensor], Tensor], temperature: float, entropy: bool
 ) -> tuple[Tensor, Tensor]:
-    """The full path's own functions on one chunk's logits (any head module: LoRA, a wrapper)."""
-    logits = head(hidden)
-    logp = logprobs_from_logits(logits, labels, temperature)
-    return logp, entropy_from_logits(logits, temperature) if entropy else logp.new_zeros(())
+    """The full path's own functions on one chunk's logits (any head module: LoRA, a wrapper), upcast and
+    scaled once for both."""
+    logits = _scaled(head(hidden), temperature)
+    logp = logprobs_from_logits(logits, labels)
+    return logp, entropy_from_logits(logits) if entropy else logp.new_zeros(())
 
 
 class _LinearHeadStats(torch.autograd.Function):
