@@ -1,12 +1,13 @@
-"""Multi-turn rollouts: every episode of a batch advances one turn per backend call.
+"""Multi-turn rollouts: the model's turns, the environment's replies between them, one episode per sample.
 
-Turn 1 samples ``n`` episodes per prompt in one call (the prompt is shared, as in single-turn rollouts);
-each later turn sends every running episode's whole context as token ids, so the policy's own tokens are
-never re-tokenized and the trainer's forward pass sees exactly what the sampler saw. The rollout runs in
-the backend's ``prefix_cache()`` block: the hf backend keeps each turn's KV cache and prefills only the
-observation, vLLM's prefix cache does the same by itself. Between turns the
-environment answers all episodes at once (``Environment.step``), and each observation is tokenized and
-appended with loss mask 0.
+The backend schedules the turns (:meth:`~rewardkit.generation.RolloutBackend.interact`) and calls back after
+every turn that ends; the callback appends the turn, lets the environment answer (``Environment.step``, all
+episodes whose turns ended together at once), tokenizes the observation and appends it with loss mask 0.
+The hf backend runs every episode in one decoding loop, an episode's next turn starting as soon as its
+observation is in (no waiting for the batch's slowest turn, no prefill of the context again); other backends
+run one ``generate`` call per turn, later turns sending each episode's whole context as token ids (vLLM's
+prefix cache skips what it has seen). Either way the policy's own tokens are never re-tokenized, and the
+trainer's forward pass sees exactly what the sampler saw.
 
 An episode comes back as one :class:`Episode`, a :class:`~rewardkit.generation.Generation` whose
 ``token_ids`` are every token after the prompt, ``loss_mask`` marks the policy's own, ``logprobs`` are the
@@ -18,7 +19,6 @@ always the model's: an episode never ends on an observation.
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -35,7 +35,14 @@ from rewardkit.envs.base import (
     Turn,
 )
 from rewardkit.envs.config import EnvConfig
-from rewardkit.generation.base import Generation, Prompt, RolloutBackend, SamplingParams
+from rewardkit.generation.base import (
+    Generation,
+    NextTurn,
+    Prompt,
+    RolloutBackend,
+    SamplingParams,
+    interact_by_turns,
+)
 from rewardkit.types import Record
 
 _ASSISTANT = "\x00rk-assistant\x00"
@@ -158,65 +165,48 @@ def run_episodes(
     *,
     chat: bool = False,
 ) -> list[list[Episode]]:
-    """``params.n`` episodes of each record (prompt ``prompts[i]``), batched per turn; outer list: records,
-    inner: episodes. ``params.max_new_tokens`` limits each turn, ``cfg.max_tokens`` the whole episode;
-    ``chat``: the prompts use the chat template (observations as tool messages with ``observation_format:
-    auto``)."""
+    """``params.n`` episodes of each record (prompt ``prompts[i]``); outer list: records, inner: episodes.
+    ``params.max_new_tokens`` limits each turn, ``cfg.max_tokens`` the whole episode; ``chat``: the prompts
+    use the chat template (observations as tool messages with ``observation_format: auto``). The backend
+    schedules the turns (:meth:`RolloutBackend.interact`; a duck-typed backend: one ``generate`` per turn)."""
     n = max(1, int(params.n))
     states = [env.reset(record) for record in records for _ in range(n)]
     chat_observations = cfg.observation_format == "chat" or (cfg.observation_format == "auto" and chat)
     fmt = ObservationFormat(tokenizer, cfg.observation_template, chat_observations)
+    bufs: list[_Buffer] = [_Buffer([]) for _ in states]
+
+    def respond(ended: list[tuple[int, Generation]]) -> list[NextTurn | None]:
+        """Appends each ended turn, lets the environment answer, and says how each episode goes on."""
+        replies: list[NextTurn | None] = [None] * len(ended)
+        stepping: dict[bool, list[tuple[int, int, Generation]]] = {}
+        for pos, (j, gen) in enumerate(ended):
+            if not bufs[j].tokens:  # the first turn: its context is the prompt
+                bufs[j].prompt = list(gen.prompt_token_ids)
+            kept = _add_turn(states[j], bufs[j], gen, tokenizer, cfg.max_tokens)
+            if kept is not None:
+                stepping.setdefault(len(states[j].model_turns) >= cfg.max_turns, []).append((pos, j, kept))
+        for last, group in stepping.items():  # Environment.step takes one ``last`` per call
+            results = env.step([states[j] for _, j, _ in group], [g.text for _, _, g in group], last)
+            for (pos, j, gen), result in zip(group, results, strict=True):
+                ids = _add_observation(states[j], bufs[j], gen, result, fmt, cfg)
+                if ids is not None:
+                    room = cfg.max_tokens - len(bufs[j].tokens)
+                    replies[pos] = NextTurn(ids, max(1, min(params.max_new_tokens, room)))
+        return replies
+
     turn_params = replace(
-        params, stop=list(dict.fromkeys([*params.stop, *env.stop])), include_stop_str_in_output=True
+        params,
+        stop=list(dict.fromkeys([*params.stop, *env.stop])),
+        include_stop_str_in_output=True,
+        max_new_tokens=max(1, min(params.max_new_tokens, cfg.max_tokens)),
     )
-    bufs: list[_Buffer] = []
-    active = list(range(len(states)))
-    keep_prefixes = getattr(backend, "prefix_cache", contextlib.nullcontext)  # duck-typed backends have none
-    with keep_prefixes():  # each later turn extends its episode's cached tokens
-        for turn in range(1, cfg.max_turns + 1):
-            if not active:
-                break
-            gens = _sample_turn(backend, prompts, bufs, active, turn_params, turn, cfg.max_tokens)
-            if turn == 1:
-                bufs = [_Buffer(list(g.prompt_token_ids)) for g in gens]
-            turns = [
-                (j, _add_turn(states[j], bufs[j], gen, tokenizer, cfg.max_tokens))
-                for j, gen in zip(active, gens, strict=True)
-            ]
-            stepping = [(j, gen) for j, gen in turns if gen is not None]
-            replies = env.step(
-                [states[j] for j, _ in stepping], [g.text for _, g in stepping], turn == cfg.max_turns
-            )
-            active = [
-                j
-                for (j, gen), reply in zip(stepping, replies, strict=True)
-                if _add_observation(states[j], bufs[j], gen, reply, fmt, cfg)
-            ]
+    interact = getattr(backend, "interact", None)
+    if interact is not None:
+        interact(list(prompts), turn_params, respond)
+    else:
+        interact_by_turns(backend, list(prompts), turn_params, respond)
     episodes = [_episode(env, state, buf, tokenizer) for state, buf in zip(states, bufs, strict=True)]
     return [episodes[i * n : (i + 1) * n] for i in range(len(records))]
-
-
-def _sample_turn(
-    backend: RolloutBackend,
-    prompts: Sequence[Prompt],
-    bufs: list[_Buffer],
-    active: list[int],
-    params: SamplingParams,
-    turn: int,
-    max_tokens: int,
-) -> list[Generation]:
-    """The next turn of each running episode: turn 1 samples ``n`` per prompt in one call (the backend
-    shares the prompt's prefill); later turns continue each episode's token-id context, one sample each.
-    A turn is as long as the roomiest episode's budget allows (each is cut to its own afterwards)."""
-    room = max(max_tokens - len(bufs[j].tokens) for j in active) if bufs else max_tokens
-    p = replace(
-        params,
-        max_new_tokens=max(1, min(params.max_new_tokens, room)),
-        seed=None if params.seed is None else params.seed + 7919 * (turn - 1),
-    )
-    if turn == 1:
-        return [g for group in backend.generate(list(prompts), p) for g in group]
-    return [g[0] for g in backend.generate([bufs[j].context for j in active], replace(p, n=1))]
 
 
 def _add_turn(
@@ -240,20 +230,21 @@ def _add_observation(
     reply: StepResult,
     fmt: ObservationFormat,
     cfg: EnvConfig,
-) -> bool:
-    """Appends the environment's reply to the turn ``gen`` (loss mask 0); returns whether the episode goes on.
-    An observation that leaves no room for the model to answer ends it (``budget``, truncated)."""
+) -> list[int] | None:
+    """Appends the environment's reply to the turn ``gen`` (loss mask 0) and returns its token ids, or
+    ``None`` when the episode ends. An observation that leaves no room for the model to answer ends it
+    (``budget``, truncated)."""
     if reply.done or reply.observation is None:
         state.done, state.end = True, reply.end or "done"
-        return False
+        return None
     text = cut_observation(reply.observation, cfg.max_observation_chars)
     ids = fmt.ids(text, bool(gen.token_ids) and gen.token_ids[-1] == fmt.tokenizer.eos_token_id)
     if len(buf.tokens) + len(ids) >= cfg.max_tokens:
         state.done, state.end = True, END_BUDGET
-        return False
+        return None
     buf.add(ids, False, [0.0] * len(ids))
     state.turns.append(Turn("tool", text))
-    return True
+    return ids
 
 
 def _episode(env: Environment, state: EpisodeState, buf: _Buffer, tokenizer: Any) -> Episode:

@@ -7,33 +7,16 @@ import contextlib
 
 import pytest
 import torch
+from chatty_env import Chatty  # tests/chatty_env.py (pytest puts tests/ on the path)
 
-from rewardkit.envs import EnvConfig, Environment, StepResult, run_episodes
+from rewardkit.envs import EnvConfig, run_episodes
 from rewardkit.generation import SamplingParams, get_backend
 from rewardkit.generation.prefix_cache import PrefixStore
 from rewardkit.types import Record
 
 
-class Chatty(Environment):
-    """Answers every turn with an observation whose length depends on the turn's, until ``turns`` turns."""
-
-    name = "chatty"
-    stop = tuple("=]0123456789")
-
-    def __init__(self, turns: int = 3) -> None:
-        self.turns = turns
-
-    def step(self, episodes, turns, last):
-        return [
-            StepResult(done=True, end="answer")
-            if last or len(ep.model_turns) >= self.turns
-            else StepResult(observation="ab" * (1 + len(text) % 4))
-            for ep, text in zip(episodes, turns, strict=True)
-        ]
-
-
 def _episodes(model, tokenizer, params, cached: bool, batch_size: int = 64):
-    backend = get_backend("hf", model, tokenizer, batch_size=batch_size)
+    backend = get_backend("hf", model, tokenizer, batch_size=batch_size, interleave_turns=False)
     if not cached:
         backend.prefix_cache = contextlib.nullcontext  # every turn prefills its whole context, as before
     prefilled = []

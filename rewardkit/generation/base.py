@@ -9,8 +9,8 @@ log-probability of each sampled token under the temperature-scaled policy, and w
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 FinishReason = Literal["stop", "length"]
@@ -110,13 +110,16 @@ def cut_at_stop(text: str, params: SamplingParams) -> str:
     return text[: idx + len(stop)] if params.include_stop_str_in_output else text[:idx]
 
 
-def stop_end(decode: Any, tokens: Sequence[int], stops: Sequence[str]) -> int | None:
+def stop_end(decode: Any, tokens: Sequence[int], stops: Sequence[str], text: str | None = None) -> int | None:
     """The number of tokens up to the one that completes the first stop string in ``decode(tokens)``
     (vLLM's rule: that token ends the sample), or ``None`` when no stop string occurs. Containment only
-    grows with the prefix, so a binary search over prefixes finds it."""
-    if not stops or first_stop(decode(list(tokens)), stops) is None:
+    grows with the prefix, so a binary search over prefixes finds it (after a check of the usual case, a stop
+    string completed by the last token). ``text``: ``decode(tokens)``, when the caller has it."""
+    if not stops or first_stop(decode(list(tokens)) if text is None else text, stops) is None:
         return None
-    lo, hi = 1, len(tokens)
+    if first_stop(decode(list(tokens[:-1])), stops) is None:
+        return len(tokens)
+    lo, hi = 1, len(tokens) - 1
     while lo < hi:
         mid = (lo + hi) // 2
         if first_stop(decode(list(tokens[:mid])), stops) is not None:
@@ -124,6 +127,53 @@ def stop_end(decode: Any, tokens: Sequence[int], stops: Sequence[str]) -> int | 
         else:
             lo = mid + 1
     return lo
+
+
+@dataclass
+class NextTurn:
+    """How an episode goes on after one of the model's turns (what a :data:`Respond` callback returns)."""
+
+    ids: list[int]
+    """Token ids appended after the turn (the environment's reply), before the model's next turn."""
+    max_new_tokens: int
+    """The next turn's token limit."""
+
+
+Respond = Callable[[list[tuple[int, Generation]]], list[NextTurn | None]]
+"""Called with the turns that just ended, as ``(episode, turn)`` pairs (``episode`` indexes prompt ``i``'s
+sample ``k`` as ``i * n + k``; the turn's ``prompt_token_ids`` are the episode's context before it); returns
+for each a :class:`NextTurn`, or ``None`` when the episode is over."""
+
+
+def interact_by_turns(
+    backend: Any, prompts: Sequence[Prompt], params: SamplingParams, respond: Respond
+) -> None:
+    """Multi-turn episodes, one ``generate`` call per turn for all running episodes (any backend): turn 1
+    samples ``params.n`` per prompt (sharing the prompt's prefill), each later turn continues every running
+    episode's token-id context with one sample, as long as the roomiest episode's limit; the turn's seed is
+    ``params.seed + 7919 * (turn - 1)``. Runs in the backend's ``prefix_cache()`` block where it has one."""
+    keep_prefixes = getattr(backend, "prefix_cache", contextlib.nullcontext)  # duck-typed backends have none
+    contexts: dict[int, list[int]] = {}
+    limits: dict[int, int] = {}
+    with keep_prefixes():
+        gens = [g for group in backend.generate(list(prompts), params) for g in group]
+        active = list(range(len(gens)))
+        turn = 1
+        while active:
+            ended = list(zip(active, gens, strict=True))
+            nexts = [(j, gen, reply) for (j, gen), reply in zip(ended, respond(ended), strict=True) if reply]
+            for j, gen, reply in nexts:
+                contexts[j] = list(gen.prompt_token_ids) + list(gen.token_ids) + list(reply.ids)
+                limits[j] = reply.max_new_tokens
+            active, turn = [j for j, _, _ in nexts], turn + 1
+            if active:
+                p = replace(
+                    params,
+                    n=1,
+                    max_new_tokens=max(1, max(limits[j] for j in active)),
+                    seed=None if params.seed is None else params.seed + 7919 * (turn - 1),
+                )
+                gens = [g[0] for g in backend.generate([contexts[j] for j in active], p)]
 
 
 class RolloutBackend:
@@ -145,6 +195,12 @@ class RolloutBackend:
         turns of multi-turn episodes); the weights must not change inside it. A no-op where the backend
         caches prefixes by itself (vLLM) or not at all."""
         return contextlib.nullcontext()
+
+    def interact(self, prompts: Sequence[Prompt], params: SamplingParams, respond: Respond) -> None:
+        """Runs multi-turn episodes: ``params.n`` per prompt, each turn at most ``params.max_new_tokens``
+        (later turns: their :class:`NextTurn`'s limit), ``respond`` deciding after every turn how each
+        episode goes on. By default one :meth:`generate` call per turn (:func:`interact_by_turns`)."""
+        interact_by_turns(self, prompts, params, respond)
 
     def release_memory(self) -> None:
         """Frees the backend's device memory while the trainer updates the policy (vLLM's sleep mode);

@@ -8,7 +8,9 @@
   ``log_softmax(logits / temperature)``: the same distribution the trainer recomputes.
 * Stop strings use transformers' ``StopStringCriteria`` to end a sequence early, then each sample is cut
   at the first token whose prefix contains a stop string (the same rule as vLLM).
-* Within ``with backend.prefix_cache():`` (a multi-turn rollout) each sample's KV cache is kept, and a later
+* Multi-turn episodes (:meth:`HFBackend.interact`) run in one decoding loop where each episode's next turn
+  starts as soon as its reply is in (:mod:`.interleave`).
+* Within ``with backend.prefix_cache():`` (a multi-turn rollout turn by turn) each sample's KV cache is kept, and a later
   prompt that extends a sample's tokens prefills only its new tokens (:mod:`.prefix_cache`).
 """
 
@@ -25,12 +27,14 @@ from rewardkit.generation import prefix_cache as pc
 from rewardkit.generation.base import (
     Generation,
     Prompt,
+    Respond,
     RolloutBackend,
     SamplingParams,
     cut_at_stop,
     prompt_ids,
     stop_end,
 )
+from rewardkit.generation.interleave import TurnLoop
 from rewardkit.training.lora import base_model
 
 
@@ -77,6 +81,11 @@ class HFBackend(RolloutBackend):
             (``generate`` alone prefills every copy).
         prefix_cache_bytes: Most bytes of samples' KV caches kept within :meth:`prefix_cache` (beyond it a
             sample's continuation prefills whole).
+        interleave_turns: Run multi-turn episodes (:meth:`interact`) in one decoding loop, each episode's
+            next turn starting as soon as its reply is in; off: one ``generate`` call per turn, earlier turns
+            kept by the prefix cache.
+        step_tokens: Interleaved turns: most positions one decoding step runs, padding included (rows x
+            the widest row's new tokens; a longer reply is fed over several steps).
     """
 
     name = "hf"
@@ -90,6 +99,8 @@ class HFBackend(RolloutBackend):
         add_special_tokens: bool = True,
         share_prefix: bool = True,
         prefix_cache_bytes: int = 4 << 30,
+        interleave_turns: bool = True,
+        step_tokens: int = 8192,
     ) -> None:
         if tokenizer is None:
             raise ValueError("the hf backend needs the tokenizer")
@@ -103,6 +114,8 @@ class HFBackend(RolloutBackend):
         self.add_special_tokens = add_special_tokens
         self.share_prefix = share_prefix
         self.prefix_cache_bytes = prefix_cache_bytes
+        self.interleave_turns = interleave_turns
+        self.step_tokens = step_tokens
         self._store: pc.PrefixStore | None = None
         # transformers renamed ``past_key_values`` to ``cache`` (5.2x); use whichever this version takes (a
         # peft model's forward passes keywords through: its base model's signature decides).
@@ -143,6 +156,28 @@ class HFBackend(RolloutBackend):
         jobs = [(i, k) for i in range(len(prompts)) for k in range(n)]
         jobs.sort(key=lambda job: len(encoded[job[0]]))
         out: list[list[Generation | None]] = [[None] * n for _ in prompts]
+        with self._sampling(params):
+            for start in range(0, len(jobs), self.batch_size):
+                chunk = jobs[start : start + self.batch_size]
+                gens = self._generate_chunk([encoded[i] for i, _ in chunk], params, [i for i, _ in chunk])
+                for (i, k), gen in zip(chunk, gens, strict=False):
+                    out[i][k] = gen
+        return out  # type: ignore[return-value]
+
+    def interact(self, prompts: Sequence[Prompt], params: SamplingParams, respond: Respond) -> None:
+        """Multi-turn episodes in one decoding loop (:mod:`.interleave`) when ``interleave_turns`` is on and
+        the model's cache is plain attention; otherwise one ``generate`` call per turn."""
+        encoded = prompt_ids(self.tokenizer, prompts, self.add_special_tokens)
+        if not (self.interleave_turns and all(encoded) and pc.reusable(self._new_cache())):
+            super().interact(prompts, params, respond)
+            return
+        with self._sampling(params):
+            loop = TurnLoop(self, params, respond, batch_size=self.batch_size, step_tokens=self.step_tokens)
+            loop.run(encoded)
+
+    @contextlib.contextmanager
+    def _sampling(self, params: SamplingParams) -> Iterator[None]:
+        """Eval mode and no autograd; with ``params.seed``, a seeded RNG that leaves the global one as it was."""
         rng = torch.random.fork_rng(devices=[]) if params.seed is not None else contextlib.nullcontext()
         was_training = self.model.training
         self.model.eval()
@@ -150,14 +185,14 @@ class HFBackend(RolloutBackend):
             with rng, torch.inference_mode():
                 if params.seed is not None:
                     torch.manual_seed(params.seed)
-                for start in range(0, len(jobs), self.batch_size):
-                    chunk = jobs[start : start + self.batch_size]
-                    gens = self._generate_chunk([encoded[i] for i, _ in chunk], params, [i for i, _ in chunk])
-                    for (i, k), gen in zip(chunk, gens, strict=False):
-                        out[i][k] = gen
+                yield
         finally:
             self.model.train(was_training)
-        return out  # type: ignore[return-value]
+
+    def _new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
 
     def _generate_chunk(
         self, prompt_ids: list[list[int]], params: SamplingParams, keys: list[int] | None = None
@@ -172,9 +207,7 @@ class HFBackend(RolloutBackend):
             if self.share_prefix and keys is not None and input_ids.shape[1] > 1:
                 cache = self._shared_prompt_cache(input_ids, attention_mask, keys, device)
             if cache is None and self._store is not None:
-                from transformers import DynamicCache
-
-                cache = DynamicCache(config=self.model.config)
+                cache = self._new_cache()
         width = input_ids.shape[1]
         recorder = _SampledLogprobs(params.temperature) if params.logprobs else None
         kwargs = self._generate_kwargs(params, recorder)
@@ -255,8 +288,6 @@ class HFBackend(RolloutBackend):
         each distinct prompt is prefilled once and its cache rows are repeated, so ``generate`` only runs the
         last prompt token and the new ones (what vLLM's prefix caching saves, for the hf backend).
         """
-        from transformers import DynamicCache
-
         firsts = [r for r in range(len(keys)) if r == 0 or keys[r] != keys[r - 1]]
         if len(firsts) == len(keys):
             return None
@@ -266,7 +297,7 @@ class HFBackend(RolloutBackend):
         u_ids = input_ids[firsts].to(device)
         u_mask = attention_mask[firsts].to(device)
         position_ids = (u_mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=self.model.config)
+        cache = self._new_cache()
         self.model(
             input_ids=u_ids[:, :-1],
             attention_mask=u_mask[:, :-1],
@@ -288,10 +319,10 @@ class HFBackend(RolloutBackend):
                 break
         # A stopped sequence is padded after its end; with pad == EOS the scan above already cut it.
         text = self._decode(tokens[:end])
-        cut = stop_end(self._decode, tokens[:end], params.stop)
+        cut = stop_end(self._decode, tokens[:end], params.stop, text)
         if cut is not None:
+            text = cut_at_stop(text if cut == end else self._decode(tokens[:cut]), params)
             end, reason = cut, "stop"
-            text = cut_at_stop(self._decode(tokens[:end]), params)
         if reason == "length" and len(tokens) < params.max_new_tokens:
             # The whole chunk ended early, so generate() saw this sample stop (a stop-string match our
             # decoding did not reproduce): drop its padding.
