@@ -149,7 +149,11 @@ class RolloutConfig:
     stop: list[str] = field(default_factory=list)
     """Stop strings."""
     batch_size: int = 64
-    """hf backend: most sequences per ``generate`` call."""
+    """hf backend: most sequences per ``generate`` call (multi-turn: most episodes decoding at once)."""
+    interleave_turns: bool = True
+    """hf backend, multi-turn episodes: one decoding loop, each episode's next turn starting as soon as the
+    environment has answered, its earlier turns kept in the KV cache (vLLM's continuous batching). Off: one
+    ``generate`` call per turn, every running episode waiting for the turn's slowest."""
     vllm_gpu_memory_utilization: float = 0.3
     """vllm backend: fraction of device memory for the engine (colocated with training)."""
     vllm_kwargs: dict[str, Any] = field(default_factory=dict)

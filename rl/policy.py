@@ -217,7 +217,7 @@ def build_backend(cfg: RLConfig, policy: Any, tokenizer: Any) -> Any:
     rc = cfg.rollout
     kw: dict[str, Any] = {}
     if rc.backend == "hf":
-        kw["batch_size"] = rc.batch_size
+        kw.update(batch_size=rc.batch_size, interleave_turns=rc.interleave_turns)
     elif rc.backend == "vllm":
         kw.update(
             gpu_memory_utilization=rc.vllm_gpu_memory_utilization,
