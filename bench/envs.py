@@ -6,9 +6,12 @@ The policy is the tool-use demo's (``rewardkit/demos/tools.py``): ``--model`` a 
 sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the ``--backend``:
 
 * ``single-turn``: one completion per sample (the turn ends at the call; the reference);
-* ``calculator``: episodes in the ``tools`` environment, the calculator answering in process;
-* ``calc-refill`` (hf only): the same without the backend's prefix cache, every later turn prefilling the
-  episode's whole context (before the cache existed);
+* ``calculator``: episodes in the ``tools`` environment, the calculator answering in process (hf: every
+  episode in one decoding loop, a turn starting as soon as its reply is in);
+* ``calc-turns`` (hf only): the same with one ``generate`` call per turn, the prefix cache keeping each
+  episode's earlier turns;
+* ``calc-refill`` (hf only): one ``generate`` call per turn without the prefix cache, every later turn
+  prefilling the episode's whole context;
 * ``python``: the same episodes with each call run by the ``python`` tool in the code sandbox (the tool
   named ``calc``: ``123*456`` is a Python expression whose value the tool prints).
 
@@ -84,14 +87,20 @@ def rollout_backend(args: argparse.Namespace, model: Any, tokenizer: Any) -> Any
 
 
 @contextlib.contextmanager
-def prefix_cache_off(backend: Any, off: bool) -> Iterator[None]:
-    """The hf backend without its prefix cache: every later turn prefills its whole context."""
-    if off:
+def scheduling(backend: Any, mode: str) -> Iterator[None]:
+    """The hf backend's multi-turn scheduling for one row: ``interleave`` (its default: one decoding loop),
+    ``turns`` (one ``generate`` per turn, the prefix cache keeping earlier turns) or ``refill`` (one
+    ``generate`` per turn, every later turn prefilling its whole context)."""
+    if mode in ("turns", "refill"):
+        backend.interleave_turns = False
+    if mode == "refill":
         backend.prefix_cache = contextlib.nullcontext
     try:
         yield
     finally:
         backend.__dict__.pop("prefix_cache", None)
+        if hasattr(backend, "interleave_turns"):
+            backend.interleave_turns = True
 
 
 def timed(run: Any, repeats: int) -> tuple[float, Any]:
@@ -135,11 +144,11 @@ def main() -> None:
     seconds, groups = timed(lambda: backend.generate(prompts, replace(params, stop=stops)), args.repeats)
     flat = [g for group in groups for g in group]
     rows.append(("single-turn", seconds, flat))
-    variants = [("calculator", calc, True), ("python", python, True)]
-    if args.backend == "hf":  # today's rows against every later turn prefilled whole, as before the cache
-        variants.insert(1, ("calc-refill", calc, False))
-    for label, cfg, cached in variants:
-        with build_env(cfg) as env, prefix_cache_off(backend, not cached):
+    variants = [("calculator", calc, "interleave"), ("python", python, "interleave")]
+    if args.backend == "hf":  # the decoding loop against one generate per turn, with and without the cache
+        variants[1:1] = [("calc-turns", calc, "turns"), ("calc-refill", calc, "refill")]
+    for label, cfg, mode in variants:
+        with build_env(cfg) as env, scheduling(backend, mode):
 
             def episodes(env: Any = env, cfg: Any = cfg, n: int = len(records)) -> Any:
                 return run_episodes(backend, env, records[:n], prompts[:n], params, tokenizer, cfg)
