@@ -1,5 +1,6 @@
 """Tools an episode can call: ``python`` (the code verifier's sandbox), ``sql`` (the SQL verifier's read-only
-engines), ``calculator``, and a user's own Python callable.
+engines), ``calculator``, ``search`` and ``open`` (a local corpus, ``envs/search.py``), and a user's own
+Python callable.
 
 A tool answers a batch of calls (one per running episode that called it this turn) with one
 :class:`ToolResult` each and never raises on a call: a failure is an output saying what went wrong plus
@@ -431,6 +432,8 @@ TOOLS: Registry[type[Tool]] = Registry("tool")
 TOOLS.register("python", "rewardkit.envs.tools:PythonTool")
 TOOLS.register("sql", "rewardkit.envs.tools:SQLTool")
 TOOLS.register("calculator", "rewardkit.envs.tools:CalculatorTool")
+TOOLS.register("search", "rewardkit.envs.search:SearchTool")
+TOOLS.register("open", "rewardkit.envs.search:OpenTool")
 
 
 def build_tool(spec: Any, options: dict[str, Any] | None = None) -> Tool:

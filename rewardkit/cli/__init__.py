@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "eval": "rewardkit.cli.eval",
     "view": "rewardkit.cli.view",
     "serve": "rewardkit.cli.serve",
+    "index": "rewardkit.cli.index",
 }
 
 

@@ -1,0 +1,252 @@
+"""The search tools (envs/search.py): a BM25 index over a local corpus, bounded queries, a read-only index,
+rankings equal to rank-bm25's, and ``rewardkit index build``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rewardkit.cli import main as cli_main
+from rewardkit.data import kb
+from rewardkit.envs import ToolEnv
+from rewardkit.envs.search import (
+    BM25Params,
+    SearchTool,
+    build_index,
+    default_index_dir,
+    format_passages,
+    open_retriever,
+)
+from rewardkit.envs.tools import build_tool
+from rewardkit.errors import UserError
+from rewardkit.types import Record
+
+
+def _write(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return _write(tmp_path_factory.mktemp("kb") / "kb.jsonl", kb.generate(40, seed=1).passages)
+
+
+def _query(tool, query):
+    return tool.run([(None, {"query": query})], timeout=5)[0]
+
+
+def test_search_returns_the_passage_that_answers(corpus):
+    """The capital of a country is in that country's passage, which ranks first, in Search-R1's format."""
+    tool = build_tool("search", {"corpus": str(corpus), "k": 3})
+    knowledge = kb.generate(40, seed=1)
+    first = knowledge.passages[0]
+    result = _query(tool, knowledge.questions[0]["prompt"])
+    assert result.error is None
+    assert result.output.startswith(f"Doc 1(Title: {first['title']}) {first['text']}")
+    assert result.output.count("\n") == 2  # three passages
+    assert default_index_dir(corpus).is_dir()  # built beside the corpus, once
+
+
+def test_open_returns_a_document_by_id(corpus):
+    tool = build_tool("open", {"corpus": str(corpus)})
+    got, missing, bad = tool.run([(None, {"id": "c3-river"}), (None, {"id": "nope"}), (None, {"id": [1]})], 5)
+    assert "is a river" in got.output and got.error is None
+    assert missing.error == "not_found"
+    assert bad.error == "bad_arguments"
+
+
+def test_observations_keep_to_the_word_budget(corpus):
+    passages = open_retriever(str(corpus)).search([["capit"]], 10)[0]
+    text = format_passages(passages, max_words=25)
+    words = sum(len(line.split(")", 1)[1].split()) for line in text.splitlines())
+    assert words <= 25 + text.count("...")
+    assert text.endswith("...")
+
+
+@pytest.mark.parametrize(
+    "query, kind",
+    [
+        ("x" * 1_000_000, "too_large"),  # 1 MB
+        (" ".join(f"w{i}" for i in range(200)), "too_large"),  # too many terms
+        ("(" * 500 + "capital+)*$" + "\\" * 400, None),  # regex-hostile within the length limit: words
+        ("the of and", "empty_query"),  # stop words only
+    ],
+    ids=["1MB", "too-many-terms", "regex-hostile", "stop-words-only"],
+)
+def test_hostile_queries_are_bounded(corpus, query, kind):
+    tool = build_tool("search", {"corpus": str(corpus)})
+    started = time.perf_counter()
+    result = _query(tool, query)
+    assert time.perf_counter() - started < 1.0
+    assert result.error == kind, result.output
+    assert result.output  # an observation either way
+
+
+def test_a_query_for_the_gold_answer_finds_only_what_the_corpus_holds(tmp_path):
+    """The tools read the index alone: an episode's gold answer that no passage holds is never shown,
+    however the model asks for it (the record holding it is the calling episode's)."""
+    passages = [p for p in kb.generate(20, seed=2).passages if p["id"] != "c0-capital"]
+    gold = kb.generate(20, seed=2).questions[0]["reference"]["target"][0]  # c0's capital
+    passages = [{**p, "text": p["text"].replace(gold, "(unknown)")} for p in passages]
+    corpus = _write(tmp_path / "kb.jsonl", passages)
+    env = ToolEnv(
+        ["search", "open"],
+        formats=["tag"],
+        tool_options={"search": {"corpus": str(corpus)}, "open": {"corpus": str(corpus)}},
+    )
+    state = env.reset(Record(id="q", prompt="?", reference={"target": [gold]}))
+    turns = [f"<search>{gold}</search>", f"<search>capital {gold}</search>", f"<open>{gold}</open>"]
+    for turn in turns:
+        (step,) = env.step([state], [turn], last=False)
+        assert gold not in step.observation
+
+
+def test_the_index_is_read_only_to_the_tools(corpus, tmp_path):
+    """A read-only copy of the index serves every tool, and nothing in it changes."""
+    index = tmp_path / "ro.bm25"
+    build_index(corpus, index)
+    before = _digest(index)
+    for path in [index, *index.rglob("*")]:
+        path.chmod(stat.S_IRUSR | stat.S_IXUSR if path.is_dir() else stat.S_IRUSR)
+    try:
+        tool = SearchTool(index=str(index))
+        assert _query(tool, "capital river").error is None
+        assert build_tool("open", {"index": str(index)}).run([(None, {"id": "c0-city"})], 5)[0].error is None
+    finally:
+        for path in [index, *index.rglob("*")]:
+            path.chmod(stat.S_IRWXU)
+    assert _digest(index) == before
+
+
+def test_a_missing_or_corrupt_index_is_one_clear_error(corpus, tmp_path):
+    with pytest.raises(UserError, match="no search index at"):
+        SearchTool(index=str(tmp_path / "missing"))
+    index = build_index(corpus, tmp_path / "cut.bm25")
+    (index / "data.csc.index.npy").write_bytes(b"\x93NUMPY")
+    with pytest.raises(UserError, match="corrupt search index"):
+        SearchTool(index=str(index))
+    index = build_index(corpus, tmp_path / "bad-manifest.bm25")
+    (index / "rewardkit-index.json").write_text("{", encoding="utf-8")
+    with pytest.raises(UserError, match="not a search index, or a corrupt one"):
+        SearchTool(index=str(index))
+
+
+def test_index_build_command(corpus, tmp_path, capsys):
+    before = hashlib.sha256(corpus.read_bytes()).hexdigest()
+    out = tmp_path / "cli.bm25"
+    assert cli_main(["index", "build", str(corpus), "--out", str(out)]) == 0
+    assert "200 documents indexed" in capsys.readouterr().out
+    assert json.loads((out / "rewardkit-index.json").read_text())["params"]["method"] == "lucene"
+    assert hashlib.sha256(corpus.read_bytes()).hexdigest() == before  # the corpus is only read
+    cache = tmp_path / "cache"
+    assert cli_main(["index", "build", str(corpus), "--cache-dir", str(cache)]) == 0
+    assert default_index_dir(corpus, cache).is_dir()
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        (None, "input not found"),
+        ([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], "id 'a' repeats"),
+        ([{"title": "no id", "text": "x"}], "needs an 'id' and a 'text'"),
+    ],
+    ids=["missing", "repeated-id", "no-id"],
+)
+def test_index_build_refuses_a_bad_corpus_in_one_line(tmp_path, rows, message):
+    corpus = tmp_path / "c.jsonl"
+    if rows is not None:
+        _write(corpus, rows)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rewardkit", "index", "build", str(corpus)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_DATASETS_OFFLINE": "1"},
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------
+# bm25s against rank-bm25
+# ----------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "method, reference, scale",
+    [("robertson", "BM25Okapi", "k1+1"), ("bm25+", "BM25Plus", 1.0)],
+    ids=["okapi", "bm25plus"],
+)
+def test_rankings_equal_rank_bm25(method, reference, scale):
+    """On 3,000 passages of the synthetic knowledge base and 1,000 of its questions, tokenized once, bm25s
+    scores every passage as rank-bm25 does for the same variant and parameters (k1 1.2, b 0.75, delta 0.5):
+    equal, or (Okapi) equal times k1 + 1, a factor bm25s's Robertson variant leaves out, which no ranking
+    sees. So the rankings are equal."""
+    import bm25s
+    import rank_bm25
+    import Stemmer
+
+    knowledge = kb.generate(600, seed=0)
+    stemmer = Stemmer.Stemmer("english")
+
+    def tokenize(texts):
+        return bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
+
+    docs = tokenize([f"{p['title']}\n{p['text']}" for p in knowledge.passages])
+    queries = tokenize([q["prompt"] for q in knowledge.questions[::3]])
+    params = BM25Params(method=method, k1=1.2, b=0.75, delta=0.5)
+    ours = bm25s.BM25(method=params.method, k1=params.k1, b=params.b, delta=params.delta)
+    ours.index(docs, show_progress=False)
+    kwargs = {"k1": params.k1, "b": params.b} | ({"delta": params.delta} if method != "robertson" else {})
+    theirs = getattr(rank_bm25, reference)(docs, **kwargs)
+    factor = params.k1 + 1 if scale == "k1+1" else 1.0
+    for query in queries:
+        a, b = ours.get_scores(query) * factor, theirs.get_scores(query)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        top = np.argsort(-b, kind="stable")[:10]
+        assert np.array_equal(
+            np.argsort(-np.round(a, 4), kind="stable")[:10], np.argsort(-np.round(b, 4), kind="stable")[:10]
+        ), top
+
+
+def test_a_search_r1_episode_reads_and_scores(corpus):
+    """Search-R1's format: ``<search>`` calls (the ``tag`` format), ``<information>`` observations, and an
+    ``<answer>`` that ends the episode; the ``qa`` verifier reads it, gated by the format reward."""
+    from rewardkit.verifiers.format.verifier import format_and_correct
+
+    knowledge = kb.generate(40, seed=1)
+    question, answer = knowledge.questions[0]["prompt"], knowledge.questions[0]["reference"]["target"][0]
+    env = ToolEnv(["search"], formats=["tag"], tool_options={"search": {"corpus": str(corpus)}})
+    assert env.stop == ["</search>"]
+    state = env.reset(Record(id="q", prompt=question))
+    (step,) = env.step([state], [f"<think>look it up</think><search>{question}</search>"], last=False)
+    assert answer in step.observation
+    (step,) = env.step([state], [f"<think>found</think><answer>{answer}</answer>"], last=False)
+    assert step.done and step.end == "answer"
+    reward = format_and_correct(correct="qa", require_think=False)
+    reference = {"target": [answer]}
+    assert (
+        reward.score(
+            Record(completion=f"<think>x</think><answer>{answer}</answer>", reference=reference)
+        ).reward
+        == 1
+    )
+    assert (
+        reward.score(Record(completion=f"<answer>{answer}</answer> and more", reference=reference)).reward
+        == 0
+    )
