@@ -227,17 +227,19 @@ class BM25Retriever(Retriever):
         )[0]
 
     def search(self, queries: Sequence[list[str]], k: int) -> list[list[Passage]]:
-        out = []
-        for terms in queries:
-            if not terms:
-                out.append([])
-                continue
+        asked = [q for q in queries if q]
+        found: list[list[Passage]] = []
+        if asked:
             with self._lock:  # bm25s keeps per-call state on the model
                 docs, scores = self.model.retrieve(
-                    [terms], k=min(k, len(self.model.corpus)), show_progress=False, n_threads=1
+                    list(asked), k=min(k, len(self.model.corpus)), show_progress=False, n_threads=1
                 )
-            out.append([self._passage(d, float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0])
-        return out
+            found = [
+                [self._passage(d, float(s)) for d, s in zip(row_docs, row_scores, strict=True) if s > 0]
+                for row_docs, row_scores in zip(docs, scores, strict=True)
+            ]
+        answers = iter(found)
+        return [next(answers) if q else [] for q in queries]
 
     def get(self, doc_id: str) -> Passage | None:
         if self._ids is None:

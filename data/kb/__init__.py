@@ -2,10 +2,10 @@
 
 Every name is drawn from syllables with a seed, so nothing a model could have memorised helps: a question is
 answered by retrieving passages or not at all. Each country has a capital and a second city, the capital lies
-on a river, the river flows into a sea, and a leader was born in the second city. One passage per entity
-(``{"id", "title", "text"}``) states its own facts only, so a two-hop question ("On which river lies the
-capital of Vorland?") needs the country's passage to find the capital, then the capital's to find the
-river.
+on a river, the river flows into a sea, and a leader was born in a city of another country. One passage per
+entity (``{"id", "title", "text"}``) states its own facts, and the capital's and the leader's passages do
+not name the country, so a two-hop question ("On which river lies the capital of Vorland?") needs the
+country's passage to find the capital, then the capital's to find the river.
 
 Questions are records ``{"id", "prompt", "reference": {"target": [answer]}, "hops", "support"}`` (the
 ``qa`` verifier reads ``target``; ``support``: the ids of the passages that hold the answer's chain).
@@ -75,17 +75,20 @@ class KnowledgeBase:
 
 
 class _Names:
-    """Unique capitalised names of 2 or 3 syllables."""
+    """Unique capitalised names of 2 or 3 syllables (one more per 10 draws that collide, so a large base
+    still finds free names)."""
 
     def __init__(self, rng: random.Random) -> None:
         self.rng, self.used = rng, set()
 
     def __call__(self) -> str:
-        while True:
-            name = "".join(self.rng.choice(SYLLABLES) for _ in range(self.rng.choice((2, 2, 3)))).capitalize()
+        for tries in range(1_000_000):
+            length = self.rng.choice((2, 2, 3)) + tries // 10
+            name = "".join(self.rng.choice(SYLLABLES) for _ in range(length)).capitalize()
             if name not in self.used:
                 self.used.add(name)
                 return name
+        raise RuntimeError("no free name")  # unreachable: a name of 100,000 syllables is always free
 
 
 def generate(countries: int = 100, seed: int = 0) -> KnowledgeBase:
@@ -127,7 +130,7 @@ def _passages(c: int, w: dict[str, str]) -> list[dict[str, str]]:
         _passage(
             f"c{c}-capital",
             w["capital"],
-            f"{w['capital']} is the capital city of {w['country']}. It lies on the river {w['river']}.",
+            f"{w['capital']} is a city on the river {w['river']}.",
         ),
         _passage(
             f"c{c}-city", w["city"], f"{w['city']} is a city in {w['country']}, known for its {w['product']}."
