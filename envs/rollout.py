@@ -44,6 +44,7 @@ from rewardkit.generation.base import (
     interact_by_turns,
 )
 from rewardkit.types import Record
+from rewardkit.verifiers.qa import gold_aliases, has_answer
 
 _ASSISTANT = "\x00rk-assistant\x00"
 _OUTPUT = "\x00rk-output\x00"
@@ -60,7 +61,8 @@ class Episode(Generation):
 
     def summary(self) -> dict[str, Any]:
         """The episode's counters (what :func:`episode_metrics` reads and ``rewardkit eval`` stores): model
-        turns, tool calls, failed calls by kind, why it ended, tool seconds, own and observation tokens."""
+        turns, tool calls, failed calls by kind, why it ended, tool seconds, own and observation tokens, and
+        whether an observation held the gold answer (:func:`answer_in_observations`)."""
         state = self.state or EpisodeState(record=Record())
         mask = self.loss_mask if self.loss_mask is not None else [1] * len(self.token_ids)
         return {
@@ -71,6 +73,7 @@ class Episode(Generation):
             "tool_seconds": state.tool_seconds,
             "tokens": sum(mask),
             "observation_tokens": len(mask) - sum(mask),
+            "answer_in_observations": answer_in_observations(state),
         }
 
 
@@ -260,9 +263,23 @@ def _episode(env: Environment, state: EpisodeState, buf: _Buffer, tokenizer: Any
     )
 
 
+def answer_in_observations(state: EpisodeState) -> bool | None:
+    """Whether a tool's output in the episode held a gold answer: DPR's has-answer (an alias's normalised
+    tokens, in order, among the output's) for any alias of the record's reference. For a search agent this is
+    retrieval recall, which tells a retrieval failure from a reading failure. ``None`` when the reference
+    has no answer text (no reference, or one the ``qa`` verifier cannot read)."""
+    try:
+        aliases = gold_aliases(state.record.reference)
+    except ValueError:
+        return None
+    seen = "\n".join(t.text for t in state.turns if t.role == "tool")
+    return any(has_answer(seen, alias) for alias in aliases) if seen else False
+
+
 def episode_metrics(summaries: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Turns, tool calls, tool errors by kind, tool time, the share of episodes ending with an answer (and
-    each other end), and observation tokens: the ``env/*`` metrics over :meth:`Episode.summary` dicts (a
+    each other end), observation tokens, and the share whose observations held the answer (of the episodes
+    with an answer text): the ``env/*`` metrics over :meth:`Episode.summary` dicts (a
     step's, or those ``rewardkit eval`` stored; an empty dict for none)."""
     if not summaries:
         return {}
@@ -278,6 +295,9 @@ def episode_metrics(summaries: Sequence[dict[str, Any]]) -> dict[str, float]:
         "env/answered": sum(s["end"] == END_ANSWER for s in summaries) / count,
         "env/observation_tokens": statistics.fmean(s["observation_tokens"] for s in summaries),
     }
+    seen = [s["answer_in_observations"] for s in summaries if s.get("answer_in_observations") is not None]
+    if seen:
+        m["env/answer_in_observations"] = sum(seen) / len(seen)
     for kind, n in sorted(errors.items()):
         m[f"env/tool_error/{kind}"] = n
     for end, n in sorted(Counter(s["end"] for s in summaries).items()):

@@ -113,7 +113,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_SHARES = ("tool_call_rate", "tool_error_rate", "answered")
+_SHARES = ("tool_call_rate", "tool_error_rate", "answered", "answer_in_observations")
 """Environment metrics that are shares (shown in percent); ``end/*`` are too."""
 
 

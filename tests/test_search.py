@@ -250,3 +250,85 @@ def test_a_search_r1_episode_reads_and_scores(corpus):
         reward.score(Record(completion=f"<answer>{answer}</answer> and more", reference=reference)).reward
         == 0
     )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# rewardkit eval with the search tool
+# ----------------------------------------------------------------------------------------------------------
+class ScriptedSearcher:
+    """Searches the question verbatim, then answers with the capital the first passage names (Search-R1's
+    format); right on "What is the capital of X?", wrong on the others (which tells reading from retrieval)."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def generate(self, prompts, params):
+        import re
+
+        from rewardkit.generation.base import Generation
+
+        out = []
+        for prompt in prompts:
+            ids = list(prompt) if isinstance(prompt, list) else self.tokenizer(prompt)["input_ids"]
+            context = self.tokenizer.decode(ids)
+            if "<information>" not in context:
+                text = f"<search>{context.strip().splitlines()[-1]}</search>"
+            else:
+                found = re.search(r"capital is (\w+)", context.rsplit("<information>", 1)[1])
+                text = f"<answer>{found.group(1) if found else 'unknown'}</answer>"
+            tokens = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            out.append([Generation(text, tokens, ids, None, "stop") for _ in range(params.n)])
+        return out
+
+
+def test_eval_reports_exact_match_and_retrieval_recall(corpus, tmp_path, tiny_tokenizer):
+    from rewardkit.envs import EnvConfig
+    from rewardkit.eval import EvalConfig, GenerationConfig, load_benchmark
+    from rewardkit.eval.runner import evaluate_backend
+
+    questions = [q for q in kb.generate(40, seed=1).questions if q["hops"] == 1][
+        :6
+    ]  # capital, sea, birthplace
+    bench_file = _write(
+        tmp_path / "questions.jsonl", [{k: q[k] for k in ("id", "prompt", "reference")} for q in questions]
+    )
+    bench, problems = load_benchmark(str(bench_file), verifier="qa")
+    template = "\n<information>{output}</information>\n"
+    cfg = EnvConfig(
+        name="tools",
+        tools=["search"],
+        formats=["tag"],
+        max_turns=2,
+        observation_format="text",
+        observation_template=template,
+        tool_options={"search": {"corpus": str(corpus), "k": 1}},
+    )
+    with ToolEnv(cfg.tools, formats=cfg.formats, tool_options=cfg.tool_options) as env:
+        report = evaluate_backend(
+            bench,
+            problems,
+            ScriptedSearcher(tiny_tokenizer),
+            tiny_tokenizer,
+            gen=GenerationConfig(
+                n=1, temperature=0.0, max_new_tokens=64, batch_size=8, use_chat_template=False
+            ),
+            config=EvalConfig(workers=1, bootstrap=0),
+            run_dir=tmp_path / "run",
+            env=env,
+            env_config=cfg,
+        )
+    metrics = report.summary["environment"]["metrics"]
+    capitals = sum("capital" in q["prompt"] for q in questions)
+    assert report.summary["metrics"]["pass@1"]["mean"] == pytest.approx(capitals / len(questions))
+    assert metrics["answer_in_observations"] == 1.0  # every answer was retrieved; only capitals were read
+    assert metrics["tool_calls"] == 1.0 and metrics["answered"] == 1.0
+    assert "| answer_in_observations | 100.0% |" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_eval_refuses_a_missing_index_before_loading_the_model(tmp_path, capsys):
+    code = cli_main(
+        ["eval", "--model", str(tmp_path / "no-model"), "--benchmark", "sample:gsm8k", "-o", str(tmp_path)]
+        + ["--env", "tools", "--tools", "search", "--tool-option", f"search.index={tmp_path / 'none'}"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "no search index at" in err and len(err.strip().splitlines()) == 1, err

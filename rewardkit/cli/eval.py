@@ -122,6 +122,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     env.add_argument(
         "--python-state", action="store_true", help="The python tool keeps its names across an episode."
     )
+    env.add_argument(
+        "--tool-option",
+        action="append",
+        default=[],
+        metavar="TOOL.KEY=VALUE",
+        help="A tool's constructor option (repeatable; the value is read as YAML): search.corpus=kb.jsonl.",
+    )
+    env.add_argument(
+        "--observation-template",
+        metavar="TEXT",
+        help="How a tool's output is shown ({output} in it), e.g. Search-R1's '<information>{output}</information>'.",
+    )
     parser.set_defaults(func=run)
 
 
@@ -133,6 +145,7 @@ _ENV_FLAGS = (
     ("max_episode_tokens", "max_tokens", "--max-episode-tokens"),
     ("tool_timeout", "tool_timeout", "--tool-timeout"),
     ("python_state", "python_state", "--python-state"),
+    ("observation_template", "observation_template", "--observation-template"),
 )
 
 
@@ -143,6 +156,7 @@ def env_config(args: argparse.Namespace, bench=None):
     from rewardkit.envs import EnvConfig
 
     given = [flag for dest, _, flag in _ENV_FLAGS if getattr(args, dest) not in (None, False)]
+    given += ["--tool-option"] if args.tool_option else []
     if not args.env:
         if given:
             raise UserError(f"{given[0]} needs --env")
@@ -156,6 +170,8 @@ def env_config(args: argparse.Namespace, bench=None):
             setattr(cfg, field, getattr(args, dest))
     if bench is not None and bench.verifier == "sql" and "sql" in cfg.tools and cfg.name == "tools":
         cfg.tool_options = {"sql": dict(bench.verifier_config)}
+    for tool, key, value in map(_tool_option, args.tool_option):
+        cfg.tool_options.setdefault(tool, {})[key] = value
     try:
         cfg.check()
     except ValueError as exc:
@@ -164,6 +180,20 @@ def env_config(args: argparse.Namespace, bench=None):
             message = message.replace(f"env.{field}", flag)
         raise UserError(message) from None
     return cfg
+
+
+def _tool_option(text: str) -> tuple[str, str, object]:
+    """``TOOL.KEY=VALUE`` as (tool, key, value), the value read as YAML (``k=3`` is a number)."""
+    import yaml
+
+    name, sep, value = text.partition("=")
+    tool, dot, key = name.strip().partition(".")
+    if not (sep and dot and tool and key):
+        raise UserError(f"--tool-option takes TOOL.KEY=VALUE, got {text!r}")
+    try:
+        return tool, key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        return tool, key.strip(), value
 
 
 def build_environment(cfg):
