@@ -298,23 +298,17 @@ def format_passages(passages: Sequence[Passage], max_words: int) -> str:
     return "\n".join(lines)
 
 
-class SearchTool(Tool):
-    """Top-``k`` passages of a local corpus for a query (see the module docstring).
+class CorpusTool(Tool):
+    """A tool over a local corpus's retriever, one per process and index (:func:`open_retriever`).
 
     Args:
         corpus: The corpus (its index found or built beside it, or under ``cache_dir``).
         index: An index folder instead (``rewardkit index build``); missing or corrupt: an error at start.
-        k: Passages per query.
+        cache_dir: Where ``corpus``'s index lives, if not beside it.
         max_words: Most words of passage text per observation, all passages together.
-        max_query_chars: Longest query run; a longer one is answered ``too_large`` without being read.
-        max_query_terms: Most index terms in a query (stop words do not count); more: ``too_large``.
         retriever: A registered retriever (:data:`RETRIEVERS`).
-        name: What the model calls it.
+        name: What the model calls it (default: the tool's own name).
     """
-
-    name = "search"
-    primary = "query"
-    description = "Searches the knowledge base; returns the best passages for a query."
 
     def __init__(
         self,
@@ -322,18 +316,37 @@ class SearchTool(Tool):
         corpus: str | None = None,
         index: str | None = None,
         cache_dir: str | None = None,
-        k: int = 3,
         max_words: int = 300,
-        max_query_chars: int = 1000,
-        max_query_terms: int = 32,
         retriever: str = "bm25",
-        name: str = "search",
+        name: str | None = None,
     ) -> None:
-        if k < 1 or max_words < 1 or max_query_chars < 1 or max_query_terms < 1:
-            raise ValueError("search: k, max_words, max_query_chars and max_query_terms must be at least 1")
+        if max_words < 1:
+            raise ValueError(f"{self.name}: max_words must be at least 1")
         self.retriever = open_retriever(corpus, index, retriever=retriever, cache_dir=cache_dir)
-        self.k, self.max_words, self.name = k, max_words, name
-        self.max_query_chars, self.max_query_terms = max_query_chars, max_query_terms
+        self.max_words, self.name = max_words, name or self.name
+
+
+class SearchTool(CorpusTool):
+    """Top-``k`` passages of a local corpus for a query (see the module docstring); options as
+    :class:`CorpusTool`'s, and:
+
+    Args:
+        k: Passages per query.
+        max_query_chars: Longest query run; a longer one is answered ``too_large`` without being read.
+        max_query_terms: Most index terms in a query (stop words do not count); more: ``too_large``.
+    """
+
+    name = "search"
+    primary = "query"
+    description = "Searches the knowledge base; returns the best passages for a query."
+
+    def __init__(
+        self, *, k: int = 3, max_query_chars: int = 1000, max_query_terms: int = 32, **options: Any
+    ) -> None:
+        super().__init__(**options)
+        if k < 1 or max_query_chars < 1 or max_query_terms < 1:
+            raise ValueError("search: k, max_query_chars and max_query_terms must be at least 1")
+        self.k, self.max_query_chars, self.max_query_terms = k, max_query_chars, max_query_terms
 
     def run(self, calls: Sequence[Call], timeout: float) -> list[ToolResult]:
         out: list[ToolResult | None] = [None] * len(calls)
@@ -369,27 +382,14 @@ class SearchTool(Tool):
         return terms
 
 
-class OpenTool(Tool):
+class OpenTool(CorpusTool):
     """A whole document of the corpus by its id (the ids ``search`` results do not show: a corpus whose
-    passages cite ids, or a model told them). Options as :class:`SearchTool`'s ``corpus``, ``index``,
-    ``cache_dir``, ``retriever``; ``max_words`` cuts the document."""
+    passages cite ids, or a model told them); options as :class:`CorpusTool`'s, ``max_words`` cutting the
+    document."""
 
     name = "open"
     primary = "id"
     description = "Returns a document of the knowledge base by its id."
-
-    def __init__(
-        self,
-        *,
-        corpus: str | None = None,
-        index: str | None = None,
-        cache_dir: str | None = None,
-        max_words: int = 300,
-        retriever: str = "bm25",
-        name: str = "open",
-    ) -> None:
-        self.retriever = open_retriever(corpus, index, retriever=retriever, cache_dir=cache_dir)
-        self.max_words, self.name = max_words, name
 
     def run(self, calls: Sequence[Call], timeout: float) -> list[ToolResult]:
         out = []
@@ -414,6 +414,7 @@ __all__ = [
     "RETRIEVERS",
     "BM25Params",
     "BM25Retriever",
+    "CorpusTool",
     "OpenTool",
     "Passage",
     "Retriever",

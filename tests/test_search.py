@@ -332,3 +332,43 @@ def test_eval_refuses_a_missing_index_before_loading_the_model(tmp_path, capsys)
     )
     err = capsys.readouterr().err
     assert code == 2 and "no search index at" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_retrieved_passages_carry_loss_mask_zero(corpus, tiny_tokenizer):
+    """An episode's retrieved passages are observation tokens: loss mask 0 on exactly them, 1 on the model's
+    search call and answer."""
+    from rewardkit.envs import EnvConfig, run_episodes
+    from rewardkit.generation import SamplingParams
+
+    question = kb.generate(40, seed=1).questions[0]
+    cfg = EnvConfig(
+        name="tools",
+        tools=["search"],
+        formats=["tag"],
+        max_turns=2,
+        max_tokens=400,
+        observation_format="text",
+        observation_template="<information>{output}</information>",
+    )
+    record = Record(id="q", prompt=question["prompt"], reference=question["reference"])
+    with ToolEnv(
+        cfg.tools, formats=cfg.formats, tool_options={"search": {"corpus": str(corpus), "k": 1}}
+    ) as env:
+        (episode,) = run_episodes(
+            ScriptedSearcher(tiny_tokenizer),
+            env,
+            [record],
+            [record.prompt],
+            SamplingParams(n=1),
+            tiny_tokenizer,
+            cfg,
+        )[0]
+    own = tiny_tokenizer.decode([t for t, m in zip(episode.token_ids, episode.loss_mask, strict=True) if m])
+    seen = tiny_tokenizer.decode(
+        [t for t, m in zip(episode.token_ids, episode.loss_mask, strict=True) if not m]
+    )
+    assert (
+        own == f"<search>{question['prompt']}</search><answer>{question['reference']['target'][0]}</answer>"
+    )
+    assert seen.startswith("<information>Doc 1(Title: ") and seen.endswith("</information>")
+    assert episode.summary()["answer_in_observations"] is True
