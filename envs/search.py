@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardkit.data.loaders import read_rows
 from rewardkit.envs.tools import Call, Tool, ToolResult
 from rewardkit.errors import UserError
 from rewardkit.registry import Registry
@@ -111,8 +112,6 @@ def _document_text(row: dict[str, Any]) -> str:
 def read_corpus(corpus: str | os.PathLike) -> list[dict[str, str]]:
     """The corpus's rows as ``{"id", "title", "text"}`` strings (``title`` may be missing: empty); an id
     missing or repeated, or a row without text, is a :class:`UserError` naming the row."""
-    from rewardkit.data.loaders import read_rows
-
     try:
         rows = read_rows(str(corpus))
     except (ValueError, OSError) as exc:

@@ -39,6 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    # lazy: start-up: `rewardkit --help` builds every parser, and this command alone needs it
     from rewardkit.envs.search import BM25Params, build_index, read_manifest
 
     params = BM25Params(method=args.method, k1=args.k1, b=args.b, stemmer=None if args.no_stem else "english")
