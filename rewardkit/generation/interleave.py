@@ -289,7 +289,7 @@ class TurnLoop:
     def _next_turn(self, row: _Row, gen: Generation, reply: NextTurn) -> None:
         row.context = row.context + list(gen.token_ids) + list(reply.ids)
         row.pending = (list(gen.token_ids[-1:]) if gen.token_ids else []) + list(reply.ids)
-        if not row.pending:  # nothing new to feed: run the context's last token again
+        if not row.pending:  # no kept token and no reply: nothing to feed, so no next sample
             raise ValueError("a turn that kept no token continues with no reply tokens")
         row.tokens, row.logprobs, row.cols, row.limit = [], [], [], reply.max_new_tokens
 
