@@ -33,6 +33,7 @@ from rewardkit.eval import metrics as M
 from rewardkit.eval.benchmarks import Benchmark, Problem, render_prompt
 from rewardkit.eval.report import plot_pass_at_k, render_markdown
 from rewardkit.generation import SamplingParams, get_backend
+from rewardkit.hub import load_tokenizer
 from rewardkit.progress import progress_bar
 from rewardkit.scoring import score_records
 from rewardkit.types import Record, Result, as_reward, details_answer, error_kind, jsonable
@@ -870,9 +871,7 @@ def evaluate_backend(
 
 
 def _load_model(model: str, backend: str):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer = load_tokenizer(model)
     if backend == "vllm":
         return model, tokenizer  # vLLM loads the weights itself
     from transformers import AutoModelForCausalLM

@@ -7,8 +7,10 @@ not a local folder, and either the hub cannot be asked (offline mode, unreachabl
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
+from typing import Any
 
 MODEL_FILES = ("config.json", "adapter_config.json", "rewardkit_prm.json")
 """Files a local model folder holds at least one of (transformers, a PEFT adapter, a rewardkit PRM)."""
@@ -105,3 +107,22 @@ def check_model(name: str, *, what: str = "model") -> None:
 
 
 __all__ = ["MODEL_FILES", "ModelNotFoundError", "check_model", "hub_problem", "looks_local"]
+
+
+def load_tokenizer(path: str) -> Any:
+    """``AutoTokenizer.from_pretrained(path)``, except for a tokenizer saved as a plain ``tokenizers``
+    backend (``tokenizer_class`` ``TokenizersBackend`` or ``PreTrainedTokenizerFast``, as the shipped tiny
+    one is): that loads as itself. Beside a model's ``config.json``, transformers 5 would build the model
+    type's class instead (``Qwen2Tokenizer``), whose own pre-tokenizer drops the character-level
+    vocabulary's spaces, so a saved checkpoint would read "a b" as "ab"."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    config = Path(path) / "tokenizer_config.json"
+    if config.is_file():
+        try:
+            saved_class = json.loads(config.read_text(encoding="utf-8")).get("tokenizer_class")
+        except ValueError:
+            saved_class = None
+        if saved_class in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+            return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)

@@ -16,7 +16,7 @@ from torch import nn
 from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer, save_tiny_model
 from rewardkit.estimators import estimator_traits
 from rewardkit.generation import get_backend
-from rewardkit.hub import check_model
+from rewardkit.hub import check_model, load_tokenizer
 from rewardkit.rl.config import RLConfig
 from rewardkit.training import device as dev
 from rewardkit.training import lora, parallel
@@ -43,17 +43,17 @@ def load_policy(
 ):
     """``(model, tokenizer)`` for a hub name / local folder, or ``tiny:NAME`` (a shipped tiny config);
     ``load_in_4bit``: QLoRA's 4-bit NF4 base on this process's CUDA device."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     if load_in_4bit:
         model, tokenizer = _load_4bit(path, tokenizer_path, dtype, seed)
     elif path.startswith("tiny:"):
         model = build_tiny_model(_tiny_name(path), seed=seed)
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else load_tiny_tokenizer()
+        tokenizer = load_tokenizer(tokenizer_path) if tokenizer_path else load_tiny_tokenizer()
     else:
         check_model(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(dtype))
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or path)
+        tokenizer = load_tokenizer(tokenizer_path or path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
@@ -69,7 +69,7 @@ def _tiny_name(path: str) -> str:
 
 def _load_4bit(path: str, tokenizer_path: str | None, dtype: str, seed: int) -> tuple[Any, Any]:
     """QLoRA's frozen base: bitsandbytes quantises while loading, so a ``tiny:`` model is saved first."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     if path.startswith("tiny:"):
         path = save_tiny_model(tempfile.mkdtemp(prefix="rewardkit-tiny-"), _tiny_name(path), seed=seed)
@@ -79,7 +79,7 @@ def _load_4bit(path: str, tokenizer_path: str | None, dtype: str, seed: int) -> 
         quantization_config=lora.qlora_quantization_config(),
         device_map={"": torch.cuda.current_device()},
     )
-    return model, AutoTokenizer.from_pretrained(tokenizer_path or path)
+    return model, load_tokenizer(tokenizer_path or path)
 
 
 class ValueModel(nn.Module):

@@ -122,3 +122,20 @@ def test_online_hub_without_such_model(tmp_path):
     assert last.endswith(
         "ModelNotFoundError: reward model not found: org/missing is neither a local folder nor a model on the hub"
     ), proc.stderr
+
+
+def test_a_saved_checkpoint_keeps_the_tiny_tokenizers_spaces(tmp_path):
+    """Beside a Qwen2 config, AutoTokenizer builds Qwen2Tokenizer from the saved files, whose pre-tokenizer
+    drops the character-level vocabulary's spaces; load_tokenizer (the policy and eval loaders') does not."""
+    from rewardkit.data.tiny import load_tiny_tokenizer, save_tiny_model
+    from rewardkit.eval.runner import _load_model
+    from rewardkit.hub import load_tokenizer
+    from rewardkit.rl.policy import load_policy
+
+    folder = save_tiny_model(tmp_path / "ckpt")
+    text = "Its capital is Quessa."
+    expected = load_tiny_tokenizer()(text)["input_ids"]
+    assert load_tokenizer(folder)(text)["input_ids"] == expected
+    assert load_tokenizer(folder).decode(expected) == text
+    assert _load_model(folder, "hf")[1](text)["input_ids"] == expected
+    assert load_policy(folder)[1](text)["input_ids"] == expected
