@@ -7,8 +7,10 @@ entity (``{"id", "title", "text"}``) states its own facts, and the capital's and
 not name the country, so a two-hop question ("On which river lies the capital of Vorland?") needs the
 country's passage to find the capital, then the capital's to find the river.
 
-Questions are records ``{"id", "prompt", "reference": {"target": [answer]}, "hops", "support"}`` (the
-``qa`` verifier reads ``target``; ``support``: the ids of the passages that hold the answer's chain).
+Questions are records ``{"id", "prompt", "reference": {"target": [answer]}, "hops", "support", "queries"}``
+(the ``qa`` verifier reads ``target``; ``support``: the ids of the passages that hold the answer's chain;
+``queries``: the entity to search at each hop, the name in the passage's title, which a demonstration
+searches).
 """
 
 from __future__ import annotations
@@ -141,12 +143,18 @@ def _passages(c: int, w: dict[str, str]) -> list[dict[str, str]]:
 
 
 def _questions(c: int, w: dict[str, str]) -> list[dict[str, Any]]:
+    country, capital, river, leader = w["country"], w["capital"], w["river"], w["leader"]
     asks = [
-        (f"What is the capital of {w['country']}?", w["capital"], ["country"]),
-        (f"Into which sea does the river {w['river']} flow?", w["sea"], ["river"]),
-        (f"In which city was {w['leader']} born?", w["born"], ["person"]),
-        (f"On which river lies the capital of {w['country']}?", w["river"], ["country", "capital"]),
-        (f"In which city was the leader of {w['country']} born?", w["born"], ["country", "person"]),
+        (f"What is the capital of {country}?", capital, ["country"], [country]),
+        (f"Into which sea does the river {river} flow?", w["sea"], ["river"], [river]),
+        (f"In which city was {leader} born?", w["born"], ["person"], [leader]),
+        (f"On which river lies the capital of {country}?", river, ["country", "capital"], [country, capital]),
+        (
+            f"In which city was the leader of {country} born?",
+            w["born"],
+            ["country", "person"],
+            [country, leader],
+        ),
     ]
     return [
         {
@@ -155,10 +163,30 @@ def _questions(c: int, w: dict[str, str]) -> list[dict[str, Any]]:
             "reference": {"target": [answer]},
             "hops": len(support),
             "support": [f"c{c}-{s}" for s in support],
+            "queries": queries,
         }
-        for q, (prompt, answer, support) in enumerate(asks)
+        for q, (prompt, answer, support, queries) in enumerate(asks)
     ]
 
 
 def _passage(doc_id: str, title: str, text: str) -> dict[str, str]:
     return {"id": doc_id, "title": title, "text": text}
+
+
+def reading_examples(count: int, seed: int, distractors: tuple[int, int] = (0, 1)) -> list[dict[str, Any]]:
+    """``count`` reading-comprehension examples ``{"question", "passages", "answer"}``: a question of a
+    fresh knowledge base with the passages that answer it and a few others of the same base (between
+    ``distractors[0]`` and ``distractors[1]``), in random order. What a base model pretrains on to read, not
+    to search: the passages are given."""
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    while len(out) < count:
+        base = generate(20, seed=rng.randrange(2**31))
+        by_id = {p["id"]: p for p in base.passages}
+        for q in rng.sample(base.questions, min(len(base.questions), count - len(out))):
+            chosen = [by_id[s] for s in q["support"]]
+            others = [p for p in base.passages if p["id"] not in q["support"]]
+            chosen += rng.sample(others, rng.randint(*distractors))
+            rng.shuffle(chosen)
+            out.append({"question": q["prompt"], "passages": chosen, "answer": q["reference"]["target"][0]})
+    return out

@@ -4,6 +4,9 @@
   special tokens); it is a real ``PreTrainedTokenizerFast`` saved under ``data/tiny/tokenizer``.
 * Model configs are real transformers architectures (Qwen2 by default) built from config with random
   weights. ``head_dim`` is 64 because vLLM's CPU attention kernels refuse smaller heads.
+* One trained model ships: ``models/qwen2-tiny-reader/`` (weights and tokenizer, loadable with
+  ``from_pretrained``), a ``qwen2-tiny`` pretrained to read answers out of given passages, the search
+  demo's base (``rewardkit.demos.reader`` rebuilds it; ``pretraining.json`` there says how).
 
 Everything that takes a model also takes any hub name or local path; these are only the offline defaults.
 """
