@@ -196,6 +196,48 @@ def grpo_overrides(args: argparse.Namespace, seed: int, out: Path, extra: Sequen
     ]
 
 
+def tool_demo_grpo(
+    args: argparse.Namespace,
+    seed: int,
+    out: Path,
+    trainer_inputs: tuple[Any, Any, Any, list[Record]],
+    evaluate: Callable[[], dict[str, float]],
+    before: dict[str, float],
+    accuracy: str,
+    timing: dict[str, float],
+) -> dict[str, Any]:
+    """The tool demos' RL stage (``rewardkit.demos.tools``' and ``rewardkit.demos.search``'): GRPO with
+    ``trainer_inputs`` ``(cfg, model, tokenizer, records)``, ``evaluate()`` again, and the seed's summary,
+    written to ``out/summary.json``: ``before`` and after, the gain in points of ``accuracy``, the timings
+    (``timing``: ``started``, the seed's ``perf_counter`` start, and ``sft_seconds``) and the checkpoint."""
+    # lazy: torch and transformers (rewardkit.rl), loaded in the seed's own process only
+    from rewardkit.rl.plot import plot_run
+    from rewardkit.rl.trainer import RLTrainer
+
+    cfg, model, tokenizer, records = trainer_inputs
+    t0 = time.perf_counter()
+    with RLTrainer(cfg, model=model, tokenizer=tokenizer, train_records=records, eval_records=[]) as trainer:
+        trainer.train()
+        episodes = trainer.step * args.prompts_per_step * args.group_size
+        checkpoint = trainer.checkpoints().resolve(True) / "policy"
+    rl_seconds = time.perf_counter() - t0
+    after = evaluate()
+    summary = {
+        "seed": seed,
+        "before": before,
+        "after": after,
+        "gain_points": 100 * (after[accuracy] - before[accuracy]),
+        "sft_seconds": timing["sft_seconds"],
+        "rl_seconds": rl_seconds,
+        "rl_episodes_per_s": episodes / rl_seconds,
+        "total_seconds": time.perf_counter() - timing["started"],
+        "checkpoint": str(checkpoint),
+        "curves": str(plot_run(out / "grpo", out / "curves.png")),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
 def as_records(rows: Sequence[dict[str, Any]]) -> list[Record]:
     """Generated problems as the records RL trains and evaluates on."""
     return [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in rows]

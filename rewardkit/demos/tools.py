@@ -152,8 +152,6 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     # lazy: torch and transformers (rewardkit.rl), loaded in the seed's own process only
     from rewardkit.data import arithmetic
     from rewardkit.rl.config import load_config
-    from rewardkit.rl.plot import plot_run
-    from rewardkit.rl.trainer import RLTrainer
 
     held = as_records(arithmetic.heldout(**DIST)[: args.heldout])
     t0 = time.perf_counter()
@@ -164,27 +162,16 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
 
     cfg = load_config(preset="grpo", overrides=grpo_overrides(args, seed, out))
     cfg.env = env_config()
-    records = as_records(train_rows)
-    t0 = time.perf_counter()
-    with RLTrainer(cfg, model=model, tokenizer=tokenizer, train_records=records, eval_records=[]) as trainer:
-        trainer.train()
-        episodes = trainer.step * args.prompts_per_step * args.group_size
-        checkpoint = trainer.checkpoints().resolve(True) / "policy"
-    rl_seconds = time.perf_counter() - t0
-    after = evaluate(model, tokenizer, held, args.eval_samples, seed)
-    summary = {
-        "seed": seed,
-        "before": before,
-        "after": after,
-        "gain_points": 100 * (after["accuracy_with_tools"] - before["accuracy_with_tools"]),
-        "sft_seconds": sft_seconds,
-        "rl_seconds": rl_seconds,
-        "rl_episodes_per_s": episodes / rl_seconds,
-        "total_seconds": time.perf_counter() - t_start,
-        "checkpoint": str(checkpoint),
-        "curves": str(plot_run(out / "grpo", out / "curves.png")),
-    }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    summary = rl_demo.tool_demo_grpo(
+        args,
+        seed,
+        out,
+        (cfg, model, tokenizer, as_records(train_rows)),
+        lambda: evaluate(model, tokenizer, held, args.eval_samples, seed),
+        before,
+        "accuracy_with_tools",
+        {"started": t_start, "sft_seconds": sft_seconds},
+    )
     print(f"[demo-tools] {seed_line(summary)}")
     return summary
 
