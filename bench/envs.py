@@ -15,6 +15,13 @@ sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the ``--backen
 * ``python``: the same episodes with each call run by the ``python`` tool in the code sandbox (the tool
   named ``calc``: ``123*456`` is a Python expression whose value the tool prints).
 
+``--task search`` measures the search-agent demo (``rewardkit/demos/search.py``) instead: its policy
+(``--model``, or a fresh warm start of the demo from the tiny reader base), its held-out questions and seed
+0's knowledge base (BM25 over 1,500 passages, top 1 cut to 16 words), with 32 tokens per turn and up to 3
+turns; the rows are ``single-turn``, ``search`` (the decoding loop) and ``search-turns`` (hf: one
+``generate`` per turn); then the time to build a BM25 index of 100,000 passages (a 20,000-country
+knowledge base).
+
 Each row: the median wall time of ``--repeats`` runs, samples (episodes) per second, the ratio to
 single-turn, tokens per sample (the model's and the tool's), turns, the tool-call rate, and the share of the
 time spent in tools. ``python bench/envs.py [--model PATH] [--backend hf|vllm] [--prompts 64 --n 8
@@ -28,7 +35,7 @@ import contextlib
 import statistics
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -36,6 +43,7 @@ def parse_args() -> argparse.Namespace:
     from rewardkit.demos import tools as demo
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--task", default="calculator", choices=["calculator", "search"])
     p.add_argument("--model", help="A trained demo policy (default: a fresh warm start of the demo).")
     p.add_argument("--prompts", type=int, default=64)
     p.add_argument("--n", type=int, default=8)
@@ -47,23 +55,111 @@ def parse_args() -> argparse.Namespace:
         choices=["hf", "vllm"],
         help="Rollout backend (vllm: a colocated engine; on CPU in .venv-vllm, scripts/test-vllm).",
     )
-    p.add_argument("--sft-steps", type=int, default=demo.build_parser().parse_args([]).sft_steps)
+    p.add_argument(
+        "--sft-steps",
+        type=int,
+        help=f"Warm-start steps (default: the demo's; {demo.build_parser().parse_args([]).sft_steps} for the calculator).",
+    )
     return p.parse_args()
 
 
-def policy(args: argparse.Namespace) -> tuple[Any, Any]:
+@dataclass
+class Task:
+    """What a run measures: the policy, the held-out records, the environments to time (label, config,
+    scheduling) and the tokens per turn."""
+
+    model: Any
+    tokenizer: Any
+    records: list[Any]
+    variants: list[tuple[str, Any, str]]
+    turn_tokens: int
+    policy: str
+
+
+def calculator_task(args: argparse.Namespace) -> Task:
     from rewardkit.data import arithmetic
     from rewardkit.data.tiny import load_tiny_tokenizer
     from rewardkit.demos import tools as demo
+    from rewardkit.demos.rl import as_records
 
     tokenizer = load_tiny_tokenizer()
+    defaults = demo.build_parser().parse_args([])
+    steps = args.sft_steps or defaults.sft_steps
     if args.model:
-        from transformers import AutoModelForCausalLM
+        model = load_model(args.model)
+    else:
+        rows = arithmetic.generate(20000, seed=0, **demo.DIST)
+        model = demo.warm_start(
+            argparse.Namespace(**{**vars(defaults), "sft_steps": steps}), 0, tokenizer, rows
+        )
+    calc, python = demo.env_config(), demo.env_config()
+    python.tools = ["python"]
+    python.tool_options = {"python": {"name": demo.TOOL, "parallelism": args.threads}}
+    variants = [("calculator", calc, "interleave"), ("python", python, "interleave")]
+    if args.backend == "hf":  # the decoding loop against one generate per turn, with and without the cache
+        variants[1:1] = [("calc-turns", calc, "turns"), ("calc-refill", calc, "refill")]
+    records = as_records(arithmetic.heldout(**demo.DIST)[: args.prompts])
+    policy = args.model or f"demo warm start ({steps} steps, seed 0)"
+    return Task(model, tokenizer, records, variants, 24, policy)
 
-        return AutoModelForCausalLM.from_pretrained(args.model), tokenizer
-    rows = arithmetic.generate(20000, seed=0, **demo.DIST)
-    sft_args = argparse.Namespace(**{**vars(demo.build_parser().parse_args([])), "sft_steps": args.sft_steps})
-    return demo.warm_start(sft_args, 0, tokenizer, rows), tokenizer
+
+def search_task(args: argparse.Namespace) -> Task:
+    import tempfile
+    from pathlib import Path
+
+    from rewardkit.demos import search as demo
+
+    defaults = demo.build_parser().parse_args([])
+    steps = args.sft_steps or defaults.sft_steps
+    corpus, questions = demo.knowledge_base(defaults, 0, Path(tempfile.mkdtemp(prefix="bench-search-")))
+    tokenizer = demo.tokenizer_for(defaults)
+    if args.model:
+        model = load_model(args.model)
+    else:
+        model = demo.warm_start(
+            argparse.Namespace(**{**vars(defaults), "sft_steps": steps}),
+            0,
+            tokenizer,
+            corpus,
+            questions["sft"],
+        )
+    cfg = demo.env_config(corpus)
+    variants = [("search", cfg, "interleave")]
+    if args.backend == "hf":
+        variants.append(("search-turns", cfg, "turns"))
+    policy = args.model or f"demo warm start ({steps} steps, seed 0)"
+    return Task(
+        model,
+        tokenizer,
+        demo.as_records(questions["heldout"])[: args.prompts],
+        variants,
+        demo.TURN_TOKENS,
+        policy,
+    )
+
+
+def load_model(path: str) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path)
+
+
+def index_build_seconds() -> tuple[int, float]:
+    """Passages and seconds of one BM25 index build over a 20,000-country knowledge base."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from rewardkit.data import kb
+    from rewardkit.envs.search import build_index
+
+    passages = kb.generate(20_000, seed=0).passages
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "kb.jsonl"
+        corpus.write_text("".join(json.dumps(p) + "\n" for p in passages))
+        t0 = time.perf_counter()
+        build_index(corpus)
+        return len(passages), time.perf_counter() - t0
 
 
 def rollout_backend(args: argparse.Namespace, model: Any, tokenizer: Any) -> Any:
@@ -117,37 +213,22 @@ def main() -> None:
 
     args = parse_args()
     torch.set_num_threads(args.threads)
-    from rewardkit.data import arithmetic
-    from rewardkit.demos import tools as demo
     from rewardkit.envs import build_env, run_episodes
     from rewardkit.generation import SamplingParams
-    from rewardkit.types import Record
 
-    model, tokenizer = policy(args)
-    records = [
-        Record(id=r["id"], prompt=r["prompt"], reference=r["reference"])
-        for r in arithmetic.heldout(**demo.DIST)[: args.prompts]
-    ]
+    task = search_task(args) if args.task == "search" else calculator_task(args)
+    model, tokenizer, records = task.model, task.tokenizer, task.records
     prompts = [r.prompt for r in records]
     backend = rollout_backend(args, model, tokenizer)
-    params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=24, seed=0)
-    calc = demo.env_config()
-    python = demo.env_config()
-    python.tools, python.tool_options = (
-        ["python"],
-        {"python": {"name": demo.TOOL, "parallelism": args.threads}},
-    )
+    params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=task.turn_tokens, seed=0)
 
     rows = []
-    with build_env(calc) as env:
+    with build_env(task.variants[0][1]) as env:
         stops = list(env.stop)
     seconds, groups = timed(lambda: backend.generate(prompts, replace(params, stop=stops)), args.repeats)
     flat = [g for group in groups for g in group]
     rows.append(("single-turn", seconds, flat))
-    variants = [("calculator", calc, "interleave"), ("python", python, "interleave")]
-    if args.backend == "hf":  # the decoding loop against one generate per turn, with and without the cache
-        variants[1:1] = [("calc-turns", calc, "turns"), ("calc-refill", calc, "refill")]
-    for label, cfg, mode in variants:
+    for label, cfg, mode in task.variants:
         with build_env(cfg) as env, scheduling(backend, mode):
 
             def episodes(env: Any = env, cfg: Any = cfg, n: int = len(records)) -> Any:
@@ -157,12 +238,22 @@ def main() -> None:
             seconds, groups = timed(episodes, args.repeats)
         rows.append((label, seconds, [e for group in groups for e in group]))
 
-    samples = args.prompts * args.n
+    samples = len(records) * args.n
+    cfg = task.variants[0][1]
     print(
-        f"operating point: {args.prompts} prompts x {args.n} samples = {samples} per run, temperature 1, "
-        f"24 tokens per turn, up to 3 turns and 64 tokens per episode, {args.backend} backend, {args.threads} threads, "
-        f"median of {args.repeats}; policy: {args.model or f'demo warm start ({args.sft_steps} steps, seed 0)'}"
+        f"operating point: {len(records)} prompts x {args.n} samples = {samples} per run, temperature 1, "
+        f"{task.turn_tokens} tokens per turn, up to {cfg.max_turns} turns and {cfg.max_tokens} tokens per "
+        f"episode, {args.backend} backend, {args.threads} threads, median of {args.repeats}; policy: {task.policy}"
     )
+    print_rows(rows, samples)
+    if args.task == "search":
+        passages, seconds = index_build_seconds()
+        print(
+            f"BM25 index build: {passages} passages in {seconds:.2f}s ({seconds * 100_000 / passages:.2f}s per 100k)"
+        )
+
+
+def print_rows(rows: list[tuple[str, float, list[Any]]], samples: int) -> None:
     print(
         f"{'rollout':<12} {'s/run':>7} {'samples/s':>10} {'ratio':>6} {'own tok':>8} {'tool tok':>9} {'turns':>6} "
         f"{'calls':>6} {'tool time':>9}"
