@@ -83,6 +83,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
         f"{_sample_line(summary)}, verifier: `{summary.get('verifier')}`",
         f"- mean reward: {_cell(metrics.get('mean_reward'))}",
     ]
+    if "mean_f1" in metrics:
+        lines.append(f"- mean token F1: {_cell(metrics['mean_f1'])}")
     if summary.get("model"):
         lines.append(f"- model: `{summary['model']}` (backend {summary.get('backend')})")
     if summary.get("truncated_fraction") is not None:

@@ -352,6 +352,10 @@ def compute_metrics(
     mean_reward = np.array([np.mean([s.reward for s in samples_by_problem[p]]) for p in pids])[:, None]
     blocks.append(mean_reward)
     columns.append("mean_reward")
+    f1 = _detail_means(samples_by_problem, pids, "f1")
+    if f1 is not None:
+        blocks.append(f1)
+        columns.append("mean_f1")
     matrix = np.concatenate(blocks, axis=1)
     covered = (~np.isnan(matrix)).sum(axis=0)
     if config.bootstrap > 0:
@@ -366,6 +370,20 @@ def compute_metrics(
         name: {**m, "problems": int(covered[j])}
         for j, (name, m) in enumerate(zip(columns, means, strict=True))
     }
+
+
+def _detail_means(
+    samples_by_problem: dict[str, list[Sample]], pids: list[str], key: str
+) -> np.ndarray | None:
+    """Per-problem means of a numeric ``details[key]`` (the ``qa`` verifier's token F1, SQuAD's second
+    metric beside exact match), as a column; a sample without it (an error) counts 0. ``None`` when no
+    sample has it."""
+    values = [[(s.details or {}).get(key) for s in samples_by_problem[p]] for p in pids]
+    if not any(isinstance(v, (int, float)) and not isinstance(v, bool) for row in values for v in row):
+        return None
+    return np.array(
+        [np.mean([float(v) if isinstance(v, (int, float)) else 0.0 for v in row]) for row in values]
+    )[:, None]
 
 
 def _nan(value: float | None) -> float:

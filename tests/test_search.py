@@ -340,6 +340,9 @@ def test_eval_reports_exact_match_and_retrieval_recall(corpus, tmp_path, tiny_to
     assert metrics["answer_in_observations"] == 1.0  # every answer was retrieved; only capitals were read
     assert metrics["tool_calls"] == 1.0 and metrics["answered"] == 1.0
     assert "| answer_in_observations | 100.0% |" in (tmp_path / "run" / "report.md").read_text()
+    # SQuAD's token F1 beside exact match: the capitals are right (1), the other answers share no token (0)
+    assert report.summary["metrics"]["mean_f1"]["mean"] == pytest.approx(capitals / len(questions))
+    assert "- mean token F1: " in (tmp_path / "run" / "report.md").read_text()
 
 
 def test_eval_refuses_a_missing_index_before_loading_the_model(tmp_path, capsys):
