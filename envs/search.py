@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -136,9 +137,12 @@ def build_index(
     params: BM25Params | None = None,
     *,
     cache_dir: str | os.PathLike | None = None,
+    replace: bool = True,
 ) -> Path:
     """Indexes ``corpus`` into ``out`` (default: :func:`default_index_dir`) and returns the folder. The
-    folder is written beside and then renamed into place, so a reader never sees half an index."""
+    folder is written beside and then renamed into place, so a reader never sees half an index. With
+    ``replace=False`` an index another process put there meanwhile is kept (and this one dropped): workers
+    that all find no index build at once, but none deletes one another may be reading."""
     import bm25s
 
     params = params or BM25Params()
@@ -166,11 +170,14 @@ def build_index(
         "seconds": round(time.perf_counter() - started, 3),
     }
     (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    if target.exists():
-        import shutil
-
+    if replace and target.exists():
         shutil.rmtree(target)
-    partial.rename(target)
+    try:
+        partial.rename(target)  # onto a folder that holds files: OSError
+    except OSError:
+        if replace or not target.is_dir():
+            raise
+        shutil.rmtree(partial)  # another process's index got there first: it is kept
     return target
 
 
@@ -275,7 +282,7 @@ def open_retriever(
             if index is None and not path.exists():
                 if not Path(corpus).exists():  # type: ignore[arg-type]
                     raise UserError(f"corpus not found: {corpus}")
-                build_index(corpus, path)  # type: ignore[arg-type]
+                build_index(corpus, path, replace=False)  # type: ignore[arg-type]
             _OPEN[key] = RETRIEVERS.get(retriever)(path)
         return _OPEN[key]
 

@@ -392,3 +392,15 @@ def test_retrieved_passages_carry_loss_mask_zero(corpus, tiny_tokenizer):
     )
     assert seen.startswith("<information>Doc 1(Title: ") and seen.endswith("</information>")
     assert episode.summary()["answer_in_observations"] is True
+
+
+def test_workers_that_build_at_once_keep_the_first_index(corpus, tmp_path):
+    """open_retriever builds with replace=False: an index that appears while another is built is kept (a
+    reader of it is never pulled from under), the later one dropped; the explicit build replaces."""
+    index = build_index(corpus, tmp_path / "kb.bm25")
+    (index / "first").write_text("")
+    assert build_index(corpus, index, replace=False) == index
+    assert (index / "first").exists()
+    assert not list(tmp_path.glob(".*.partial"))
+    build_index(corpus, index)
+    assert not (index / "first").exists()
