@@ -14,6 +14,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -128,8 +129,21 @@ def wandb_records(path: Path) -> list:
     return records
 
 
-def read_wandb(run_dir: Path) -> tuple[dict[tuple[int, str], float], dict, list[str]]:
-    """Metrics, config and run ids of every offline run file under ``RUN_DIR/wandb``."""
+def read_wandb(
+    run_dir: Path, until: dict[tuple[int, str], float] | None = None
+) -> tuple[dict[tuple[int, str], float], dict, list[str]]:
+    """Metrics, config and run ids of every offline run file under ``RUN_DIR/wandb``. With ``until``, read
+    again for up to 10 s until the metrics equal it: wandb's service process writes the file, and once in
+    CI (2 loaded cores) a read right after ``finish()`` found none of the history records yet."""
+    deadline = time.monotonic() + 10
+    found = _read_wandb_files(run_dir)
+    while until is not None and found[0] != until and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found = _read_wandb_files(run_dir)
+    return found
+
+
+def _read_wandb_files(run_dir: Path) -> tuple[dict[tuple[int, str], float], dict, list[str]]:
     metrics, config, ids = {}, {}, []
     paths = sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"), key=lambda p: p.stat().st_mtime_ns)
     for path in paths:  # a resumed run's file last
@@ -278,7 +292,7 @@ def test_wandb_offline_run_holds_the_jsonl_metrics_and_the_config(offline):
     pytest.importorskip("wandb")
     run = offline / "run"
     _log_steps(run, ["wandb"])
-    metrics, config, ids = read_wandb(run)
+    metrics, config, ids = read_wandb(run, until=_expected(run))
     assert metrics == _expected(run)
     assert config == config_dict(CONFIG)
     assert ids == [_state(run)["wandb"]["id"]] and _state(run)["wandb"]["project"] == "rewardkit"
@@ -328,7 +342,7 @@ def test_several_trackers_at_once_and_resume_continues_their_runs(offline, track
     scalars, _ = read_tensorboard(run)  # the resumed writer purged the interrupted run's step 3
     assert set(scalars) == set(expected) and scalars[(3, "loss")] == 0.125
 
-    metrics, _, ids = read_wandb(run)  # an offline resume is a second file of the same run id
+    metrics, _, ids = read_wandb(run, until=expected)  # an offline resume: a second file of the same run id
     assert ids == [state["wandb"]["id"]] * 2
     assert metrics == expected  # the later file's step 3 read last
 
@@ -434,7 +448,7 @@ def test_rl_training_reports_to_tensorboard_and_wandb(offline, tiny_model, tiny_
     expected = _expected(out)
     assert {step for step, _ in expected} == {1, 2} and (1, "reward") in expected
     saved_config = yaml.safe_load((out / "config.yaml").read_text())
-    metrics, config, _ = read_wandb(out)
+    metrics, config, _ = read_wandb(out, until=expected)
     assert metrics == expected and config == saved_config
     scalars, tb_config = read_tensorboard(out)
     assert set(scalars) == set(expected) and tb_config == saved_config
