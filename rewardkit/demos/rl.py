@@ -238,6 +238,30 @@ def tool_demo_grpo(
     return summary
 
 
+def tool_demo_main(argv: list[str] | None, module: Any, tag: str) -> dict[str, Any]:
+    """The tool demos' command line (``rewardkit.demos.tools``' and ``rewardkit.demos.search``'), given the
+    demo ``module`` (its ``build_parser``, ``run_seed``, ``seed_line`` and ``report``): one seed runs in this
+    process; several run in their own processes, then the report, with the wall time in
+    ``OUT/summary.json``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = module.build_parser().parse_args(argv)
+    seeds = parse_seeds(args.seeds)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if len(seeds) == 1:
+        return module.run_seed(args, seeds[0], out)
+    t0 = time.perf_counter()
+    print(f"[{tag}] {len(seeds)} seeds ({args.seeds}), {args.jobs} at a time")
+    # __spec__.name: the module's import name, also when it runs as __main__ (python -m)
+    name = module.__spec__.name
+    summaries = run_seeds(argv, seeds, out, max(1, args.jobs), module=name, line=module.seed_line)
+    result = module.report(summaries, out)
+    result["seconds"] = time.perf_counter() - t0
+    (out / "summary.json").write_text(json.dumps(result, indent=2))
+    print(f"[{tag}] {len(seeds)} seeds in {result['seconds']:.0f}s")
+    return result
+
+
 def as_records(rows: Sequence[dict[str, Any]]) -> list[Record]:
     """Generated problems as the records RL trains and evaluates on."""
     return [Record(id=r["id"], prompt=r["prompt"], reference=r["reference"]) for r in rows]

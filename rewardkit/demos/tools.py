@@ -33,7 +33,7 @@ from typing import Any
 
 from rewardkit.data.tiny import build_tiny_model
 from rewardkit.demos import rl as rl_demo
-from rewardkit.demos.rl import as_records, parse_seeds, run_seeds, sft_config, start_seed
+from rewardkit.demos.rl import as_records, sft_config, start_seed
 from rewardkit.envs import EnvConfig, build_env, run_episodes
 from rewardkit.generation import SamplingParams, get_backend
 from rewardkit.types import Record
@@ -232,21 +232,7 @@ def report(summaries: list[dict[str, Any]], out: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    seeds = parse_seeds(args.seeds)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if len(seeds) == 1:
-        return run_seed(args, seeds[0], out)
-    t0 = time.perf_counter()
-    print(f"[demo-tools] {len(seeds)} seeds ({args.seeds}), {args.jobs} at a time")
-    summaries = run_seeds(argv, seeds, out, max(1, args.jobs), module="rewardkit.demos.tools", line=seed_line)
-    result = report(summaries, out)
-    result["seconds"] = time.perf_counter() - t0
-    (out / "summary.json").write_text(json.dumps(result, indent=2))
-    print(f"[demo-tools] {len(seeds)} seeds in {result['seconds']:.0f}s")
-    return result
+    return rl_demo.tool_demo_main(argv, sys.modules[__name__], "demo-tools")
 
 
 if __name__ == "__main__":
