@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rewardkit.generation import Generation
+from rewardkit.rl import core_algos as ca
 from rewardkit.rl.rewards import RewardBatch, ScoredBatch
 from rewardkit.types import Record
 
@@ -148,6 +149,8 @@ class UpdateStats:
     losses: Counter = field(default_factory=Counter)
     grad_norms: list[float] = field(default_factory=list)
     extrema: dict[str, float] = field(default_factory=dict)
+    entropies: list[torch.Tensor] = field(default_factory=list)
+    """The loss tokens' entropies of every micro-batch (1-D each), for :func:`core_algos.entropy_stats`."""
 
     def add(self, stats: dict[str, float], losses: dict[str, float], n: int) -> None:
         self.losses.update(losses)
@@ -166,4 +169,6 @@ class UpdateStats:
         out.update({key: total / optimizer_steps for key, total in self.losses.items()})
         out.update(self.extrema)
         out["grad_norm"] = sum(self.grad_norms) / len(self.grad_norms)
+        if self.entropies:
+            out.update(ca.entropy_stats(torch.cat(self.entropies)))
         return out

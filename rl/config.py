@@ -276,13 +276,31 @@ class AlgorithmConfig:
     ``none``."""
     policy_loss: str = "ppo"
     """Policy loss: ``ppo`` is the clipped surrogate with a token ratio, ``gspo`` uses the sequence ratio,
-    ``cispo`` clips the importance weight instead of the update."""
+    ``cispo`` clips the importance weight instead of the update; ``clip_cov`` and ``kl_cov`` (Cui et al.,
+    2025) hold back the few tokens whose log-probability and advantage covary most (entropy collapse)."""
     clip_ratio_low: float = 0.2
     """Lower clip epsilon of the ratio."""
     clip_ratio_high: float = 0.2
     """Upper clip epsilon (DAPO clip-higher: 0.28)."""
     clip_ratio_c: float | None = None
     """Dual-clip constant c > 1 (e.g. 3.0); ``None``: off."""
+    clip_cov_ratio: float = 2e-4
+    """``clip_cov``: share of the micro-batch's tokens whose gradient is cut (Cui et al., 2025: 2e-4; verl's
+    default)."""
+    clip_cov_lb: float = 1.0
+    """``clip_cov``: a token is a candidate when its covariance lies above this bound (paper: 1)."""
+    clip_cov_ub: float = 5.0
+    """``clip_cov``: ... and below this one (paper: 5)."""
+    kl_cov_ratio: float = 2e-4
+    """``kl_cov``: share of the micro-batch's tokens with the highest covariance that get the KL penalty
+    (verl's default and the paper's 32B setting; its 7B runs use 2e-3)."""
+    ppo_kl_coef: float = 1.0
+    """``kl_cov``: coefficient of the ``|log pi - log pi_old|`` penalty on those tokens (the paper's beta = 1;
+    verl's function default, its YAML has 0.1)."""
+    top_entropy_quantile: float = 1.0
+    """Train only on the highest-entropy tokens (Wang et al., 2025, "Beyond the 80/20 Rule": 0.2): the policy
+    loss of a token below the micro-batch's ``1 - q`` entropy quantile is zeroed, the normaliser still counts
+    it (TRL's ``top_entropy_quantile``). 1.0: every token."""
     loss_agg_mode: str = "seq-mean-token-mean"
     """How token losses become one number: ``seq-mean-token-mean`` is the GRPO paper's,
     ``seq-mean-token-sum-norm`` Dr.GRPO's constant normaliser, ``token-mean`` DAPO's."""
@@ -633,6 +651,10 @@ _RANGES: list[tuple[str, Any, str]] = [
     ("algorithm.clip_ratio_low", lambda v: v >= 0, ">= 0"),
     ("algorithm.clip_ratio_high", lambda v: v >= 0, ">= 0"),
     ("algorithm.clip_ratio_c", lambda v: v is None or v > 1, "> 1, or null (off)"),
+    ("algorithm.clip_cov_ratio", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("algorithm.kl_cov_ratio", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("algorithm.ppo_kl_coef", lambda v: v >= 0, ">= 0"),
+    ("algorithm.top_entropy_quantile", lambda v: 0 < v <= 1, "in (0, 1] (1: every token)"),
     ("algorithm.kl_coef", lambda v: v >= 0, ">= 0"),
     ("algorithm.kl_target", lambda v: v > 0, "> 0"),
     ("algorithm.kl_horizon", lambda v: v >= 1, "at least 1"),

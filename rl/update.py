@@ -266,7 +266,7 @@ class PolicyUpdate:
         for k, idx in enumerate(micro):
             last = k == len(micro) - 1
             with self._no_sync(models.train_model, last):
-                stats, losses = self._micro_loss(u, idx, agg)
+                stats, losses = self._micro_loss(u, idx, agg, acc)
             acc.add(stats, losses, len(idx))
             if models.value is not None:
                 with self._no_sync(models.value, last):
@@ -289,16 +289,21 @@ class PolicyUpdate:
         return parallel.no_sync(model) if self.dist and not last else contextlib.nullcontext()
 
     def _micro_loss(
-        self, u: UpdateBatch, idx: torch.Tensor, agg: dict[str, Any]
+        self, u: UpdateBatch, idx: torch.Tensor, agg: dict[str, Any], acc: UpdateStats
     ) -> tuple[dict[str, float], dict[str, float]]:
         """Forward + backward of the policy loss (plus KL / entropy terms) on one micro-batch; returns
-        (statistics, loss terms)."""
+        (statistics, loss terms) and keeps its token entropies in ``acc``."""
         ac = self.cfg.algorithm
         losses: dict[str, float] = {}
         logp, ent = self.passes.logprobs(self.models.train_model, u.tensors, idx, entropy=True)
         mmask = u.mask[idx].to(self.device)
         old = u.old_logp[idx].to(self.device) if u.old_logp is not None else logp.detach()
         is_weights, is_stats = self._micro_is_weights(u, idx, old, mmask)
+        if ent is not None:
+            acc.entropies.append(ent.detach()[mmask.bool()].float().cpu())
+            if ac.top_entropy_quantile < 1.0:
+                is_weights = self._forking_tokens_only(ent, mmask, is_weights)
+        traits = ca.policy_loss_traits(ac.policy_loss)
         out = ca.compute_policy_loss(
             ac.policy_loss,
             logp,
@@ -309,7 +314,8 @@ class PolicyUpdate:
             clip_ratio_high=ac.clip_ratio_high,
             loss_agg_mode=ac.loss_agg_mode,
             is_weights=is_weights,
-            **({"clip_ratio_c": ac.clip_ratio_c} if ca.policy_loss_traits(ac.policy_loss).dual_clip else {}),
+            **({"clip_ratio_c": ac.clip_ratio_c} if traits.dual_clip else {}),
+            **{name: getattr(ac, name) for name in traits.config_fields},
             **agg,
         )
         loss = out.loss
@@ -334,6 +340,18 @@ class PolicyUpdate:
         losses["policy_loss"] = out.loss.item()
         losses["loss"] = loss.item()
         return stats, losses
+
+    def _forking_tokens_only(
+        self, ent: torch.Tensor, mask: torch.Tensor, is_weights: torch.Tensor | None
+    ) -> torch.Tensor:
+        """``algorithm.top_entropy_quantile``: the policy-loss weights with every token below the entropy
+        quantile of the micro-batch (all ranks' tokens, as TRL gathers them) set to 0; the loss's normaliser
+        still counts them (TRL multiplies its per-token loss by the mask the same way)."""
+        pooled = ent.detach()[mask.bool()].float()
+        if self.dist:
+            pooled = parallel.gather_variable(pooled)
+        forking = ca.high_entropy_mask(ent, mask, self.cfg.algorithm.top_entropy_quantile, pooled=pooled)
+        return forking.to(ent.dtype) if is_weights is None else is_weights * forking
 
     def _micro_is_weights(
         self, u: UpdateBatch, idx: torch.Tensor, old: torch.Tensor, mask: torch.Tensor

@@ -327,3 +327,50 @@ def test_trl_two_sided_delta_is_our_dual_clip(setup, tmp_path):
     assert out.stats["clip_ratio/dual_mean"] > 0
     assert abs(out.loss.item() - loss_trl.item()) < 1e-5
     assert torch.allclose(_grads(model), grad_trl, atol=1e-5, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------- high-entropy tokens (80/20)
+
+
+@pytest.mark.parametrize("quantile", [0.2, 0.5, 0.9])
+def test_high_entropy_mask_matches_trl(setup, tmp_path, quantile):
+    model, tokenizer, _, _ = setup
+    trainer = _make_trainer(model, tokenizer, tmp_path, top_entropy_quantile=quantile)
+    g = torch.Generator().manual_seed(5)
+    entropies = torch.rand(6, 40, generator=g) * 3
+    entropies[:, :5] = 1.5  # ties at the threshold
+    mask = (torch.rand(6, 40, generator=g) > 0.3).float()
+    theirs = trainer.get_high_entropy_mask(entropies, mask, 1 - quantile)
+    ours = ca.high_entropy_mask(entropies, mask, quantile)
+    assert torch.equal(ours, theirs)
+    assert 0 < ours.sum() < mask.sum()
+
+
+def test_top_entropy_quantile_loss_matches_trl(setup, tmp_path):
+    """TRL multiplies the per-token policy loss by the mask and keeps the normaliser: ours, with the mask as
+    the token weights, gives the same loss and gradient."""
+    model, tokenizer, _, batch = setup
+    trainer = _make_trainer(model, tokenizer, tmp_path, loss_type="grpo", top_entropy_quantile=0.2)
+    inputs = _inputs_with_old_logps(model, batch)
+    model.train()
+    model.zero_grad()
+    loss_trl = trainer._compute_loss(model, inputs)
+    loss_trl.backward()
+    grad_trl = _grads(model).clone()
+
+    model.zero_grad()
+    logps, ent = _our_logps(model, inputs)
+    mask = inputs["completion_mask"]
+    forking = ca.high_entropy_mask(ent, mask, 0.2)
+    out = ca.ppo_policy_loss(
+        logps,
+        inputs["old_per_token_logps"],
+        inputs["advantages"],
+        mask,
+        is_weights=forking.float(),
+        **LOSS_TYPES["grpo"],
+    )
+    out.loss.backward()
+    assert abs(out.loss.item() - loss_trl.item()) < 1e-6
+    assert torch.allclose(_grads(model), grad_trl, atol=1e-6, rtol=1e-5)
+    assert 0.15 < forking.sum() / mask.sum() < 0.3

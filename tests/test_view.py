@@ -27,6 +27,7 @@ from rewardkit.cli import main
 from rewardkit.eval.metrics import pass_at_k_single
 from rewardkit.types import Record
 from rewardkit.verifiers import get_verifier
+from rewardkit.view import data as D
 from rewardkit.view import flags as F
 from rewardkit.view import rows as R
 from rewardkit.view.app import create_app
@@ -689,6 +690,7 @@ def test_rl_run_metrics_steps_samples_and_a_run_in_progress(tmp_path):
     assert metrics["series"]["reward/mean"] == [0.25, 0.5]
     assert metrics["series"]["kl"] == [None, 0.01]
     assert metrics["malformed"] == 2  # the broken line, the row without a step; the event is no metric
+    assert metrics["entropy"] is None  # a run from before the entropy percentiles: no entropy panel
     assert client.get("/api/s/0/steps").json() == {"steps": [1, 2]}
 
     body = client.get("/api/s/0/samples", params={"step": 2}).json()
@@ -733,6 +735,43 @@ def test_rl_run_metrics_steps_samples_and_a_run_in_progress(tmp_path):
     # a step being written (no newline yet) waits
     _append(run / "rollouts.jsonl", json.dumps(_rollout(4, 0, 0, "half", 0.0, None))[:40])
     assert client.get("/api/s/0/steps").json() == {"steps": [1, 2, 3]}
+
+
+def test_rl_run_entropy_panel_keys(tmp_path):
+    """The entropy panel's series: percentiles lowest first (p5 before p10: by number, not text), the mean, the
+    near-deterministic share; steps from before they were logged are gaps."""
+    run = tmp_path / "rl"
+    run.mkdir()
+    percentiles = {f"entropy/p{p}": p / 100 for p in (90, 10, 50, 5, 75, 25)}
+    _write(
+        run / "metrics.jsonl",
+        [
+            {"step": 1, "loss": 1.0, "entropy": 0.9},
+            {"step": 2, "loss": 0.9, "entropy": 0.5, **percentiles, "entropy/near_deterministic": 0.25},
+            {"step": 3, "loss": 0.8, "entropy": 0.4, **percentiles, "entropy/near_deterministic": 0.5},
+        ],
+    )
+    metrics = TestClient(create_app(run)).get("/api/s/0/metrics").json()
+    assert metrics["entropy"] == {
+        "percentiles": [{"key": f"entropy/p{p}", "p": p} for p in (5, 10, 25, 50, 75, 90)],
+        "mean": "entropy",
+        "near_deterministic": "entropy/near_deterministic",
+    }
+    assert metrics["series"]["entropy/p50"] == [None, 0.5, 0.5]
+    assert metrics["series"]["entropy/near_deterministic"] == [None, 0.25, 0.5]
+
+    # each part alone; neither percentiles nor the share: no panel, even with the mean logged
+    assert D.entropy_panel(["entropy/near_deterministic", "loss"]) == {
+        "percentiles": [],
+        "mean": None,
+        "near_deterministic": "entropy/near_deterministic",
+    }
+    assert D.entropy_panel(["entropy/p50"]) == {
+        "percentiles": [{"key": "entropy/p50", "p": 50}],
+        "mean": None,
+        "near_deterministic": None,
+    }
+    assert D.entropy_panel(["entropy", "entropy/pmax", "loss", "kl"]) is None
 
 
 # ----------------------------------------------------------------------------------------------------------

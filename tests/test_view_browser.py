@@ -1,6 +1,7 @@
 """``rewardkit view`` in a real browser: the server as users start it (``python -m rewardkit view``), Debian's
 chromium driven by Playwright, on files the real commands wrote (``rewardkit score``, ``rewardkit eval``, a tiny
-CPU RL run logging ``rollouts.jsonl``) plus hand-written hostile and malformed rows.
+CPU RL run logging ``rollouts.jsonl``) plus hand-written hostile and malformed rows and an RL run's
+entropy-collapse metrics.
 
 Skips when Playwright is not installed or no chromium runs (``RK_CHROMIUM``: the browser's path; else
 ``chromium`` / ``chromium-browser`` on PATH). Playwright's own browsers are never downloaded.
@@ -53,7 +54,7 @@ if CHROMIUM is None:
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("RK_ARTIFACTS") or ROOT / "tests" / "artifacts" / "view")
 SCREENSHOTS = Path(os.environ["RK_SCREENSHOTS"]) if os.environ.get("RK_SCREENSHOTS") else None
-SOURCES = {"math.scored.jsonl", "eval-run", "rl-run", "xss.jsonl", "zz-malformed.jsonl"}
+SOURCES = {"math.scored.jsonl", "eval-run", "rl-entropy", "rl-run", "xss.jsonl", "zz-malformed.jsonl"}
 VIEWPORT = {"width": 1400, "height": 900}
 TIMEOUT_MS = 15_000
 
@@ -84,6 +85,19 @@ RL_SCRIPT = textwrap.dedent(
         tr.train()
     """
 )
+
+
+def _entropy_metrics(steps: int = 8) -> list[dict]:
+    """``metrics.jsonl`` of an RL run whose policy collapses: every entropy percentile falls, the share of
+    near-deterministic tokens rises."""
+    rows = []
+    for step in range(1, steps + 1):
+        scale = 1 - step / (steps + 2)
+        quantiles = {f"entropy/p{p}": round(2 * scale * p / 100, 4) for p in (10, 25, 50, 75, 90)}
+        share = {"entropy/near_deterministic": round(0.1 * step, 4)}
+        usual = {"step": step, "loss": 1 / step, "reward": step / steps, "kl": 0.01 * step}
+        rows.append(usual | {"entropy": 1.2 * scale} | quantiles | share)
+    return rows
 
 
 def _read_rows(path: Path) -> list[dict]:
@@ -151,6 +165,10 @@ def view_root(tmp_path_factory) -> Path:
     failing = {**hostile, "id": "x2", "reward": 0.0, "error": "<img src=y onerror=alert(6)>: boom"}
     (root / "xss.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (hostile, failing)))
     ok = {"id": "fine", "completion": "4", "reward": 1.0, "error": None}
+    (root / "rl-entropy").mkdir()
+    (root / "rl-entropy" / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in _entropy_metrics())
+    )
     (root / "zz-malformed.jsonl").write_text(
         json.dumps(ok) + "\n" + MALFORMED_LINE + "\n" + json.dumps({**ok, "id": "fine-2"}) + "\n"
     )
@@ -361,6 +379,13 @@ def test_rl_run_curves_and_two_steps_side_by_side(page, server, view_root):
     page.locator("#curves canvas").first.wait_for()
     boxes = page.locator("#keys input[type=checkbox]")
     assert boxes.count() > 3
+    # the entropy panel is there exactly when the run logged entropy percentiles or the near-deterministic share
+    metrics = _read_rows(view_root / "rl-run" / "metrics.jsonl")
+    if any(k.startswith("entropy/") for r in metrics for k in r):
+        page.locator("#entropy canvas").first.wait_for()
+    else:
+        expect(page.locator("#entropy")).to_be_hidden()
+        assert page.locator("#entropy canvas").count() == 0
     # keep three curves: the choice goes to the URL and travels with the comparison
     checked = [b for b in boxes.all() if b.is_checked()]
     for box in checked[3:]:
@@ -391,6 +416,36 @@ def test_rl_run_curves_and_two_steps_side_by_side(page, server, view_root):
     expect(page.locator("#side-a .sample.flagged")).to_have_count(flagged)
     for card in page.locator("#side-a .sample").all():
         assert card.locator("ul.flags li").count() >= 1
+
+
+def test_rl_run_entropy_panel(page, server):
+    base, sids = server
+    expect = sync_api.expect
+    page.goto(f"{base}/s/{sids['rl-entropy']}")
+    page.locator("#curves canvas").first.wait_for()
+
+    panel = page.locator("#entropy")
+    expect(panel).to_be_visible()
+    expect(panel.locator("h2")).to_contain_text("Entropy")
+    expect(panel.locator(".curve")).to_have_count(2)
+    expect(panel.locator("canvas")).to_have_count(2)
+    percentiles, share = panel.locator(".curve").all()
+    # one chart: the five percentiles, lowest first, and the mean; the other: the near-deterministic share
+    labels = percentiles.locator(".u-legend .u-series .u-label").all_inner_texts()
+    assert labels == ["step", "p10", "p25", "p50", "p75", "p90", "mean"]
+    assert share.locator(".u-legend .u-series .u-label").all_inner_texts() == ["step", "near-deterministic"]
+    expect(share.locator(".u-title")).to_contain_text("0.05 nats")
+
+    # the panel's keys are in the picker but not among the default curves, which are the usual ones
+    expect(page.locator("#keys input[value='entropy/p50']")).not_to_be_checked()
+    checked = [b.get_attribute("value") for b in page.locator("#keys input:checked").all()]
+    assert sorted(checked) == ["entropy", "kl", "reward"]
+    expect(page.locator("#curves .curve")).to_have_count(3)
+    # picking one still draws it as a curve of its own; the panel stays as it is
+    page.check("#keys input[value='entropy/near_deterministic']")
+    expect(page.locator("#curves .curve")).to_have_count(4)
+    expect_url(page, r"[?&]keys=[^&]*entropy%2Fnear_deterministic")
+    expect(panel.locator(".curve")).to_have_count(2)
 
 
 def test_html_in_rows_is_shown_as_text(page, server):

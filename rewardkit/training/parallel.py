@@ -246,3 +246,20 @@ def all_ranks_min(value: int, device: torch.device) -> int:
     t = torch.tensor([value], dtype=torch.int64, device=device)
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
     return int(t.item())
+
+
+def gather_variable(values: torch.Tensor) -> torch.Tensor:
+    """Every rank's 1-D ``values`` (lengths may differ), concatenated in rank order (``values`` itself without
+    a process group); a collective."""
+    if not _active():
+        return values
+    world = torch.distributed.get_world_size()
+    size = torch.tensor([values.numel()], dtype=torch.int64, device=values.device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    torch.distributed.all_gather(sizes, size)
+    longest = int(max(s.item() for s in sizes))
+    padded = torch.zeros(longest, dtype=values.dtype, device=values.device)
+    padded[: values.numel()] = values
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    torch.distributed.all_gather(parts, padded)
+    return torch.cat([part[: int(n.item())] for part, n in zip(parts, sizes, strict=True)])

@@ -5,6 +5,7 @@ curves and samples. The web layer (``app.py``) only turns these into JSON (NaN a
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
@@ -37,6 +38,12 @@ RL_COLUMNS = (
     Column("completion_chars", "completion", "length"),
 )
 PREVIEW_CHARS = 160
+# Entropy collapse, as RL runs log it: percentiles of a step's per-token policy entropies (``entropy/p10``
+# ... ``entropy/p90``, nats) and the share of its response tokens below 0.05 nats. The mean alone cannot
+# tell every token narrowing a little from a growing share going deterministic while the rest stays wide.
+ENTROPY_MEAN = "entropy"
+ENTROPY_PERCENTILE = re.compile(r"^entropy/p(\d+)$")
+NEAR_DETERMINISTIC = "entropy/near_deterministic"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -303,11 +310,26 @@ def metric_series(rows: list[dict[str, Any]], malformed: int = 0) -> dict[str, A
     steps = [row["step"] for row in rows]
     keys = sorted({k for row in rows for k, v in row.items() if k != "step" and _is_number(v)})
     series = {k: [float(r[k]) if _is_number(r.get(k)) else None for r in rows] for k in keys}
-    return {"steps": steps, "series": series, "malformed": malformed}
+    return {"steps": steps, "series": series, "malformed": malformed, "entropy": entropy_panel(keys)}
+
+
+def entropy_panel(keys: list[str]) -> dict[str, Any] | None:
+    """Which series the RL page's entropy panel plots: the percentiles (``key`` and ``p``, lowest first), the
+    mean and the near-deterministic share (``None`` when not logged). ``None`` for a run that logged neither
+    percentiles nor the share (one from before they were logged: its mean is one of the curves already)."""
+    found = sorted((int(m.group(1)), k) for k in keys if (m := ENTROPY_PERCENTILE.match(k)))
+    near = NEAR_DETERMINISTIC if NEAR_DETERMINISTIC in keys else None
+    if not found and near is None:
+        return None
+    return {
+        "percentiles": [{"key": k, "p": p} for p, k in found],
+        "mean": ENTROPY_MEAN if ENTROPY_MEAN in keys else None,
+        "near_deterministic": near,
+    }
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-__all__ = ["MALFORMED", "SourceData", "metric_series", "problem_metrics"]
+__all__ = ["MALFORMED", "SourceData", "entropy_panel", "metric_series", "problem_metrics"]

@@ -20,7 +20,8 @@ Modules
 ``masked`` (masked reductions, token counts), ``groups`` (missing rewards, group statistics, dynamic
 sampling), ``advantages`` (GRPO, Dr.GRPO, RLOO, REINFORCE++, GAE, signed REINFORCE; the dispatch and
 :class:`AdvantageInputs`), ``passk``, ``gdpo``, ``step_return``, ``aggregation``, ``kl`` (estimators, loss and
-reward terms, controllers), ``logits`` (log-probs, entropy, self-certainty), ``importance`` (rollout IS
+reward terms, controllers), ``logits`` (log-probs, entropy, self-certainty), ``entropy`` (the high-entropy
+token mask, entropy-collapse statistics), ``covariance`` (Clip-Cov, KL-Cov), ``importance`` (rollout IS
 weights), ``losses`` (policy and value losses), ``registries``. Every public name is importable from this
 package, as when it was one module.
 
@@ -37,7 +38,7 @@ check read the traits (:func:`estimator_traits`, ...), never a list of names. A 
   (per-source normalisation), ``reinforce_signed`` (+1/-1, no baseline). Uniform signature ``fn(token_level_rewards, response_mask, **kw) -> (advantages, returns)``, both
   ``(B, T)``; outcome estimators sum the token rewards into one score per sample.
 * :data:`POLICY_LOSSES` -- ``ppo`` (clipped surrogate, clip-higher, dual clip), ``gspo`` (sequence ratio),
-  ``cispo`` (clipped importance weight).
+  ``cispo`` (clipped importance weight), ``clip_cov`` and ``kl_cov`` (``covariance``: Cui et al., 2025).
 * :data:`LOSS_AGG_MODES` -- ``token-mean``, ``seq-mean-token-mean``, ``seq-mean-token-sum``,
   ``seq-mean-token-sum-norm`` (Dr.GRPO's constant normaliser).
 * :data:`KL_ESTIMATORS` -- ``k1``, ``k2``, ``k3`` (Schulman, "Approximating KL divergence", 2020).
@@ -76,6 +77,8 @@ from .advantages import (
 from .aggregation import (
     agg_loss,
 )
+from .covariance import clip_cov_policy_loss, kl_cov_policy_loss, token_covariance
+from .entropy import ENTROPY_PERCENTILES, NEAR_DETERMINISTIC_ENTROPY, entropy_stats, high_entropy_mask
 from .gdpo import (
     gdpo_advantage_estimator,
     gdpo_advantages,
@@ -152,6 +155,8 @@ from .step_return import (
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "ADV_SCALES",
+    "ENTROPY_PERCENTILES",
+    "NEAR_DETERMINISTIC_ENTROPY",
     "AdaptiveKLController",
     "AdvantageInputs",
     "AggregationTraits",
@@ -172,12 +177,14 @@ __all__ = [
     "apply_sample_mask",
     "batch_counts",
     "cispo_policy_loss",
+    "clip_cov_policy_loss",
     "compute_advantages",
     "compute_policy_loss",
     "discounted_returns",
     "dr_grpo_advantage_estimator",
     "dynamic_sampling_keep",
     "entropy_from_logits",
+    "entropy_stats",
     "estimator_traits",
     "frac_zero_std_groups",
     "gae_advantages",
@@ -188,7 +195,9 @@ __all__ = [
     "grpo_advantage_estimator",
     "grpo_passk_advantage_estimator",
     "gspo_policy_loss",
+    "high_entropy_mask",
     "kl_controller",
+    "kl_cov_policy_loss",
     "kl_k1",
     "kl_k2",
     "kl_k3",
@@ -216,5 +225,6 @@ __all__ = [
     "self_certainty",
     "self_certainty_from_hidden",
     "step_return_advantages",
+    "token_covariance",
     "token_logprobs_from_hidden",
 ]

@@ -24,6 +24,9 @@ class PolicyLossTraits:
 
     dual_clip: bool = False
     """It takes ``clip_ratio_c``, the dual-clip constant (Ye et al., 2020), which the loop then passes."""
+    config_fields: tuple[str, ...] = ()
+    """Fields of the run's ``algorithm`` config the loop passes as keyword arguments of the same name (the
+    loss's own constants, e.g. Clip-Cov's ``clip_cov_ratio``)."""
 
 
 @dataclass(frozen=True)

@@ -165,27 +165,76 @@ const rk = (() => {
   const DEFAULT_KEYS = [/^reward$/, /^rewards\/.*\/mean$/, /^eval\/pass@1$/, /^completions\/mean_length$/,
     /^completions\/clipped_ratio$/, /^frac_reward_zero_std$/, /^entropy$/, /^kl$/];
 
-  function defaultKeys(keys) {
+  function defaultKeys(keys, panelKeys) {
     const chosen = [];
     for (const pattern of DEFAULT_KEYS) {
       for (const k of keys) if (pattern.test(k) && !chosen.includes(k) && chosen.length < 6) chosen.push(k);
     }
-    return chosen.length ? chosen : keys.slice(0, 4);
+    // the entropy panel plots its keys already: the fallback's first four (sorted) would otherwise be them
+    return chosen.length ? chosen : keys.filter((k) => !panelKeys.has(k)).slice(0, 4);
+  }
+
+  function line(label, stroke, width = 1.5, extra = {}) {
+    return {label, stroke, width, spanGaps: true, points: {show: false}, ...extra};
+  }
+
+  function plot(box, title, lines, data, y = {}) {
+    const cell = el("div", {class: "curve"});
+    box.append(cell);
+    const opts = {
+      title, width: 420, height: 200,
+      scales: {x: {time: false}, y},
+      series: [{label: "step"}, ...lines],
+      axes: [{label: "step"}, {}],
+    };
+    new uPlot(opts, data, cell);
   }
 
   function drawCurves(metrics, keys) {
     const box = document.querySelector("#curves");
     box.replaceChildren();
-    for (const key of keys) {
-      const cell = el("div", {class: "curve"});
-      box.append(cell);
-      const opts = {
-        title: key, width: 420, height: 200,
-        scales: {x: {time: false}},
-        series: [{label: "step"}, {label: key, stroke: "#2563eb", width: 1.5, spanGaps: true, points: {show: false}}],
-        axes: [{label: "step"}, {}],
-      };
-      new uPlot(opts, [metrics.steps, metrics.series[key]], cell);
+    for (const key of keys) plot(box, key, [line(key, "#2563eb")], [metrics.steps, metrics.series[key]]);
+  }
+
+  // The entropy panel: whether the policy collapses. A falling mean alone cannot tell every token narrowing
+  // a little from a growing share of tokens going deterministic while the rest stay wide; the percentiles
+  // and the share below 0.05 nats can. data.entropy_panel names the keys; runs logged before them have none.
+  function entropyKeys(panel) {
+    if (!panel) return new Set();
+    return new Set([...panel.percentiles.map((q) => q.key), panel.near_deterministic].filter(Boolean));
+  }
+
+  // one colour family reads as one distribution; the median darkest and thickest, the tails lightest
+  function percentileLine({key, p}) {
+    const off = Math.abs(p - 50);
+    const [stroke, width] = off === 0 ? ["#5b21b6", 2.5] : off <= 25 ? ["#8b5cf6", 1.5] : ["#c4b5fd", 1.25];
+    return line(key.replace(/^entropy\//, ""), stroke, width);
+  }
+
+  function drawEntropy(metrics) {
+    const panel = metrics.entropy;
+    const box = document.querySelector("#entropy");
+    box.hidden = !panel;
+    if (!panel) return;
+    const curves = el("div", {class: "curves"});
+    box.replaceChildren(
+      el("h2", {text: "Entropy "}, el("span", {class: "muted", text: "(per-token policy entropy of each step, nats)"})),
+      curves,
+    );
+    const column = (key) => metrics.series[key];
+    if (panel.percentiles.length) { // without them the mean is one of the curves above already
+      const lines = panel.percentiles.map(percentileLine);
+      const data = panel.percentiles.map((q) => column(q.key));
+      if (panel.mean) { // not a percentile: another colour, dashed
+        lines.push(line("mean", "#d97706", 1.5, {dash: [6, 4]}));
+        data.push(column(panel.mean));
+      }
+      plot(curves, "entropy percentiles", lines, [metrics.steps, ...data]);
+    }
+    if (panel.near_deterministic) {
+      // a share: the whole 0..1 range, so a rise from 0.01 to 0.03 does not fill the chart
+      plot(curves, "share of tokens below 0.05 nats", [line("near-deterministic", "#b91c1c")],
+        [metrics.steps, column(panel.near_deterministic)], {range: [0, 1]});
     }
   }
 
@@ -234,7 +283,7 @@ const rk = (() => {
     try {
       const metrics = await getJSON(`/api/s/${sid}/metrics`);
       const keys = Object.keys(metrics.series);
-      const chosen = start.get("keys") ? start.get("keys").split(",").filter((k) => keys.includes(k)) : defaultKeys(keys);
+      const chosen = start.get("keys") ? start.get("keys").split(",").filter((k) => keys.includes(k)) : defaultKeys(keys, entropyKeys(metrics.entropy));
       const list = document.querySelector("#keys");
       for (const key of keys) {
         const box = el("input", {type: "checkbox", value: key});
@@ -252,6 +301,7 @@ const rk = (() => {
       document.querySelector("#keys-field").value = chosen.join(",");
       if (metrics.malformed) list.append(el("p", {class: "bad", text: `${metrics.malformed} malformed line(s) in metrics.jsonl skipped`}));
       drawCurves(metrics, chosen);
+      drawEntropy(metrics);
     } catch (e) {
       showError("#curves", e);
     }
