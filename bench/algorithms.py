@@ -83,10 +83,17 @@ ARMS: dict[str, list[str]] = {
     ],
     "async": ["rollout.async_staleness=1", "algorithm.rollout_is=token"],
 }
-# Run only when named (--arms): what the async arm's step time is made of.
+# Run only when named (--arms): what the async arm's step time is made of; the exploration arms of
+# bench/exploration.py (issue 35; the tree arms need --group 8: 2 roots x (1 + 1 point x 3 branches)).
+TREE = ["rollout.tree.roots=2", "rollout.tree.points=1", "rollout.tree.branches=3"]
 EXTRA_ARMS: dict[str, list[str]] = {
     "async_no_is": ["rollout.async_staleness=1"],
     "grpo_is": ["algorithm.rollout_is=token"],
+    "clip_cov": ["algorithm.policy_loss=clip_cov"],
+    "kl_cov": ["algorithm.policy_loss=kl_cov"],
+    "top_entropy": ["algorithm.top_entropy_quantile=0.2"],
+    "tree": TREE,
+    "tree_grpo": [*TREE, "rollout.tree.intra_tree_coef=1.0"],
 }
 LABEL_FREE = {"ttrl": "ttrl", "self_certainty": "self_certainty"}
 # The tiny model has never seen text after "37+42=": an arm whose prompts carry a budget starts from a warm
@@ -111,6 +118,11 @@ SETTINGS = {
     "async": "GPU clusters where generation and training run on separate devices",
     "async_no_is": "as async, without the rollout IS correction of the lag",
     "grpo_is": "as grpo, with the rollout IS correction (the sampler's log-probs; no lag to correct)",
+    "clip_cov": "long RL runs whose entropy collapses early (Qwen2.5-7B/32B, DAPO-17k math; 2e-4 of tokens)",
+    "kl_cov": "as clip_cov; the paper's best arm (+2.0 / +6.4 points avg. for 7B / 32B, AIME gains largest)",
+    "top_entropy": "large models (Qwen3-14B/32B: +4.8/+11 on AIME); at 8B it only ties full-token training",
+    "tree": "long reasoning chains where branching saves prefix tokens (TreeRL: math/code, 8-14B models)",
+    "tree_grpo": "multi-turn agents with sparse outcome rewards (Tree-GRPO: QA/web agents, 1.5-14B)",
 }
 
 
@@ -127,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--warm-starts",
         help="folder of an earlier run of this bench whose seed-N/sft warm starts to reuse (default: --out)",
+    )
+    p.add_argument(
+        "--sample-k", type=int, default=0, help="after RL, also sampled pass@1 and pass@k on the held-out set"
     )
     p.add_argument("--report", action="store_true", help="only collect the runs' results into the table")
     p.add_argument("--worker", choices=["sft", "rl"], help=argparse.SUPPRESS)
@@ -218,9 +233,39 @@ def train_arm(args: argparse.Namespace) -> None:
     ) as trainer:
         last = trainer.train()
         before = trainer.initial_eval
-    wall = time.perf_counter() - t0
-    result = summarise_run(out, args.arm, before, last, wall)
+        wall = time.perf_counter() - t0
+        sampled = sampled_passk(trainer, held_records, args.sample_k, args.seed) if args.sample_k else {}
+    result = {**summarise_run(out, args.arm, before, last, wall), **sampled}
     (out / "result.json").write_text(json.dumps(result, indent=2))
+
+
+def sampled_passk(trainer: Any, records: list[Any], k: int, seed: int) -> dict[str, float]:
+    """``k`` samples per held-out problem at the rollout temperature: pass@1 (their mean) and pass@k (the
+    unbiased estimator; with n = k samples, whether any is right), by the first reward source's verdict, a
+    truncated sample never right."""
+    from rewardkit.eval.metrics import pass_at_k_single
+    from rewardkit.generation import SamplingParams
+    from rewardkit.rl.rewards import RewardSources
+    from rewardkit.types import Record
+
+    rc, sampler = trainer.cfg.rollout, trainer.sampler
+    params = SamplingParams(
+        n=k, temperature=rc.temperature, max_new_tokens=rc.max_new_tokens, stop=list(rc.stop), seed=seed + 99
+    )
+    groups = sampler.generate(records, params)
+    samples = [
+        Record(id=f"{r.id}#{j}", prompt=r.prompt, completion=g.text, reference=r.reference)
+        for r, group in zip(records, groups, strict=True)
+        for j, g in enumerate(group)
+    ]
+    correct = RewardSources([sampler.reward_pipeline.sources.sources[0]]).score(samples).correct
+    finished = [not g.truncated for group in groups for g in group]
+    right = [c and f for c, f in zip(correct, finished, strict=True)]
+    counts = [sum(right[i * k : (i + 1) * k]) for i in range(len(records))]
+    return {
+        "sampled_pass@1": sum(counts) / (k * len(records)),
+        f"sampled_pass@{k}": _mean(pass_at_k_single(k, c, k) for c in counts),
+    }
 
 
 def summarise_run(
@@ -242,6 +287,13 @@ def summarise_run(
         "train_accuracy_last10": _mean(r["accuracy"] for r in rows[-10:]),
         "zero_std_share": _mean(r["frac_reward_zero_std"] for r in rows),
         "mean_length": _mean(r["completions/mean_length"] for r in rows),
+        # generated tokens per sample: a tree's shared prefixes count once
+        "generated_tokens_per_sample": _mean(
+            r.get("tree/generated_tokens_per_sample", r["completions/mean_length"]) for r in rows
+        ),
+        "entropy": [r.get("entropy") for r in rows],
+        "entropy_p50": [r.get("entropy/p50") for r in rows],
+        "near_deterministic": [r.get("entropy/near_deterministic") for r in rows],
     }
     if arm == "async":
         result["wait_s_median"] = statistics.median(r["timing/wait_rollout_s"] for r in rows)
@@ -350,6 +402,16 @@ def main() -> None:
         return warm_start(args)
     if args.worker == "rl":
         return train_arm(args)
+    results, arms, out = run_bench(args)
+    table = markdown_table(results, arms)
+    (out / "table.md").write_text(table)
+    print(table)
+    print(f"[bench] plot: {plot(results, arms, out / 'algorithms.png')}")
+
+
+def run_bench(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str], Path]:
+    """Every (seed, arm) run of ``args`` (the warm starts first), unless ``--report``; their results, also
+    written to ``OUT/results.json`` with the operating point."""
     out = Path(args.out)
     seeds = [int(s) for s in args.seeds.split(",")]
     arms = list(ARMS) if args.arms == "all" else args.arms.split(",")
@@ -363,6 +425,7 @@ def main() -> None:
         f"--group={args.group}",
         f"--pool={args.pool}",
         *([f"--warm-starts={args.warm_starts}"] if args.warm_starts else []),
+        *([f"--sample-k={args.sample_k}"] if args.sample_k else []),
     ]
     t0 = time.perf_counter()
     if not args.report:
@@ -385,10 +448,7 @@ def main() -> None:
         "seconds": time.perf_counter() - t0,
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2))
-    table = markdown_table(results, arms)
-    (out / "table.md").write_text(table)
-    print(table)
-    print(f"[bench] plot: {plot(results, arms, out / 'algorithms.png')}")
+    return results, arms, out
 
 
 def _med(results: list[dict[str, Any]], arm: str, key: str) -> tuple[float, float, float]:

@@ -134,6 +134,9 @@ class UpdateBatch:
     is_per_micro_batch: bool = False
     """The IS weights are computed in each micro-batch from its own forward pass: with one optimiser step
     per rollout that pass is pi_old, so no separate pass over the batch is needed."""
+    token_weights: torch.Tensor | None = None
+    """``(B, T)`` per-token policy-loss weights (tree rollouts: a shared prefix trained once,
+    :func:`core_algos.shared_prefix_weights`); ``None``: 1."""
 
     @property
     def size(self) -> int:

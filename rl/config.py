@@ -129,6 +129,31 @@ class DataConfig:
 
 
 @dataclass
+class TreeConfig:
+    """Tree rollouts (TreeRL, Hou et al., 2025; Tree-GRPO, Ji et al., 2025): ``roots`` samples per prompt,
+    then ``branches`` continuations from each of ``points`` positions of every root, so that samples share
+    prefixes that are generated once. The group is the prompt's whole forest:
+    ``rollout.n = roots * (1 + points * branches)``."""
+
+    roots: int = 0
+    """Roots per prompt (m); 0: no tree, ``rollout.n`` independent samples."""
+    branches: int = 2
+    """Continuations sampled from each branch position (k)."""
+    points: int = 1
+    """Branch positions per root (t)."""
+    branch_at: str = "entropy"
+    """Where to branch: ``entropy``, the root's highest-entropy tokens (TreeRL's forking tokens; one forward
+    pass over the roots), or ``uniform``, evenly spaced positions."""
+    intra_tree_coef: float = 0.0
+    """Weight of Tree-GRPO's intra-tree advantage (each sample against its own tree), added to the group's
+    advantage; Tree-GRPO uses 1 (their sum). 0: the group's advantage only."""
+
+    @property
+    def samples_per_prompt(self) -> int:
+        return self.roots * (1 + self.points * self.branches)
+
+
+@dataclass
 class RolloutConfig:
     """Sampling the completions."""
 
@@ -182,6 +207,8 @@ class RolloutConfig:
     """vllm-server backend, ``nccl`` sync: the rendezvous port on the trainer (TRL's default group port)."""
     vllm_server_timeout: float = 600.0
     """vllm-server backend: seconds to wait for the server to come up, and for one request."""
+    tree: TreeConfig = field(default_factory=TreeConfig)
+    """Tree rollouts (off by default)."""
     async_staleness: int = 0
     """Asynchronous off-policy rollouts: generation of the next steps' batches runs in a thread, with a copy
     of the policy, while the current step's update runs; a batch is trained at most this many updates after
@@ -611,6 +638,7 @@ def choices() -> dict[str, list[Any]]:
         "algorithm.adv_estimator": ca.ADVANTAGE_ESTIMATORS.names(),
         "algorithm.adv_scale": list(ca.ADV_SCALES),
         "algorithm.step_baseline": list(ca.STEP_BASELINES),
+        "rollout.tree.branch_at": list(ca.BRANCH_RULES),
         "algorithm.policy_loss": ca.POLICY_LOSSES.names(),
         "algorithm.loss_agg_mode": ca.LOSS_AGG_MODES.names(),
         "algorithm.kl_ctrl": list(ca.KL_CONTROLLERS),
@@ -639,6 +667,10 @@ _RANGES: list[tuple[str, Any, str]] = [
     ("rollout.top_k", lambda v: v >= 0, ">= 0 (0: off)"),
     ("rollout.max_new_tokens", lambda v: v >= 1, "at least 1"),
     ("rollout.batch_size", lambda v: v >= 1, "at least 1"),
+    ("rollout.tree.roots", lambda v: v >= 0, ">= 0 (0: off)"),
+    ("rollout.tree.branches", lambda v: v >= 1, "at least 1"),
+    ("rollout.tree.points", lambda v: v >= 1, "at least 1"),
+    ("rollout.tree.intra_tree_coef", lambda v: v >= 0, ">= 0 (0: off)"),
     ("rollout.vllm_server_timeout", lambda v: 0 < v < float("inf"), "a positive number of seconds"),
     ("reward.workers", lambda v: v >= 0, ">= 0 (0: score in this process)"),
     ("reward.timeout", lambda v: 0 < v < float("inf"), "a positive number of seconds"),
@@ -883,11 +915,25 @@ def _check_combinations(cfg: RLConfig) -> None:
     if ac.adv_estimator == "passk" and ac.passk_k > cfg.rollout.n:
         raise ConfigError(f"algorithm.passk_k ({ac.passk_k}) must not exceed rollout.n ({cfg.rollout.n})")
     _check_async(cfg)
+    _check_tree(cfg)
     if rw.overlong_buffer > cfg.rollout.max_new_tokens:
         raise ConfigError(
             f"reward.overlong_buffer ({rw.overlong_buffer}) must not exceed rollout.max_new_tokens "
             f"({cfg.rollout.max_new_tokens})"
         )
+
+
+def _check_tree(cfg: RLConfig) -> None:
+    tree = cfg.rollout.tree
+    if not tree.roots:
+        return
+    if cfg.rollout.n != tree.samples_per_prompt:
+        raise ConfigError(
+            f"rollout.n must be the tree's samples per prompt, roots * (1 + points * branches) = "
+            f"{tree.samples_per_prompt}, got {cfg.rollout.n}"
+        )
+    if cfg.env.name:
+        raise ConfigError("rollout.tree: tree rollouts branch single completions, not environment episodes")
 
 
 def _check_async(cfg: RLConfig) -> None:

@@ -152,11 +152,22 @@ class ForwardPasses:
 
     def no_grad_logprobs(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Per-token log-probs of every row under ``model``, without gradient, micro-batch by micro-batch."""
+        return self._no_grad_per_token(model, batch, entropy=False)
+
+    def no_grad_entropies(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Per-token entropies of every row under ``model``, without gradient (a tree rollout's branch
+        points)."""
+        return self._no_grad_per_token(model, batch, entropy=True)
+
+    def _no_grad_per_token(
+        self, model: Any, batch: dict[str, torch.Tensor], *, entropy: bool
+    ) -> torch.Tensor:
         rows = torch.arange(batch["input_ids"].shape[0])
         out = torch.zeros(batch["responses"].shape, dtype=torch.float32)
         with torch.no_grad():
             for idx in self.micro_batches(batch, rows):
-                out[idx] = self.logprobs(model, batch, idx)[0].float().cpu()
+                logp, ent = self.logprobs(model, batch, idx, entropy=entropy)
+                out[idx] = (ent if entropy else logp).float().cpu()
         return out
 
     def values(self, model: Any, batch: dict[str, torch.Tensor], idx: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,9 @@ from typing import Any
 import torch
 
 from rewardkit.envs import Episode, episode_metrics
+from rewardkit.generation import Generation
 from rewardkit.rl.batch import Rollout, UpdateBatch
+from rewardkit.rl.tree import tree_token_counts
 from rewardkit.types import Record, details_answer
 
 __all__ = ["TokenCounts", "rollout_metrics", "sample_advantages", "sample_rows", "throughput_metrics"]
@@ -42,6 +44,8 @@ def rollout_metrics(r: Rollout, n: int) -> dict[str, Any]:
     m["completions/mean_terminated_length"] = float(lengths[term].mean()) if term.any() else 0.0
     m["samples/masked_from_loss"] = int((~(r.keep & r.valid)).sum())
     m.update(episode_metrics([g.summary() for g in r.gens if isinstance(g, Episode)]))
+    if any(getattr(g, "branch", None) is not None for g in r.gens):
+        m.update(tree_token_counts([r.gens]))
     return m
 
 
@@ -58,9 +62,7 @@ def throughput_metrics(
 ) -> dict[str, Any]:
     """Adds the step's rollouts ``parts`` to ``counts``; the step's timings, rates and running counts."""
     # the policy's own tokens (an episode's tool output is not generated)
-    gen_tokens = sum(
-        len(g.token_ids) if g.loss_mask is None else sum(g.loss_mask) for p in parts for g in p.gens
-    )
+    gen_tokens = sum(_generated_tokens(g) for p in parts for g in p.gens)
     counts.num_tokens += gen_tokens + sum(len(g.prompt_token_ids) for p in parts for g in p.gens)
     counts.num_completion_tokens += gen_tokens
     return {
@@ -74,6 +76,13 @@ def throughput_metrics(
         "samples_per_s": sum(len(p.gens) for p in parts) / max(timings["generate"], 1e-9),
         "epoch": epoch,
     }
+
+
+def _generated_tokens(g: Generation) -> int:
+    """The tokens the policy sampled for ``g``: not an episode's tool output, not a branch's shared prefix."""
+    own = len(g.token_ids) if g.loss_mask is None else sum(g.loss_mask)
+    branch = getattr(g, "branch", None)  # an episode has none
+    return own - (branch[1] if branch is not None else 0)
 
 
 def sample_advantages(u: UpdateBatch, r: Rollout) -> dict[int, float | None]:

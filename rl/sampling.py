@@ -24,6 +24,7 @@ from rewardkit.rl.config import RLConfig
 from rewardkit.rl.forward import ForwardPasses
 from rewardkit.rl.prompts import PromptSource, prompt_text, with_budget
 from rewardkit.rl.rewards import RewardBatch, RewardPipeline, RewardSources
+from rewardkit.rl.tree import grow_trees
 from rewardkit.training import parallel
 from rewardkit.types import Record
 
@@ -81,15 +82,25 @@ class Sampler:
         )
 
     def generate(
-        self, records: list[Record], params: SamplingParams, backend: Any | None = None
+        self, records: list[Record], params: SamplingParams, backend: Any | None = None, *, tree: bool = False
     ) -> list[list[Generation]]:
-        """The backend's samples of each record's prompt: completions, or with an environment whole episodes
+        """The backend's samples of each record's prompt: completions, with ``tree`` the prompt's tree
+        (``rollout.tree``, :mod:`rewardkit.rl.tree`), or with an environment whole episodes
         (``rewardkit.envs``). A backend that generates with the policy itself gets it whole under FSDP
         (gathered once, no collective per forward pass: the ranks decode different lengths)."""
         prompts = [self.prompt_text(r) for r in records]
         backend = backend or self.backend
         own = getattr(backend, "model", None) is self.policy
         with parallel.gathered(self.policy) if own else contextlib.nullcontext():
+            if self.env is None and tree:
+                return grow_trees(
+                    backend,
+                    prompts,
+                    params,
+                    self.cfg.rollout.tree,
+                    decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
+                    entropies=lambda roots: self._entropies(roots, backend),
+                )
             if self.env is None:
                 return backend.generate(prompts, params)
             return run_episodes(
@@ -102,6 +113,13 @@ class Sampler:
                 self.cfg.env,
                 chat=self.cfg.model.chat_template,
             )  # type: ignore[return-value]
+
+    def _entropies(self, gens: list[Generation], backend: Any) -> torch.Tensor:
+        """The per-token entropies of ``gens`` under the model that sampled them (the backend's own model,
+        the rollout thread's copy under asynchronous rollouts; otherwise the policy, which a vLLM engine
+        mirrors)."""
+        model = getattr(backend, "model", None) or self.policy
+        return self.passes.no_grad_entropies(model, build_tensors(gens, self.tokenizer.pad_token_id))
 
     def rollout(
         self,
@@ -117,7 +135,8 @@ class Sampler:
         t0 = time.perf_counter()
         backend = backend or self.backend
         prompts = [with_budget(self.cfg, p, step) for p in prompts]
-        groups = self.generate(prompts, self.sampling_params(round_, step), backend)
+        tree = self.cfg.rollout.tree.roots > 0
+        groups = self.generate(prompts, self.sampling_params(round_, step), backend, tree=tree)
         timings["generate"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         gens = [g for group in groups for g in group]

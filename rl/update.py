@@ -166,10 +166,35 @@ class PolicyUpdate:
         if needs_source_rewards(self.cfg):
             inputs.source_rewards, inputs.source_weights = self.reward_pipeline.source_rewards(r.reward)
         u.advantages, u.returns = inputs.estimate(ac.adv_estimator)
+        if self.cfg.rollout.tree.roots:
+            self._tree_advantages(u, r)
         if ac.positive_adv_weight != 1.0 or ac.negative_adv_weight != 1.0:
             u.advantages = ca.reweight_advantages(
                 u.advantages, positive_weight=ac.positive_adv_weight, negative_weight=ac.negative_adv_weight
             )
+
+    def _tree_advantages(self, u: UpdateBatch, r: Rollout) -> None:
+        """Tree rollouts: Tree-GRPO's intra-tree term (``rollout.tree.intra_tree_coef``), then the weights that
+        train each shared prefix once (:func:`core_algos.shared_prefix_weights`)."""
+        tree, ac, n = self.cfg.rollout.tree, self.cfg.algorithm, self.cfg.rollout.n
+        if tree.intra_tree_coef:
+            scores = (u.token_rewards * u.tensors["response_mask"]).sum(-1)
+            intra = ca.tree_intra_advantages(
+                scores,
+                1 + tree.points * tree.branches,
+                valid=r.valid & r.keep,
+                eps=ac.adv_eps,
+                scale="none" if ac.adv_scale == "none" else "group",
+            )
+            u.advantages = u.advantages + tree.intra_tree_coef * intra[:, None] * u.mask
+        root = torch.tensor([(i // n) * n + g.branch[0] if g.branch else i for i, g in enumerate(r.gens)])
+        shared = torch.tensor([g.branch[1] if g.branch else 0 for g in r.gens])
+        per_token = torch.ones(u.size)
+        if ca.aggregation_traits(ac.loss_agg_mode).length_normalised:
+            per_token = 1.0 / u.mask.sum(-1).clamp(min=1)
+        u.advantages, u.token_weights = ca.shared_prefix_weights(
+            u.advantages, u.mask, root, shared, per_token_of_sample=per_token
+        )
 
     def importance_weights(self, u: UpdateBatch, m: dict[str, Any]) -> None:
         """Truncated IS weights for the rollout engine / trainer mismatch (``algorithm.rollout_is``)."""
@@ -219,7 +244,8 @@ class PolicyUpdate:
         A sample whose loss tokens all have advantage 0 adds exactly nothing to the gradient when the loss has
         no KL or entropy term and there is no value model (GRPO's all-equal groups). Its forward/backward is
         skipped; the normalisers still count its tokens, so the gradient is the same as with it. (Not under
-        data parallelism: every rank must run the same backward passes.)"""
+        data parallelism: every rank must run the same backward passes; nor when a token's loss reads the
+        other tokens of its micro-batch: the covariance losses, the entropy quantile.)"""
         ac = self.cfg.algorithm
         prunable = (
             self.cfg.train.skip_zero_advantage
@@ -227,6 +253,8 @@ class PolicyUpdate:
             and ac.entropy_coef == 0
             and self.models.value is None
             and not self.dist
+            and not ca.policy_loss_traits(ac.policy_loss).batch_dependent
+            and ac.top_entropy_quantile == 1.0
         )
         active = (
             (u.advantages * u.mask).abs().sum(-1) > 0 if prunable else torch.ones(u.size, dtype=torch.bool)
@@ -299,6 +327,9 @@ class PolicyUpdate:
         mmask = u.mask[idx].to(self.device)
         old = u.old_logp[idx].to(self.device) if u.old_logp is not None else logp.detach()
         is_weights, is_stats = self._micro_is_weights(u, idx, old, mmask)
+        if u.token_weights is not None:
+            weights = u.token_weights[idx].to(self.device)
+            is_weights = weights if is_weights is None else is_weights * weights
         if ent is not None:
             acc.entropies.append(ent.detach()[mmask.bool()].float().cpu())
             if ac.top_entropy_quantile < 1.0:

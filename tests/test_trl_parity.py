@@ -102,6 +102,16 @@ def _grads(model):
     return torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
 
 
+def _trl_loss_and_grads(trainer, model, inputs):
+    """TRL's loss on ``inputs`` and the gradient it leaves (the model's gradients zeroed after)."""
+    model.zero_grad()
+    loss = trainer._compute_loss(model, inputs)
+    loss.backward()
+    grads = _grads(model).clone()
+    model.zero_grad()
+    return loss, grads
+
+
 # ------------------------------------------------------------------------------------------------- advantages
 
 
@@ -280,11 +290,7 @@ def test_cispo_matches_trl(setup, tmp_path):
     model, tokenizer, _, batch = setup
     trainer = _make_trainer(model, tokenizer, tmp_path, loss_type="cispo", epsilon_high=1.2)
     inputs = _inputs_with_old_logps(model, batch)
-    model.zero_grad()
-    loss_trl = trainer._compute_loss(model, inputs)
-    loss_trl.backward()
-    grad_trl = _grads(model).clone()
-    model.zero_grad()
+    loss_trl, grad_trl = _trl_loss_and_grads(trainer, model, inputs)
     logps, _ = _our_logps(model, inputs)
     mask = inputs["completion_mask"]
     out = ca.compute_policy_loss(
@@ -353,12 +359,7 @@ def test_top_entropy_quantile_loss_matches_trl(setup, tmp_path):
     trainer = _make_trainer(model, tokenizer, tmp_path, loss_type="grpo", top_entropy_quantile=0.2)
     inputs = _inputs_with_old_logps(model, batch)
     model.train()
-    model.zero_grad()
-    loss_trl = trainer._compute_loss(model, inputs)
-    loss_trl.backward()
-    grad_trl = _grads(model).clone()
-
-    model.zero_grad()
+    loss_trl, grad_trl = _trl_loss_and_grads(trainer, model, inputs)
     logps, ent = _our_logps(model, inputs)
     mask = inputs["completion_mask"]
     forking = ca.high_entropy_mask(ent, mask, 0.2)

@@ -74,6 +74,8 @@ class Generation:
         loss_mask: One flag per token of ``token_ids``: 1 for a token the policy sampled, 0 for one an
             environment inserted (a tool's output in a multi-turn episode), which is context for the loss
             but never trained on; ``None``: every token is the policy's.
+        branch: A tree rollout's branch: ``(root, length)``, the first ``length`` tokens of ``token_ids`` are
+            those of sample ``root`` of the same prompt, sampled once for both; ``None``: sampled whole.
     """
 
     text: str
@@ -82,6 +84,7 @@ class Generation:
     logprobs: list[float] | None
     finish_reason: FinishReason
     loss_mask: list[int] | None = None
+    branch: tuple[int, int] | None = None
 
     @property
     def truncated(self) -> bool:
@@ -190,10 +193,12 @@ class RolloutBackend:
         """Makes the backend sample from ``model``'s current weights (after an optimiser step)."""
         raise NotImplementedError
 
-    def prefix_cache(self) -> contextlib.AbstractContextManager[None]:
+    def prefix_cache(self, branching: bool = False) -> contextlib.AbstractContextManager[None]:
         """A block within which the backend may keep samples' KV caches for prompts that extend them (the
-        turns of multi-turn episodes); the weights must not change inside it. A no-op where the backend
-        caches prefixes by itself (vLLM) or not at all."""
+        turns of multi-turn episodes) or, with ``branching``, for prompts that a sample extends (a tree
+        rollout's branches: its prompt and the first tokens of a sample, continued several times); the
+        weights must not change inside it. A no-op where the backend caches prefixes by itself (vLLM) or not
+        at all."""
         return contextlib.nullcontext()
 
     def interact(self, prompts: Sequence[Prompt], params: SamplingParams, respond: Respond) -> None:

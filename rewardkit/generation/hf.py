@@ -138,10 +138,11 @@ class HFBackend(RolloutBackend):
             self.model.load_state_dict(model.state_dict())
 
     @contextlib.contextmanager
-    def prefix_cache(self) -> Iterator[None]:
+    def prefix_cache(self, branching: bool = False) -> Iterator[None]:
         """Keeps every sample's KV cache until the block ends, so that a prompt extending a sample's tokens
-        prefills only its new ones; the weights must not change inside the block."""
-        self._store = pc.PrefixStore(self.prefix_cache_bytes)
+        (with ``branching``, also one that a sample's tokens extend) prefills only its new ones; the weights
+        must not change inside the block."""
+        self._store = pc.PrefixStore(self.prefix_cache_bytes, branching=branching)
         try:
             yield
         finally:

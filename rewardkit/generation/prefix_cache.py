@@ -2,6 +2,9 @@
 extends the sample's tokens (the next turn of a multi-turn episode: the sample, then the tool's output)
 prefills only what is new, as vLLM's automatic prefix caching does.
 
+With ``branching`` (a tree rollout), entries are kept after use and a prompt may also reuse the start of
+a longer entry: a branch's prompt is the sample's prompt and its first tokens, continued several times.
+
 A :class:`PrefixStore` lives for one rollout (``HFBackend.prefix_cache()``): the policy's weights change
 between rollouts and its keys and values with them. Each stored entry is the keys and values of one
 sample's real tokens (no padding), per layer, keyed by those tokens; a lookup finds the longest entry that
@@ -62,14 +65,18 @@ class PrefixStore:
     """Finished samples' keys and values, for the prompts that extend them (see the module docstring).
 
     Entries are taken by the lookup that uses them: a sample's tokens are continued once, by its next turn.
-    ``max_bytes`` bounds what is kept; samples past it are not stored, and their next turn prefills whole.
+    With ``branching`` they stay, and every prefix of an entry is found too (indexed by the hash of each of
+    its prefixes). ``max_bytes`` bounds what is kept; samples past it are not stored, and their next turn
+    prefills whole.
     """
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, *, branching: bool = False) -> None:
         self.max_bytes = max_bytes
+        self.branching = branching
         self.nbytes = 0
         self._entries: dict[tuple[int, int], list[_Entry]] = {}
         self._lengths: set[int] = set()
+        self._starts: dict[tuple[int, int], _Entry] = {}  # branching: (length, hash) of every entry prefix
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._entries.values())
@@ -80,6 +87,8 @@ class PrefixStore:
         if not self._entries or len(prompt) < 2:
             return Prefix()
         hashes = _prefix_hashes(prompt)
+        if self.branching:
+            return self._longest_start(prompt, hashes)
         for length in sorted((n for n in self._lengths if n <= len(prompt)), reverse=True):
             bucket = self._entries.get((length, hashes[length]), [])
             for i, entry in enumerate(bucket):
@@ -89,14 +98,25 @@ class PrefixStore:
                     return Prefix(min(length, len(prompt) - 1), entry)
         return Prefix()
 
+    def _longest_start(self, prompt: Sequence[int], hashes: list[int]) -> Prefix:
+        """Branching: the longest ``length < len(prompt)`` whose first tokens some entry starts with."""
+        for length in range(len(prompt) - 1, 0, -1):
+            entry = self._starts.get((length, hashes[length]))
+            if entry is not None and entry.tokens[:length] == tuple(prompt[:length]):
+                return Prefix(length, entry)
+        return Prefix()
+
     def put(self, tokens: Sequence[int], layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         entry = _Entry(tuple(tokens), layers)
         if len(tokens) < 1 or self.nbytes + entry.nbytes > self.max_bytes:
             return
-        key = (len(tokens), _prefix_hashes(tokens)[-1])
-        self._entries.setdefault(key, []).append(entry)
+        hashes = _prefix_hashes(tokens)
+        self._entries.setdefault((len(tokens), hashes[-1]), []).append(entry)
         self._lengths.add(len(tokens))
         self.nbytes += entry.nbytes
+        if self.branching:
+            for length in range(1, len(tokens) + 1):
+                self._starts.setdefault((length, hashes[length]), entry)
 
     def store_rows(self, cache: Any, full_mask: torch.Tensor, rows: Sequence[Sequence[int]]) -> None:
         """Keeps each row's keys and values after ``generate``: ``rows[r]`` is the sample's tokens (its prompt,

@@ -21,7 +21,8 @@ Modules
 sampling), ``advantages`` (GRPO, Dr.GRPO, RLOO, REINFORCE++, GAE, signed REINFORCE; the dispatch and
 :class:`AdvantageInputs`), ``passk``, ``gdpo``, ``step_return``, ``aggregation``, ``kl`` (estimators, loss and
 reward terms, controllers), ``logits`` (log-probs, entropy, self-certainty), ``entropy`` (the high-entropy
-token mask, entropy-collapse statistics), ``covariance`` (Clip-Cov, KL-Cov), ``importance`` (rollout IS
+token mask, entropy-collapse statistics), ``covariance`` (Clip-Cov, KL-Cov), ``tree`` (tree rollouts' branch
+points, intra-tree advantages, shared-prefix loss weights), ``importance`` (rollout IS
 weights), ``losses`` (policy and value losses), ``registries``. Every public name is importable from this
 package, as when it was one module.
 
@@ -151,10 +152,18 @@ from .step_return import (
     STEP_BASELINES,
     step_return_advantages,
 )
+from .tree import (
+    BRANCH_RULES,
+    branch_positions,
+    shared_prefix_weights,
+    shared_token_share,
+    tree_intra_advantages,
+)
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "ADV_SCALES",
+    "BRANCH_RULES",
     "ENTROPY_PERCENTILES",
     "NEAR_DETERMINISTIC_ENTROPY",
     "AdaptiveKLController",
@@ -176,6 +185,7 @@ __all__ = [
     "apply_kl_penalty",
     "apply_sample_mask",
     "batch_counts",
+    "branch_positions",
     "cispo_policy_loss",
     "clip_cov_policy_loss",
     "compute_advantages",
@@ -224,7 +234,10 @@ __all__ = [
     "rollout_importance_weights",
     "self_certainty",
     "self_certainty_from_hidden",
+    "shared_prefix_weights",
+    "shared_token_share",
     "step_return_advantages",
     "token_covariance",
     "token_logprobs_from_hidden",
+    "tree_intra_advantages",
 ]

@@ -17,7 +17,7 @@ def _agg_token_mean(loss_mat, mask, *, global_num_tokens=None, global_num_seqs=N
     return masked_sum(loss_mat, mask) / max(float(denom), 1.0)
 
 
-@LOSS_AGG_MODES.register("seq-mean-token-mean")
+@LOSS_AGG_MODES.register("seq-mean-token-mean", traits=AggregationTraits(length_normalised=True))
 def _agg_seq_mean_token_mean(loss_mat, mask, *, global_num_tokens=None, global_num_seqs=None, max_len=None):
     """``(1 / N_seqs) sum_i (1 / |y_i|) sum_t l_it`` (GRPO paper; TRL ``grpo``). Each sequence weighs the same."""
     lengths = mask.sum(dim=-1)

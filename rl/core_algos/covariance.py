@@ -44,7 +44,10 @@ def _aggregate(per_token: Tensor, response_mask: Tensor, loss_agg_mode: str, kw:
 
 
 @POLICY_LOSSES.register(
-    "clip_cov", traits=PolicyLossTraits(config_fields=("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"))
+    "clip_cov",
+    traits=PolicyLossTraits(
+        batch_dependent=True, config_fields=("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub")
+    ),
 )
 def clip_cov_policy_loss(
     log_prob: Tensor,
@@ -98,7 +101,9 @@ def clip_cov_policy_loss(
     return PolicyLossOutput(loss=loss, per_token_loss=per_token, stats=stats)
 
 
-@POLICY_LOSSES.register("kl_cov", traits=PolicyLossTraits(config_fields=("kl_cov_ratio", "ppo_kl_coef")))
+@POLICY_LOSSES.register(
+    "kl_cov", traits=PolicyLossTraits(batch_dependent=True, config_fields=("kl_cov_ratio", "ppo_kl_coef"))
+)
 def kl_cov_policy_loss(
     log_prob: Tensor,
     old_log_prob: Tensor,

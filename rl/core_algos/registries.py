@@ -24,6 +24,9 @@ class PolicyLossTraits:
 
     dual_clip: bool = False
     """It takes ``clip_ratio_c``, the dual-clip constant (Ye et al., 2020), which the loop then passes."""
+    batch_dependent: bool = False
+    """A token's loss depends on the other tokens of its micro-batch (Clip-Cov's and KL-Cov's covariance
+    selection): the loop then keeps zero-advantage samples in the forward pass, as verl's loss sees them."""
     config_fields: tuple[str, ...] = ()
     """Fields of the run's ``algorithm`` config the loop passes as keyword arguments of the same name (the
     loss's own constants, e.g. Clip-Cov's ``clip_cov_ratio``)."""
@@ -33,6 +36,9 @@ class PolicyLossTraits:
 class AggregationTraits:
     """How a loss aggregation counts the samples of its normaliser."""
 
+    length_normalised: bool = False
+    """It divides each sample's token sum by the sample's length (each token of sample ``i`` weighs
+    ``1 / |y_i|``), as ``seq-mean-token-mean`` does (tree rollouts' shared-prefix weights read it)."""
     counts_masked_samples: bool = False
     """Its sequence count is every sample of the step, masked ones included (a constant normaliser), not
     the samples with a token in the loss (:func:`rewardkit.rl.core_algos.batch_counts`)."""
