@@ -136,4 +136,5 @@ def _sample_row(
         "details": details,
         "error": scored.sample_errors[i],
         "finish_reason": gen.finish_reason,
+        **({"branch": list(gen.branch)} if getattr(gen, "branch", None) else {}),
     }

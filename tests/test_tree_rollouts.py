@@ -269,3 +269,11 @@ def test_tree_run_trains_and_logs(tmp_path, branch_at):
         assert r["tree/generated_tokens_per_sample"] <= r["completions/mean_length"]
     samples = [json.loads(line) for line in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()]
     assert len(samples) == 24 and {s["group"] for s in samples} == {0, 1}
+    for s in samples:
+        if "branch" in s:
+            root = next(
+                x
+                for x in samples
+                if (x["step"], x["group"], x["index"]) == (s["step"], s["group"], s["branch"][0])
+            )
+            assert "branch" not in root and s["index"] != root["index"]
