@@ -203,6 +203,30 @@ def test_episodes_match_hf(engine):
     _assert_same_episodes(backend, path)
 
 
+def test_tree_rollouts_match_hf_and_use_the_prefix_cache(engine):
+    """Tree rollouts through the engine (branch prompts are the roots' prefixes, which vLLM's automatic
+    prefix caching serves) give the hf backend's greedy trees."""
+    from rewardkit.generation import SamplingParams
+    from rewardkit.rl.config import TreeConfig
+    from rewardkit.rl.tree import grow_trees
+
+    backend, path = engine
+    hf = _hf(path)
+    tree = TreeConfig(roots=1, branches=1, points=2, branch_at="uniform")
+    params = SamplingParams(n=tree.samples_per_prompt, temperature=0.0, max_new_tokens=8)
+
+    def decode(ids):
+        return hf.tokenizer.decode(ids, skip_special_tokens=True)
+
+    got = grow_trees(backend, PROMPTS, params, tree, decode=decode, entropies=None)
+    want = grow_trees(hf, PROMPTS, params, tree, decode=decode, entropies=None)
+    assert [[(g.token_ids, g.branch) for g in grp] for grp in got] == [
+        [(g.token_ids, g.branch) for g in grp] for grp in want
+    ]
+    assert any(g.branch for grp in got for g in grp)
+    assert backend.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching
+
+
 def test_update_weights_pushes_the_policy(engine):
 
     from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
@@ -543,27 +567,3 @@ def test_search_episodes_match_hf(tmp_path):
     for g, w in zip(got, want, strict=True):
         assert (g.token_ids, g.loss_mask, g.state.end) == (w.token_ids, w.loss_mask, w.state.end)
         assert [t.text for t in g.state.turns] == [t.text for t in w.state.turns]
-
-
-def test_tree_rollouts_match_hf_and_use_the_prefix_cache(engine):
-    """Tree rollouts through the engine (branch prompts are the roots' prefixes, which vLLM's automatic
-    prefix caching serves) give the hf backend's greedy trees."""
-    from rewardkit.generation import SamplingParams
-    from rewardkit.rl.config import TreeConfig
-    from rewardkit.rl.tree import grow_trees
-
-    backend, path = engine
-    hf = _hf(path)
-    tree = TreeConfig(roots=1, branches=1, points=2, branch_at="uniform")
-    params = SamplingParams(n=tree.samples_per_prompt, temperature=0.0, max_new_tokens=8)
-
-    def decode(ids):
-        return hf.tokenizer.decode(ids, skip_special_tokens=True)
-
-    got = grow_trees(backend, PROMPTS, params, tree, decode=decode, entropies=None)
-    want = grow_trees(hf, PROMPTS, params, tree, decode=decode, entropies=None)
-    assert [[(g.token_ids, g.branch) for g in grp] for grp in got] == [
-        [(g.token_ids, g.branch) for g in grp] for grp in want
-    ]
-    assert any(g.branch for grp in got for g in grp)
-    assert backend.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching
