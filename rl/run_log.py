@@ -44,7 +44,7 @@ def rollout_metrics(r: Rollout, n: int) -> dict[str, Any]:
     m["completions/mean_terminated_length"] = float(lengths[term].mean()) if term.any() else 0.0
     m["samples/masked_from_loss"] = int((~(r.keep & r.valid)).sum())
     m.update(episode_metrics([g.summary() for g in r.gens if isinstance(g, Episode)]))
-    if any(getattr(g, "branch", None) is not None for g in r.gens):
+    if any(g.branch is not None for g in r.gens):
         m.update(tree_token_counts([r.gens]))
     return m
 
@@ -81,8 +81,7 @@ def throughput_metrics(
 def _generated_tokens(g: Generation) -> int:
     """The tokens the policy sampled for ``g``: not an episode's tool output, not a branch's shared prefix."""
     own = len(g.token_ids) if g.loss_mask is None else sum(g.loss_mask)
-    branch = getattr(g, "branch", None)  # an episode has none
-    return own - (branch[1] if branch is not None else 0)
+    return own - (g.branch[1] if g.branch is not None else 0)
 
 
 def sample_advantages(u: UpdateBatch, r: Rollout) -> dict[int, float | None]:
@@ -136,5 +135,5 @@ def _sample_row(
         "details": details,
         "error": scored.sample_errors[i],
         "finish_reason": gen.finish_reason,
-        **({"branch": list(gen.branch)} if getattr(gen, "branch", None) else {}),
+        **({"branch": list(gen.branch)} if gen.branch is not None else {}),
     }

@@ -60,7 +60,6 @@ def grow_trees(
         branched = backend.generate(
             branch_prompts, replace(params, n=tree.branches, max_new_tokens=budget, seed=seed)
         )
-    per_root = tree.points * tree.branches
     out: list[list[Generation]] = []
     for i in range(len(prompts)):
         group: list[Generation] = []
@@ -71,7 +70,7 @@ def grow_trees(
             for q, p in enumerate(points[r]):
                 for b in branched[r * tree.points + q]:
                     group.append(_joined(roots[r], root_index, p, b, params, decode))
-        assert len(group) == tree.roots * (1 + per_root)
+        assert len(group) == tree.samples_per_prompt
         out.append(group)
     return out
 

@@ -331,9 +331,10 @@ class PolicyUpdate:
             weights = u.token_weights[idx].to(self.device)
             is_weights = weights if is_weights is None else is_weights * weights
         if ent is not None:
-            acc.entropies.append(ent.detach()[mmask.bool()].float().cpu())
+            tokens = ent.detach()[mmask.bool()].float()
+            acc.entropies.append(tokens.cpu())
             if ac.top_entropy_quantile < 1.0:
-                is_weights = self._forking_tokens_only(ent, mmask, is_weights)
+                is_weights = self._forking_tokens_only(ent, mmask, tokens, is_weights)
         traits = ca.policy_loss_traits(ac.policy_loss)
         out = ca.compute_policy_loss(
             ac.policy_loss,
@@ -345,7 +346,6 @@ class PolicyUpdate:
             clip_ratio_high=ac.clip_ratio_high,
             loss_agg_mode=ac.loss_agg_mode,
             is_weights=is_weights,
-            **({"clip_ratio_c": ac.clip_ratio_c} if traits.dual_clip else {}),
             **{name: getattr(ac, name) for name in traits.config_fields},
             **agg,
         )
@@ -373,14 +373,13 @@ class PolicyUpdate:
         return stats, losses
 
     def _forking_tokens_only(
-        self, ent: torch.Tensor, mask: torch.Tensor, is_weights: torch.Tensor | None
+        self, ent: torch.Tensor, mask: torch.Tensor, tokens: torch.Tensor, is_weights: torch.Tensor | None
     ) -> torch.Tensor:
         """``algorithm.top_entropy_quantile``: the policy-loss weights with every token below the entropy
-        quantile of the micro-batch (all ranks' tokens, as TRL gathers them) set to 0; the loss's normaliser
-        still counts them (TRL multiplies its per-token loss by the mask the same way)."""
-        pooled = ent.detach()[mask.bool()].float()
-        if self.dist:
-            pooled = parallel.gather_variable(pooled)
+        quantile of the micro-batch (``tokens``: its loss tokens' entropies, with all ranks' as TRL gathers
+        them) set to 0; the loss's normaliser still counts them (TRL multiplies its per-token loss by the
+        mask the same way)."""
+        pooled = parallel.gather_variable(tokens)
         forking = ca.high_entropy_mask(ent, mask, self.cfg.algorithm.top_entropy_quantile, pooled=pooled)
         return forking.to(ent.dtype) if is_weights is None else is_weights * forking
 

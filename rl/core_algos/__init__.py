@@ -156,7 +156,6 @@ from .tree import (
     BRANCH_RULES,
     branch_positions,
     shared_prefix_weights,
-    shared_token_share,
     tree_intra_advantages,
 )
 
@@ -235,7 +234,6 @@ __all__ = [
     "self_certainty",
     "self_certainty_from_hidden",
     "shared_prefix_weights",
-    "shared_token_share",
     "step_return_advantages",
     "token_covariance",
     "token_logprobs_from_hidden",

@@ -69,8 +69,9 @@ def clip_cov_policy_loss(
     among the unclipped tokens whose covariance term lies in ``(lb, ub)`` (paper: r = 2e-4, bounds 1 and 5).
 
     ``N`` is the micro-batch's token count; ``generator`` drives the draw (the global RNG when ``None``, as
-    verl's ``torch.randperm``); ``kw``: the normalisers of :func:`agg_loss`. Stats: ``clip_cov/cut_share`` (tokens cut), ``approx_kl`` and PPO's clip
-    ratios.
+    verl's ``torch.randperm``); ``kw``: the normalisers of :func:`agg_loss`. Stats: ``clip_cov/cut_share``
+    (tokens cut), ``approx_kl`` and PPO's clip ratios. The clipped region is tested as verl tests it
+    (``-A clip(r) > -A r``).
     """
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(-1)

@@ -63,7 +63,7 @@ def _ppo_surrogate(
     return loss, stats
 
 
-@POLICY_LOSSES.register("ppo", traits=PolicyLossTraits(dual_clip=True))
+@POLICY_LOSSES.register("ppo", traits=PolicyLossTraits(config_fields=("clip_ratio_c",)))
 def ppo_policy_loss(
     log_prob: Tensor,
     old_log_prob: Tensor,

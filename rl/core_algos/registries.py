@@ -22,14 +22,17 @@ Tensor = torch.Tensor
 class PolicyLossTraits:
     """What a policy loss accepts beyond the common arguments."""
 
-    dual_clip: bool = False
-    """It takes ``clip_ratio_c``, the dual-clip constant (Ye et al., 2020), which the loop then passes."""
     batch_dependent: bool = False
     """A token's loss depends on the other tokens of its micro-batch (Clip-Cov's and KL-Cov's covariance
     selection): the loop then keeps zero-advantage samples in the forward pass, as verl's loss sees them."""
     config_fields: tuple[str, ...] = ()
     """Fields of the run's ``algorithm`` config the loop passes as keyword arguments of the same name (the
-    loss's own constants, e.g. Clip-Cov's ``clip_cov_ratio``)."""
+    loss's own constants: PPO's dual-clip ``clip_ratio_c``, Clip-Cov's ``clip_cov_ratio``, ...)."""
+
+    @property
+    def dual_clip(self) -> bool:
+        """It takes ``clip_ratio_c``, the dual-clip constant (Ye et al., 2020)."""
+        return "clip_ratio_c" in self.config_fields
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import torch
 
 from .advantages import group_normalized_advantages
-from .masked import masked_mean
 
 Tensor = torch.Tensor
 
@@ -27,7 +26,6 @@ __all__ = [
     "BRANCH_RULES",
     "branch_positions",
     "shared_prefix_weights",
-    "shared_token_share",
     "tree_intra_advantages",
 ]
 
@@ -45,9 +43,8 @@ def branch_positions(entropies: Tensor, lengths: Tensor, t: int, rule: str = "en
     ``(R,)`` their token counts."""
     if rule not in BRANCH_RULES:
         raise ValueError(f"unknown branch rule {rule!r} (known: {', '.join(BRANCH_RULES)})")
-    roots, width = entropies.shape
-    out = torch.zeros(roots, t, dtype=torch.long)
-    for r in range(roots):
+    out = torch.zeros(len(lengths), t, dtype=torch.long)
+    for r in range(len(lengths)):
         n = int(lengths[r])
         eligible = n - 1  # positions 1 .. n-1
         if eligible <= 0:
@@ -60,8 +57,8 @@ def branch_positions(entropies: Tensor, lengths: Tensor, t: int, rule: str = "en
             if len(chosen) < take:  # rounding merged neighbours: fill from the start
                 spare = [p for p in range(1, n) if p not in set(chosen.tolist())]
                 chosen = torch.cat([chosen, torch.tensor(spare[: take - len(chosen)], dtype=torch.long)])
-        out[r, t - take :] = torch.sort(chosen).values
-    return torch.sort(out, dim=1).values
+        out[r, t - take :] = torch.sort(chosen).values  # after the zeros: the row is sorted
+    return out
 
 
 def tree_intra_advantages(
@@ -106,8 +103,3 @@ def shared_prefix_weights(
         adv[r, on] = sums[r, on] / totals[r, on]
         weights[r, on] = totals[r, on] / w[r]
     return adv, weights
-
-
-def shared_token_share(mask: Tensor, weights: Tensor) -> float:
-    """The share of loss-mask tokens that a tree trains through another sample's row (weight 0)."""
-    return float(masked_mean((weights == 0).float(), mask)) if mask.any() else 0.0
