@@ -1,13 +1,13 @@
 #!/usr/bin/env python
 """Recent RL algorithms against plain GRPO on the demo task, same budget, several seeds (issue 17).
 
-The task is the demo's (``rewardkit.demos.rl``): a tiny Qwen2 warm-started on two-digit additions without
+The task is the demo's (``rewardlab.demos.rl``): a tiny Qwen2 warm-started on two-digit additions without
 carrying, then RL with the math verifier's reward, greedy pass@1 on the 100 held-out problems before and
 after. Every arm starts from the same warm-start weights of its seed, trains ``--steps`` steps of
 ``--prompts`` prompts x ``--group`` samples (the same number of rollouts), and changes one thing:
 
 ==================  ==============================================================================
-arm                 what changes (rewardkit config)
+arm                 what changes (rewardlab config)
 ==================  ==============================================================================
 grpo                nothing: the demo's GRPO (the reference)
 passk               Pass@k Training's analytic advantages, k = 4 (Chen et al., 2025)
@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def demo_args(args: argparse.Namespace) -> argparse.Namespace:
     """The demo's settings (warm start, GRPO hyper-parameters) with this bench's budget."""
-    from rewardkit.demos.rl import build_parser as demo_parser
+    from rewardlab.demos.rl import build_parser as demo_parser
 
     return demo_parser().parse_args(
         [
@@ -172,9 +172,9 @@ def warm_start(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from rewardkit.data import arithmetic
-    from rewardkit.data.tiny import load_tiny_tokenizer
-    from rewardkit.demos import rl as demo
+    from rewardlab.data import arithmetic
+    from rewardlab.data.tiny import load_tiny_tokenizer
+    from rewardlab.demos import rl as demo
 
     folder = Path(args.warm_starts or args.out) / f"seed-{args.seed}" / args.variant
     tokenizer = load_tiny_tokenizer()
@@ -183,7 +183,7 @@ def warm_start(args: argparse.Namespace) -> None:
     if args.variant == "sft-budget":
         import random
 
-        from rewardkit.rewardmodels.shaping.functional import L1_PROMPT_TEMPLATES
+        from rewardlab.rewardmodels.shaping.functional import L1_PROMPT_TEMPLATES
 
         rng = random.Random(args.seed)
         template = L1_PROMPT_TEMPLATES["max"]
@@ -202,12 +202,12 @@ def train_arm(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     from transformers import AutoModelForCausalLM
 
-    from rewardkit.data import arithmetic
-    from rewardkit.data.tiny import load_tiny_tokenizer
-    from rewardkit.demos import rl as demo
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record
+    from rewardlab.data import arithmetic
+    from rewardlab.data.tiny import load_tiny_tokenizer
+    from rewardlab.demos import rl as demo
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
+    from rewardlab.types import Record
 
     seed_dir = Path(args.out) / f"seed-{args.seed}"
     out = seed_dir / args.arm
@@ -243,10 +243,10 @@ def sampled_passk(trainer: Any, records: list[Any], k: int, seed: int) -> dict[s
     """``k`` samples per held-out problem at the rollout temperature: pass@1 (their mean) and pass@k (the
     unbiased estimator; with n = k samples, whether any is right), by the first reward source's verdict, a
     truncated sample never right."""
-    from rewardkit.eval.metrics import pass_at_k_single
-    from rewardkit.generation import SamplingParams
-    from rewardkit.rl.rewards import RewardSources
-    from rewardkit.types import Record
+    from rewardlab.eval.metrics import pass_at_k_single
+    from rewardlab.generation import SamplingParams
+    from rewardlab.rl.rewards import RewardSources
+    from rewardlab.types import Record
 
     rc, sampler = trainer.cfg.rollout, trainer.sampler
     params = SamplingParams(
@@ -271,7 +271,7 @@ def sampled_passk(trainer: Any, records: list[Any], k: int, seed: int) -> dict[s
 def summarise_run(
     out: Path, arm: str, before: dict[str, Any], last: dict[str, Any], wall: float
 ) -> dict[str, Any]:
-    from rewardkit.training.metrics import read_metrics
+    from rewardlab.training.metrics import read_metrics
 
     rows = [r for r in read_metrics(out) if r.get("step", 0) > 0 and "reward" in r]
     step_times = [r["timing/step_s"] for r in rows]

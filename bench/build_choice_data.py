@@ -26,8 +26,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.choice import ChoiceVerifier
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.choice import ChoiceVerifier
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "tests" / "data" / "choice" / "mmlu_pro_deepseek.jsonl.gz"

@@ -5,7 +5,7 @@ parametrised pytest tables. This script reads the test files from a checkout or 
 repository, collects every parametrised case of the test functions listed in ``FILES`` plus the
 ``compare_strings`` call of ``test_all.py::test_precision``, and records for each case the configuration the
 test passes to math-verify (extraction targets, float rounding, strict, set-relation comparison), so that the
-bench can score each case with math-verify exactly as its test does and with rewardkit's defaults.
+bench can score each case with math-verify exactly as its test does and with rewardlab's defaults.
 
 How it works: each test module is executed with its helpers replaced by recorders (``compare_strings``, or
 ``parse``/``verify`` for the tests that call them directly); calling a test function with one parameter set
@@ -23,7 +23,7 @@ import subprocess
 import types
 from pathlib import Path
 
-from rewardkit.runtime import StandInModules
+from rewardlab.runtime import StandInModules
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "math_verify_suite.jsonl"

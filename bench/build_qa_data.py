@@ -7,7 +7,7 @@ https://github.com/google-research-datasets/natural-questions and writes:
   from them with realistic changes (case, articles, punctuation, Unicode spaces, extra words, a truncated
   alias, an alias of another question, curly quotes and dashes, a hedge), deterministic for a seed. The
   tests require SQuAD's and verl's figures on every one (tests/test_qa_references.py).
-- ``data/qa/nq_open_sample.jsonl``: 200 questions in rewardkit's record shape (``id``, ``prompt``,
+- ``data/qa/nq_open_sample.jsonl``: 200 questions in rewardlab's record shape (``id``, ``prompt``,
   ``reference`` = the alias list).
 
     .venv/bin/python bench/build_qa_data.py [--git-dir DIR] [--commit SHA] [--seed 0]

@@ -1,6 +1,6 @@
 """Episodes per second of multi-turn rollouts on CPU, against single-turn sampling measured in the same run.
 
-The policy is the tool-use demo's (``rewardkit/demos/tools.py``): ``--model`` a trained one (e.g.
+The policy is the tool-use demo's (``apps/demos/tools.py``): ``--model`` a trained one (e.g.
 ``runs/demo-tools/seed-0/grpo/checkpoints/latest/policy``), or by default a fresh warm start of the demo
 (``--sft-steps``, seed 0; it calls the tool about half the time). On the same held-out prompts, with the same
 sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the ``--backend``:
@@ -15,7 +15,7 @@ sampling (temperature 1, ``--n`` per prompt, 24 tokens per turn), the ``--backen
 * ``python``: the same episodes with each call run by the ``python`` tool in the code sandbox (the tool
   named ``calc``: ``123*456`` is a Python expression whose value the tool prints).
 
-``--task search`` measures the search-agent demo (``rewardkit/demos/search.py``) instead: its policy
+``--task search`` measures the search-agent demo (``apps/demos/search.py``) instead: its policy
 (``--model``, or a fresh warm start of the demo from the tiny reader base), its held-out questions and seed
 0's knowledge base (BM25 over 1,500 passages, top 1 cut to 16 words), with 32 tokens per turn and up to 3
 turns; the rows are ``single-turn``, ``search`` (the decoding loop) and ``search-turns`` (hf: one
@@ -40,7 +40,7 @@ from typing import Any
 
 
 def parse_args() -> argparse.Namespace:
-    from rewardkit.demos import tools as demo
+    from rewardlab.demos import tools as demo
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", default="calculator", choices=["calculator", "search"])
@@ -77,10 +77,10 @@ class Task:
 
 
 def calculator_task(args: argparse.Namespace) -> Task:
-    from rewardkit.data import arithmetic
-    from rewardkit.data.tiny import load_tiny_tokenizer
-    from rewardkit.demos import tools as demo
-    from rewardkit.demos.rl import as_records
+    from rewardlab.data import arithmetic
+    from rewardlab.data.tiny import load_tiny_tokenizer
+    from rewardlab.demos import tools as demo
+    from rewardlab.demos.rl import as_records
 
     tokenizer = load_tiny_tokenizer()
     defaults = demo.build_parser().parse_args([])
@@ -107,7 +107,7 @@ def search_task(args: argparse.Namespace) -> Task:
     import tempfile
     from pathlib import Path
 
-    from rewardkit.demos import search as demo
+    from rewardlab.demos import search as demo
 
     defaults = demo.build_parser().parse_args([])
     steps = args.sft_steps or defaults.sft_steps
@@ -150,8 +150,8 @@ def index_build_seconds() -> tuple[int, float]:
     import tempfile
     from pathlib import Path
 
-    from rewardkit.data import kb
-    from rewardkit.envs.search import build_index
+    from rewardlab.data import kb
+    from rewardlab.envs.search import build_index
 
     passages = kb.generate(20_000, seed=0).passages
     with tempfile.TemporaryDirectory() as tmp:
@@ -165,7 +165,7 @@ def index_build_seconds() -> tuple[int, float]:
 def rollout_backend(args: argparse.Namespace, model: Any, tokenizer: Any) -> Any:
     """The hf backend on ``model``, or a vLLM engine loading it from disk (its prefix cache keeps each
     episode's earlier turns, which the hf backend prefills again every turn)."""
-    from rewardkit.generation import get_backend
+    from rewardlab.generation import get_backend
 
     if args.backend == "hf":
         return get_backend("hf", model, tokenizer, batch_size=1024)
@@ -213,8 +213,8 @@ def main() -> None:
 
     args = parse_args()
     torch.set_num_threads(args.threads)
-    from rewardkit.envs import build_env, run_episodes
-    from rewardkit.generation import SamplingParams
+    from rewardlab.envs import build_env, run_episodes
+    from rewardlab.generation import SamplingParams
 
     task = search_task(args) if args.task == "search" else calculator_task(args)
     model, tokenizer, records = task.model, task.tokenizer, task.records

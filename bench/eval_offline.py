@@ -1,9 +1,9 @@
 """Offline evaluation speed: 100,000 scored completions (1,000 problems x 100 samples), every metric.
 
-rewardkit's vectorised metrics (pass@k, maj@k with answers grouped by math equivalence, best-of-k,
+rewardlab's vectorised metrics (pass@k, maj@k with answers grouped by math equivalence, best-of-k,
 mean reward, bootstrap 95% intervals for all of them) against a plain-Python loop computing the same
 numbers (math.comb for pass@k, maj@1 and maj@n voted directly, the same bootstrap resamples), in the
-same run. Both must agree; the ratio is printed. Target: rewardkit under 10 s on 2 cores. Then the
+same run. Both must agree; the ratio is printed. Target: rewardlab under 10 s on 2 cores. Then the
 exact maj@k alone for every k from 1 to n (tests check it against enumeration of all k-subsets).
 
     python bench/eval_offline.py [--problems 1000] [--samples 100] [--bootstrap 1000]
@@ -19,8 +19,8 @@ from collections import Counter
 
 import numpy as np
 
-from rewardkit.eval.metrics import maj_at_k_matrix, vote_share
-from rewardkit.eval.runner import EvalConfig, Sample, compute_metrics, default_ks, group_answers
+from rewardlab.eval.metrics import maj_at_k_matrix, vote_share
+from rewardlab.eval.runner import EvalConfig, Sample, compute_metrics, default_ks, group_answers
 
 FORMS = {  # equivalent spellings of a few answers, as completions write them
     "1/2": ["1/2", "0.5", "\\frac{1}{2}", "\\dfrac{1}{2}"],
@@ -103,13 +103,13 @@ def main() -> None:
     start = time.perf_counter()
     fast = compute_metrics(data, ks, config, with_maj=True, with_best_of=True)
     fast_s = time.perf_counter() - start
-    print(f"rewardkit (vectorised):  {fast_s:7.2f} s")
+    print(f"rewardlab (vectorised):  {fast_s:7.2f} s")
 
     start = time.perf_counter()
     slow = plain_python(data, ks, config)
     slow_s = time.perf_counter() - start
     print(f"plain-Python loop:       {slow_s:7.2f} s")
-    print(f"ratio (loop / rewardkit): {slow_s / fast_s:.1f}x")
+    print(f"ratio (loop / rewardlab): {slow_s / fast_s:.1f}x")
 
     worst = max(abs(fast[name]["mean"] - mean) for name, (mean, _) in slow.items())
     worst_low = max(abs(fast[name]["ci_low"] - low) for name, (_, low) in slow.items())

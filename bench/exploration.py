@@ -7,7 +7,7 @@ The runs are ``bench/algorithms.py``'s (the demo's warm start per seed, then ``-
 with these arms (each changes one thing, at the paper's defaults):
 
 ===========  ====================================================================================
-arm          rewardkit config
+arm          rewardlab config
 ===========  ====================================================================================
 grpo         the demo's GRPO (the reference)
 clip_cov     ``algorithm.policy_loss=clip_cov`` (Cui et al., 2025: r = 2e-4, covariance in (1, 5))

@@ -43,7 +43,7 @@ def one_pass(path: str, batch: int, length: int, hidden_size: int, chunk: int, e
     """Runs in the child: one forward and backward, its peak memory (GiB) and seconds."""
     import torch
 
-    from rewardkit.rl import core_algos as ca
+    from rewardlab import core_algos as ca
 
     torch.manual_seed(0)
     head = torch.nn.Linear(hidden_size, VOCAB, bias=False)
@@ -71,10 +71,10 @@ def one_rl_step(chunk: int, prompts: int, n: int, new_tokens: int) -> dict:
 
     import torch
 
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
+    from rewardlab.types import Record
 
     torch.manual_seed(0)
     tokenizer = load_tiny_tokenizer()

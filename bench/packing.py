@@ -38,7 +38,7 @@ def make_gens(args: argparse.Namespace, vocab: int) -> list:
     """``--seqs`` generations with uniform random prompt / response lengths and random tokens."""
     import torch
 
-    from rewardkit.generation import Generation
+    from rewardlab.generation import Generation
 
     g = torch.Generator().manual_seed(args.seed)
 
@@ -53,10 +53,10 @@ def make_gens(args: argparse.Namespace, vocab: int) -> list:
 
 def make_trainer(args: argparse.Namespace, out_dir: str):
     """A trainer on a fresh random ``--model`` (its forward path is what is timed; nothing is generated)."""
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
+    from rewardlab.types import Record
 
     cfg = load_config(
         preset="grpo",
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from rewardkit.rl.trainer import build_tensors
+    from rewardlab.rl.trainer import build_tensors
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as out, make_trainer(args, out) as trainer:

@@ -1,8 +1,8 @@
-"""PRM step scoring: rewardkit's batched, length-sorted scoring vs Math-Shepherd's reference recipe.
+"""PRM step scoring: rewardlab's batched, length-sorted scoring vs Math-Shepherd's reference recipe.
 
 The reference is the inference snippet published with Math-Shepherd: one solution at a time, the text with
 a step tag after every step, ``softmax(logits[..., [+, -]])[..., 0]`` read where the input holds the tag.
-rewardkit's ``lm`` head computes the same numbers (checked here, and in tests/test_prm.py) with batches of
+rewardlab's ``lm`` head computes the same numbers (checked here, and in tests/test_prm.py) with batches of
 inputs sorted by length. Both run on the same model in the same process, after an untimed warm-up pass,
 ``--repeats`` times each in alternating order (rates are the medians; the ratio is the median of the paired
 ratios, with the ratio of CPU times beside it, which load from other processes disturbs less); the script
@@ -28,7 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=400, help="solutions to score")
     parser.add_argument("--model", default="qwen2-small", help="shipped tiny config (random weights)")
-    parser.add_argument("--batch-size", type=int, default=32, help="rewardkit's sequences per forward pass")
+    parser.add_argument("--batch-size", type=int, default=32, help="rewardlab's sequences per forward pass")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument(
         "--max-ops", type=int, default=12, help="most operations per solution (steps = ops + 1)"
@@ -38,10 +38,10 @@ def main() -> None:
 
     import torch
 
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.rewardmodels.prm import PRMConfig, ProcessRewardModel
-    from rewardkit.rewardmodels.prm.synthetic import make_arithmetic_examples
-    from rewardkit.types import Record
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.rewardmodels.prm import PRMConfig, ProcessRewardModel
+    from rewardlab.rewardmodels.prm.synthetic import make_arithmetic_examples
+    from rewardlab.types import Record
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -97,7 +97,7 @@ def main() -> None:
     cpu_ratio = statistics.median(a / b for a, b in zip(ref_cpu, our_cpu, strict=True))
 
     diff = max(abs(a - b) for r, o in zip(ref_scores, ours, strict=True) for a, b in zip(r, o, strict=True))
-    # The operating point: tokens per solution and the padding rewardkit's length-sorted batches add.
+    # The operating point: tokens per solution and the padding rewardlab's length-sorted batches add.
     lengths = sorted(len(prm.encode(ex.prompt, ex.steps).input_ids) for ex in examples)
     padded = sum(
         max(lengths[i : i + args.batch_size]) * len(lengths[i : i + args.batch_size])
@@ -113,7 +113,7 @@ def main() -> None:
     )
     print(f"reference (Math-Shepherd recipe, 1 per pass): {len(examples) / ref_s:8.1f} solutions/s")
     print(
-        f"rewardkit (length-sorted batches of {args.batch_size}): {len(examples) / ours_s:8.1f} solutions/s"
+        f"rewardlab (length-sorted batches of {args.batch_size}): {len(examples) / ours_s:8.1f} solutions/s"
     )
     print(
         f"ratio {statistics.median(ratios):.2f}x (median of {len(ratios)} alternating repeats: "

@@ -5,7 +5,7 @@ Task: sums of three digits, solved in steps (``3+4=7`` / ``7+5=12`` / ``Answer: 
 verifier's success (the answer is right) plus the per-step scores of a scripted PRM with a real PRM's flaw:
 every correct-looking step scores +1, repeated ones included (``CorrectLookingStepScorer``). The tiny
 Qwen2 policy is warm-started on solutions of which some repeat a step once or twice, then trained with
-GRPO (rewardkit's ``RLTrainer``) twice from the same weights:
+GRPO (rewardlab's ``RLTrainer``) twice from the same weights:
 
 * ``none``: reward = success + sum of the raw step scores -> every repeated step pays, so the mean length
   and the number of repeated steps grow;
@@ -28,12 +28,12 @@ from pathlib import Path
 
 import torch
 
-from rewardkit.rl.step_rewards import (
+from rewardlab.rl.step_rewards import (
     CorrectLookingStepScorer,
     count_repeated_steps,
     step_token_rewards_from_scores,
 )
-from rewardkit.types import Record
+from rewardlab.types import Record
 
 
 def problem(rng: random.Random) -> tuple[str, list[str], int]:
@@ -98,8 +98,8 @@ class HackableReward:
 
 
 def run(shaping: str, warm_model, tokenizer, records, args) -> list[dict[str, float]]:
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
 
     cfg = load_config(preset="grpo")
     cfg.reward.sources = []
@@ -162,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="runs/reward_hacking")
     args = ap.parse_args(argv)
 
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.rl.sft import SFTConfig, sft
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.rl.sft import SFTConfig, sft
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

@@ -74,7 +74,7 @@ def prepare_model(args: argparse.Namespace) -> str:
     """A folder holding the model (bf16 on GPU, fp32 on CPU) and its tokenizer."""
     if not args.model.startswith("tiny:"):
         return args.model
-    from rewardkit.rl.trainer import load_policy
+    from rewardlab.rl.trainer import load_policy
 
     dtype = "bfloat16" if args.device == "cuda" else "float32"
     model, tokenizer = load_policy(args.model, dtype=dtype)
@@ -87,7 +87,7 @@ def prepare_model(args: argparse.Namespace) -> str:
 def skip_reason(case: str, args: argparse.Namespace, gpus: int) -> str | None:
     _, needs_vllm, needs_two = CASES[case]
     if needs_vllm:
-        from rewardkit.generation.vllm import vllm_available
+        from rewardlab.generation.vllm import vllm_available
 
         ok, why = vllm_available()
         if not ok:
@@ -175,7 +175,7 @@ def _device_used_gib() -> float:
 
 def _start_server(folder: str, args: argparse.Namespace, nccl: bool) -> tuple[subprocess.Popen, str]:
     """A ``vllm serve`` of ``folder`` for the server rows (on GPU 1 for NCCL), up and answering."""
-    from rewardkit.generation.vllm_server import launch_server
+    from rewardlab.generation.vllm_server import launch_server
 
     extra = ["--gpu-memory-utilization", str(args.gpu_memory_utilization), "--enforce-eager"]
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
@@ -189,10 +189,10 @@ def _start_server(folder: str, args: argparse.Namespace, nccl: bool) -> tuple[su
 def run_case(case: str, args: argparse.Namespace) -> dict:
     import torch
 
-    from rewardkit.generation import SamplingParams, get_backend
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer, load_policy
-    from rewardkit.types import Record
+    from rewardlab.generation import SamplingParams, get_backend
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer, load_policy
+    from rewardlab.types import Record
 
     overrides, _, _ = CASES[case]
     server = None

@@ -1,4 +1,4 @@
-"""One GRPO step (generate, score, update), rewardkit vs TRL's GRPOTrainer, same run, same everything.
+"""One GRPO step (generate, score, update), rewardlab vs TRL's GRPOTrainer, same run, same everything.
 
 Same tiny Qwen2 (same weights: a short supervised warm start on the demo's addition problems), same
 prompts, group size, completion length, learning rate, loss (GRPO's per-sequence token mean, TRL
@@ -6,7 +6,7 @@ prompts, group size, completion length, learning rate, loss (GRPO's per-sequence
 thread count. After one warm-up step each, ``--steps`` steps are timed; the script prints seconds per step
 (median), the generation / scoring / update split, the share of groups with zero reward std, and the ratio.
 
-Two operating points (``--points``), because rewardkit's update skips samples whose advantage is 0:
+Two operating points (``--points``), because rewardlab's update skips samples whose advantage is 0:
 
 * ``skip``: a 68-token instruction prompt and a 175-step warm start: the model is rarely right, ~80% of
   the groups are all-wrong, and skipping their samples does much of the update's work.
@@ -17,10 +17,10 @@ Two operating points (``--points``), because rewardkit's update skips samples wh
 ``--brevity`` adds a small length reward to both, so that no group is degenerate at all.
 
     .venv/bin/python bench/rl_step.py [--points skip,mixed] [--steps 5] [--prompts 16] [--n 8] [--brevity]
-    .venv/bin/python bench/rl_step.py --points mixed --only rewardkit --set train.logprob_chunk_tokens=0
+    .venv/bin/python bench/rl_step.py --points mixed --only rewardlab --set train.logprob_chunk_tokens=0
 
 TRL's phases are measured by wrapping its ``_generate_single_turn`` (generation) and ``_calculate_rewards``
-(scoring) methods; its update is the rest of the step. rewardkit's come from its own step metrics.
+(scoring) methods; its update is the rest of the step. rewardlab's come from its own step metrics.
 """
 
 from __future__ import annotations
@@ -73,16 +73,16 @@ POINTS = {
 
 
 def make_prompts(count: int, template: str) -> list[dict]:
-    from rewardkit.data import arithmetic
+    from rewardlab.data import arithmetic
 
     rows = arithmetic.generate(count, seed=1, min_value=10, ops="+", carry=False)
     return [{"prompt": template.format(prompt=r["prompt"]), "answer": r["reference"]} for r in rows]
 
 
-def run_rewardkit(model, tokenizer, rows, args) -> dict:
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record
+def run_rewardlab(model, tokenizer, rows, args) -> dict:
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
+    from rewardlab.types import Record
 
     records = [Record(id=i, prompt=r["prompt"], reference=r["answer"]) for i, r in enumerate(rows)]
     cfg = load_config(
@@ -141,8 +141,8 @@ def run_trl(model, tokenizer, rows, args) -> dict:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from rewardkit.types import Record
-    from rewardkit.verifiers import get_verifier
+    from rewardlab.types import Record
+    from rewardlab.verifiers import get_verifier
 
     verifier = get_verifier("math")
 
@@ -223,10 +223,10 @@ def _summary(rows: list[dict]) -> dict:
 
 def warm_start(point: OperatingPoint, args: argparse.Namespace):
     """The benchmark's starting model: ``point``'s supervised warm start of a fresh tiny model."""
-    from rewardkit.data import arithmetic
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.demos.rl import greedy_accuracy
-    from rewardkit.rl.sft import SFTConfig, sft
+    from rewardlab.data import arithmetic
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.demos.rl import greedy_accuracy
+    from rewardlab.rl.sft import SFTConfig, sft
 
     model, tokenizer = build_tiny_model(args.model, seed=0), load_tiny_tokenizer()
     dist = {"min_value": 10, "ops": "+", "carry": False}
@@ -271,8 +271,8 @@ def run_operating_point(args: argparse.Namespace, name: str) -> dict:
         f"{args.threads} thread(s); median of {args.steps} steps after 1 warm-up"
     )
     results = {}
-    if args.only in (None, "rewardkit"):
-        results["rewardkit"] = run_rewardkit(copy.deepcopy(base), tokenizer, rows, args)
+    if args.only in (None, "rewardlab"):
+        results["rewardlab"] = run_rewardlab(copy.deepcopy(base), tokenizer, rows, args)
     if args.only in (None, "trl"):
         import trl
 
@@ -280,13 +280,13 @@ def run_operating_point(args: argparse.Namespace, name: str) -> dict:
     print(f"{'':16} {'step s':>8} {'generate':>9} {'score':>7} {'update':>7}")
     for name, r in results.items():
         print(f"{name:16} {r['step']:8.3f} {r['generate']:9.3f} {r['score']:7.3f} {r['update']:7.3f}")
-    if "rewardkit" in results:
-        rk = results["rewardkit"]
-        print(f"(rewardkit: reward {rk['reward']:.3f}, frac_reward_zero_std {rk['zero_std']:.2f})")
+    if "rewardlab" in results:
+        rk = results["rewardlab"]
+        print(f"(rewardlab: reward {rk['reward']:.3f}, frac_reward_zero_std {rk['zero_std']:.2f})")
     if len(results) == 2:
         rk, trl_r = list(results.values())
         print(
-            f"ratio (TRL / rewardkit): step {trl_r['step'] / rk['step']:.2f}x, generate "
+            f"ratio (TRL / rewardlab): step {trl_r['step'] / rk['step']:.2f}x, generate "
             f"{trl_r['generate'] / rk['generate']:.2f}x, score {trl_r['score'] / max(rk['score'], 1e-9):.2f}x, "
             f"update {trl_r['update'] / max(rk['update'], 1e-9):.2f}x"
         )
@@ -317,13 +317,13 @@ def main(argv: list[str] | None = None) -> int:
         help="torch threads for both (1: the tiny model gains nothing from more)",
     )
     p.add_argument("--model", default="qwen2-tiny")
-    p.add_argument("--only", choices=["rewardkit", "trl"])
+    p.add_argument("--only", choices=["rewardlab", "trl"])
     p.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="A rewardkit config override (repeatable), e.g. train.logprob_chunk_tokens=0",
+        help="A rewardlab config override (repeatable), e.g. train.logprob_chunk_tokens=0",
     )
     args = p.parse_args(argv)
 

@@ -3,7 +3,7 @@
 5,000 texts with heavy-tailed lengths (log-normal, median ~150 tokens, cut to [8, 1500]) are scored by the
 same one-output sequence classifier twice in the same run:
 
-* **rewardkit**: ``RewardModel.score_ids`` with its default length-sorted dynamic batches, each holding at
+* **rewardlab**: ``RewardModel.score_ids`` with its default length-sorted dynamic batches, each holding at
   most ``--token-budget`` padded tokens;
 * **baseline**: the same model and padding code over fixed batches of ``--batch-size`` texts in input
   order (what a plain ``for i in range(0, n, bs)`` loop does).
@@ -44,7 +44,7 @@ def main() -> None:
         "--config", default="qwen2-tiny", help="shipped tiny config when --model is not given"
     )
     parser.add_argument("--batch-size", type=int, default=32, help="baseline: texts per fixed batch")
-    parser.add_argument("--token-budget", type=int, default=16384, help="rewardkit: padded tokens per batch")
+    parser.add_argument("--token-budget", type=int, default=16384, help="rewardlab: padded tokens per batch")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
@@ -52,13 +52,13 @@ def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
-    from rewardkit.rewardmodels.orm import RewardModel, fixed_batches, length_sorted_batches
+    from rewardlab.rewardmodels.orm import RewardModel, fixed_batches, length_sorted_batches
 
     if args.threads:
         torch.set_num_threads(args.threads)
     model = args.model
     if model is None:
-        from rewardkit.data.tiny import save_tiny_model
+        from rewardlab.data.tiny import save_tiny_model
 
         model = save_tiny_model(tempfile.mkdtemp(prefix="rm-bench-"), name=args.config)
     rm = RewardModel(
@@ -86,7 +86,7 @@ def main() -> None:
     print(f"texts: {len(ids)}  tokens: {real}  mean length {real / len(ids):.0f}  max {max(lengths)}")
     print(f"model: {model}  threads: {torch.get_num_threads()}")
     print(
-        f"rewardkit (length-sorted, <= {args.token_budget} tokens/batch): {len(dyn_batches)} batches, "
+        f"rewardlab (length-sorted, <= {args.token_budget} tokens/batch): {len(dyn_batches)} batches, "
         f"{padded(dyn_batches) / real:.2f}x padded/real tokens, {t_dyn:.2f} s, {len(ids) / t_dyn:.1f} texts/s"
     )
     print(
@@ -94,7 +94,7 @@ def main() -> None:
         f"{padded(fix_batches) / real:.2f}x padded/real tokens, {t_fix:.2f} s, {len(ids) / t_fix:.1f} texts/s"
     )
     print(f"max |score difference|: {diff:.2e}")
-    print(f"ratio (rewardkit / baseline): {t_fix / t_dyn:.2f}x")
+    print(f"ratio (rewardlab / baseline): {t_fix / t_dyn:.2f}x")
 
 
 if __name__ == "__main__":

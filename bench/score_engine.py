@@ -4,7 +4,7 @@ For each corpus the same JSONL file is scored three ways, one after the other in
 
 - ``loop``: one process, ``verifier.score(record)`` per row, reading and writing JSONL as ``score`` does
   (the baseline a user would write);
-- ``engine``: :func:`rewardkit.scoring.score_file` with ``--workers`` workers (what ``rewardkit score``
+- ``engine``: :func:`rewardlab.scoring.score_file` with ``--workers`` workers (what ``rewardlab score``
   runs, without the interpreter's start-up);
 - ``ray`` (``--ray``): the same with ``engine="ray"`` on a local Ray cluster of ``--workers`` CPUs.
 
@@ -21,7 +21,7 @@ for byte. The operating point: rows, workers, timeout, CPUs and load are printed
 
 ``--whole`` times whole processes as a user meets them, interpreter start-up, imports and verifier build
 included: the loop as one process; the ceiling, the same loop split into ``--workers`` processes over
-equal slices of the file, run at once (wall time until the last ends); and ``rewardkit score --workers N``
+equal slices of the file, run at once (wall time until the last ends); and ``rewardlab score --workers N``
 (the CLI). It prints each one's rows/s, loop/engine and loop/ceiling, and the engine's share of the ceiling.
 """
 
@@ -73,13 +73,13 @@ def build_corpus(name: str, rows: int, folder: Path) -> Path:
 
 @functools.cache
 def _quick_code_verifier():
-    from rewardkit.verifiers import get_verifier
+    from rewardlab.verifiers import get_verifier
 
     return get_verifier("code", timeout=1.0)
 
 
 def _never_ends(row: dict) -> bool:
-    from rewardkit.types import Record
+    from rewardlab.types import Record
 
     return "timeout" in json.dumps(_quick_code_verifier().score(Record.from_dict(row)).details)
 
@@ -106,9 +106,9 @@ def _untimed(value):
 
 def run_loop(path: Path, out: Path, verifier_name: str) -> None:
     """The single-process baseline."""
-    from rewardkit.scoring.io import output_row, row_line
-    from rewardkit.types import Record
-    from rewardkit.verifiers import get_verifier
+    from rewardlab.scoring.io import output_row, row_line
+    from rewardlab.types import Record
+    from rewardlab.verifiers import get_verifier
 
     verifier = get_verifier(verifier_name)
     warmup = getattr(verifier, "warmup", None)
@@ -151,7 +151,7 @@ def parallel_ceiling(workers: int, trials: int = 3) -> float:
 
 def run_side(args: argparse.Namespace) -> None:
     """One measurement, in a fresh process (no side inherits another's warm caches): prints its seconds."""
-    from rewardkit.scoring import score_file
+    from rewardlab.scoring import score_file
 
     if args.side == "ray":
         import ray
@@ -184,7 +184,7 @@ def _side_command(side: str, path: Path, out: Path, verifier: str) -> list[str]:
 
 
 def whole_processes(path: Path, corpus: str, args: argparse.Namespace, folder: Path) -> dict[str, float]:
-    """Wall seconds of the loop, the loop split over ``workers`` processes at once, and ``rewardkit score``,
+    """Wall seconds of the loop, the loop split over ``workers`` processes at once, and ``rewardlab score``,
     each a whole process (or processes) timed from outside."""
     verifier = CORPORA[corpus][1]
     lines = path.read_bytes().splitlines(keepends=True)
@@ -194,7 +194,7 @@ def whole_processes(path: Path, corpus: str, args: argparse.Namespace, folder: P
         part = folder / f"part-{k}.jsonl"
         part.write_bytes(b"".join(lines[k * size : (k + 1) * size]))
         parts.append(part)
-    cli = Path(sys.executable).with_name("rewardkit")
+    cli = Path(sys.executable).with_name("rewardlab")
     engine = [str(cli), "score", str(path), "-o", str(folder / "cli.jsonl"), "--verifier", verifier]
     engine += ["--workers", str(args.workers), "--no-progress"]
     commands = {
@@ -244,7 +244,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side; the median is shown")
     parser.add_argument("--ray", action="store_true", help="also run engine='ray' on a local cluster")
     parser.add_argument(
-        "--whole", action="store_true", help="time whole processes: loop, split-loop ceiling, rewardkit score"
+        "--whole", action="store_true", help="time whole processes: loop, split-loop ceiling, rewardlab score"
     )
     parser.add_argument("--side", choices=["loop", "local", "ray"], help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)

@@ -1,4 +1,4 @@
-"""IFEval scoring speed and agreement: rewardkit vs Google's reference checks (lm-eval's copy), same run.
+"""IFEval scoring speed and agreement: rewardlab vs Google's reference checks (lm-eval's copy), same run.
 
 Workload: the shipped sample (data/ifeval/sample.jsonl) plus generated IFEval rows (1-3 instructions
 each, every instruction type) with generated responses. Both sides compute strict and loose verdicts
@@ -61,15 +61,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    from rewardkit.types import Record
-    from rewardkit.verifiers.ifeval import IFEvalVerifier, ifeval_summary
-    from rewardkit.verifiers.ifeval.reference import reference_verdicts
+    from rewardlab.types import Record
+    from rewardlab.verifiers.ifeval import IFEvalVerifier, ifeval_summary
+    from rewardlab.verifiers.ifeval.reference import reference_verdicts
 
     rows = build_workload(args.rows, args.seed)
     records = [Record.from_dict(row) for row in rows]
     verifier = IFEvalVerifier()
     # Warm both sides (NLTK import and Punkt model, langdetect profiles) outside the timed loops.
-    from rewardkit.verifiers.ifeval.text import detect_language, sentence_tokenizer
+    from rewardlab.verifiers.ifeval.text import detect_language, sentence_tokenizer
 
     sentence_tokenizer()
     detect_language("warm up the language profiles")
@@ -97,8 +97,8 @@ def main() -> None:
     n_inst = sum(len(r["instruction_id_list"]) for r in rows)
     print(f"rows: {n} ({n_inst} instructions), strict + loose verdicts each")
     print(f"reference (lm-eval {_lm_eval_version()} ifeval): {t_ref:.2f} s  {n / t_ref:.0f} rows/s")
-    print(f"rewardkit ifeval:                    {t_ours:.2f} s  {n / t_ours:.0f} rows/s")
-    print(f"ratio (rewardkit / reference speed): {t_ref / t_ours:.2f}x")
+    print(f"rewardlab ifeval:                    {t_ours:.2f} s  {n / t_ours:.0f} rows/s")
+    print(f"ratio (rewardlab / reference speed): {t_ref / t_ours:.2f}x")
     print(f"verdicts that differ: {len(diffs)} of {n} rows")
     for diff in diffs[:10]:
         print("  ", diff)

@@ -1,4 +1,4 @@
-"""JSON scoring speed and agreement: rewardkit's ``json`` verifier vs ``jsonschema`` alone in a plain loop.
+"""JSON scoring speed and agreement: rewardlab's ``json`` verifier vs ``jsonschema`` alone in a plain loop.
 
 Two workloads, both sides in the same run, one process, one thread, best of ``--repeat`` passes:
 
@@ -16,7 +16,7 @@ Two workloads, both sides in the same run, one process, one thread, best of ``--
   typical hand-written reward: ``json.loads`` of the whole text, else of the first ```json fence, else of
   the first ``{`` to the last ``}``; then ``is_valid``.
 
-Prints rows/s of both sides and the ratio (reference time / rewardkit time), then where the verdicts differ
+Prints rows/s of both sides and the ratio (reference time / rewardlab time), then where the verdicts differ
 on the llm set, by completion shape: those are the reference's false positives and negatives, by design.
 
     .venv/bin/python bench/score_json.py [--rows 20000] [--seed 0] [--repeat 3]
@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from _timing import best_of  # noqa: E402
 from test_json_schema_suite import DRAFTS, load_suite, suite_cases  # noqa: E402
 
-from rewardkit.types import Record  # noqa: E402
-from rewardkit.verifiers import get_verifier  # noqa: E402
+from rewardlab.types import Record  # noqa: E402
+from rewardlab.verifiers import get_verifier  # noqa: E402
 
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
 
@@ -277,7 +277,7 @@ def suite_bench(repeat: int) -> None:
     cached = best_of(repeat, reference(cached=True))
     n = len(rows)
     print(f"\nsuite: {n} rows (JSON-Schema-Test-Suite, drafts 2020-12 and 7, the instance as the completion)")
-    print(f"  {'rewardkit json (score loop)':44s}{n / ours:10.0f} rows/s")
+    print(f"  {'rewardlab json (score loop)':44s}{n / ours:10.0f} rows/s")
     print(
         f"  {'jsonschema, validator built per row':44s}{n / naive:10.0f} rows/s   ratio {naive / ours:5.2f}x"
     )
@@ -304,7 +304,7 @@ def llm_bench(rows: int, seed: int, repeat: int) -> None:
     ours = best_of(repeat, lambda: [verifier.score(record) for record, _, _ in data])
     theirs = best_of(repeat, reference)
     print(f"\nllm: {len(data)} rows (LLM-like outputs, 5 schemas, {len(SHAPES)} shapes, prose allowed)")
-    print(f"  {'rewardkit json (score loop)':44s}{len(data) / ours:10.0f} rows/s")
+    print(f"  {'rewardlab json (score loop)':44s}{len(data) / ours:10.0f} rows/s")
     print(
         f"  {'naive reading + jsonschema per row':44s}{len(data) / theirs:10.0f} rows/s   ratio {theirs / ours:5.2f}x"
     )
@@ -313,13 +313,13 @@ def llm_bench(rows: int, seed: int, repeat: int) -> None:
     naive_verdicts = reference()
     table = Counter()
     for (_, shape, deserved), mine, naive in zip(data, ours_verdicts, naive_verdicts, strict=True):
-        table[(shape, "rewardkit", mine == deserved)] += 1
+        table[(shape, "rewardlab", mine == deserved)] += 1
         table[(shape, "naive", naive == deserved)] += 1
-    print("  verdicts equal to the deserved reward, by shape (rewardkit / naive reference):")
+    print("  verdicts equal to the deserved reward, by shape (rewardlab / naive reference):")
     for shape in SHAPES:
-        total = table[(shape, "rewardkit", True)] + table[(shape, "rewardkit", False)]
+        total = table[(shape, "rewardlab", True)] + table[(shape, "rewardlab", False)]
         print(
-            f"    {shape:8s} {table[(shape, 'rewardkit', True)]:6d}/{total:<6d} {table[(shape, 'naive', True)]:6d}/{total}"
+            f"    {shape:8s} {table[(shape, 'rewardlab', True)]:6d}/{total:<6d} {table[(shape, 'naive', True)]:6d}/{total}"
         )
 
 
@@ -336,7 +336,7 @@ def main() -> None:
     suite_bench(args.repeat)
     llm_bench(args.rows, args.seed, args.repeat)
     print(
-        "\n(ratio = reference time / rewardkit time; rewardkit reads, refuses and builds details on every row)"
+        "\n(ratio = reference time / rewardlab time; rewardlab reads, refuses and builds details on every row)"
     )
 
 

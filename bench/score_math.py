@@ -1,4 +1,4 @@
-"""Benchmark: `rewardkit score` (math, 2 workers) vs a plain math_verify.parse/verify loop, same inputs, same run.
+"""Benchmark: `rewardlab score` (math, 2 workers) vs a plain math_verify.parse/verify loop, same inputs, same run.
 
 10,000 completions, 16 per problem (the RL shape: 625 problems). Problems and completions are generated
 deterministically (no download): MATH/GSM8K-like gold answers (integers, fractions, decimals, roots, pi,
@@ -11,7 +11,7 @@ case id of the equivalence table in ``tests/math_cases.py`` (checked here), wher
 written down and tested. The generator knows which completions are right, so the bench also prints each
 side's accuracy against that truth.
 
-Then agreement on two corpora the generator did not write, rewardkit and math-verify side by side:
+Then agreement on two corpora the generator did not write, rewardlab and math-verify side by side:
 Math-Verify's own 270 test cases (``tests/data/math_verify_suite.jsonl``), with defaults and with the
 settings each test passes; and the adversarial table (``tests/math_adversarial.py``: completions that
 hedge, retract, negate, are cut off or malformed, and their honest neighbours), with false positives
@@ -238,11 +238,11 @@ def math_verify_loop(data: list[dict], cache_gold: bool = False) -> tuple[list[b
     return verdicts, time.perf_counter() - start
 
 
-def rewardkit_cli(path: Path, out: Path, workers: int) -> tuple[list[bool], float, str]:
+def rewardlab_cli(path: Path, out: Path, workers: int) -> tuple[list[bool], float, str]:
     cmd = [
         sys.executable,
         "-m",
-        "rewardkit",
+        "rewardlab.cli",
         "score",
         str(path),
         "-o",
@@ -285,8 +285,8 @@ def _math_verify_case(case: dict, with_config: bool) -> bool:
 
 
 def math_verify_suite() -> None:
-    from rewardkit.types import Record
-    from rewardkit.verifiers import get_verifier
+    from rewardlab.types import Record
+    from rewardlab.verifiers import get_verifier
 
     suite = load_suite()
     default = get_verifier("math")
@@ -294,22 +294,22 @@ def math_verify_suite() -> None:
     for case in suite:
         record = Record(completion=case["prediction"], reference=case["gold"])
         expected = bool(case["expected"])
-        counts["rewardkit defaults"] += (default.score(record).reward == 1.0) == expected
+        counts["rewardlab defaults"] += (default.score(record).reward == 1.0) == expected
         configured = get_verifier("math", **settings_for(case))
-        counts["rewardkit, each test's settings"] += (configured.score(record).reward == 1.0) == expected
+        counts["rewardlab, each test's settings"] += (configured.score(record).reward == 1.0) == expected
         counts["math-verify verify(parse(gold), parse(pred))"] += _math_verify_case(case, False) == expected
         counts["math-verify, each test's config"] += _math_verify_case(case, True) == expected
     print(f"\nMath-Verify's own test suite ({len(suite)} cases), agreement with its expected labels:")
     for name, right in counts.items():
         print(f"  {name:46s} {right}/{len(suite)}")
-    print(f"  (rewardkit disagrees on purpose with {len(DELIBERATE)}: {', '.join(DELIBERATE)})")
+    print(f"  (rewardlab disagrees on purpose with {len(DELIBERATE)}: {', '.join(DELIBERATE)})")
 
 
 def adversarial_table() -> None:
     import math_verify
 
-    from rewardkit.types import Record
-    from rewardkit.verifiers import get_verifier
+    from rewardlab.types import Record
+    from rewardlab.verifiers import get_verifier
 
     verifiers = {mode: get_verifier("math", mode=mode) for mode in ALL_MODES}
     negatives = sum(not case[4] for case in ADVERSARIAL)
@@ -323,19 +323,19 @@ def adversarial_table() -> None:
             theirs = bool(math_verify.verify(math_verify.parse(gold), math_verify.parse(completion)))
         except Exception:
             theirs = False
-        for name, verdict in (("rewardkit", ours), ("math-verify", theirs)):
+        for name, verdict in (("rewardlab", ours), ("math-verify", theirs)):
             tally[f"{name} FP"] += verdict and not expected
             tally[f"{name} FN"] += expected and not verdict
     total = len(ADVERSARIAL)
     print(f"\nAdversarial table ({total} cases: {negatives} must score 0, {total - negatives} must score 1):")
-    for name in ("rewardkit", "math-verify"):
+    for name in ("rewardlab", "math-verify"):
         wrong = tally[f"{name} FP"] + tally[f"{name} FN"]
         print(
             f"  {name:12s} right {total - wrong}/{total}: "
             f"{tally[f'{name} FP']} false positives, {tally[f'{name} FN']} false negatives"
         )
     print(
-        f"  rewardkit negatives scored 1 in any of the modes {', '.join(ALL_MODES)}: {tally['any-mode FP']}"
+        f"  rewardlab negatives scored 1 in any of the modes {', '.join(ALL_MODES)}: {tally['any-mode FP']}"
     )
 
 
@@ -365,9 +365,9 @@ def generated_corpus(args: argparse.Namespace) -> None:
         path = Path(tmp) / "bench.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in data))
         print(f"{n} completions, {args.per_problem} per problem ({n // args.per_problem} problems)")
-        ours, t_ours, summary = rewardkit_cli(path, Path(tmp) / "out.jsonl", args.workers)
+        ours, t_ours, summary = rewardlab_cli(path, Path(tmp) / "out.jsonl", args.workers)
     print(
-        f"rewardkit score --workers {args.workers} (end to end, incl. start-up): {n / t_ours:8.1f} rows/s  ({t_ours:.1f} s)"
+        f"rewardlab score --workers {args.workers} (end to end, incl. start-up): {n / t_ours:8.1f} rows/s  ({t_ours:.1f} s)"
     )
     ref, t_ref = math_verify_loop(data)
     print(f"math_verify parse/verify loop:                         {n / t_ref:8.1f} rows/s  ({t_ref:.1f} s)")
@@ -382,13 +382,13 @@ def generated_corpus(args: argparse.Namespace) -> None:
 
     truth = [row["truth"] for row in data]
     print(
-        f"agreement with the generator's truth: rewardkit {sum(a == b for a, b in zip(ours, truth, strict=True))}/{n}, "
+        f"agreement with the generator's truth: rewardlab {sum(a == b for a, b in zip(ours, truth, strict=True))}/{n}, "
         f"math_verify {sum(a == b for a, b in zip(ref, truth, strict=True))}/{n}"
     )
     differ = [i for i in range(n) if ours[i] != ref[i]]
     print(f"verdicts that differ: {len(differ)}")
     # A difference is explained by the equivalence-table case of the answer's surface form (none for a plain
-    # answer) and the extraction-table case of the completion's format, with rewardkit's verdict the true one.
+    # answer) and the extraction-table case of the completion's format, with rewardlab's verdict the true one.
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i in differ:
         groups[(data[i]["case"], FORMAT_CASE[data[i]["format"]])].append(i)
@@ -401,15 +401,15 @@ def generated_corpus(args: argparse.Namespace) -> None:
         example = data[items[0]]
         names = f"extraction case {extraction!r}" if case == "plain" else f"cases {case!r} + {extraction!r}"
         print(
-            f"  {len(items):5d} x {names}: rewardkit right in {right}/{len(items)}; e.g. "
+            f"  {len(items):5d} x {names}: rewardlab right in {right}/{len(items)}; e.g. "
             f"{example['completion'][-45:]!r} vs gold {example['reference']!r}: "
-            f"rewardkit {ours[items[0]]}, math_verify {ref[items[0]]}"
+            f"rewardlab {ours[items[0]]}, math_verify {ref[items[0]]}"
         )
     formats = Counter(data[i]["format"] for i in differ)
     if formats:
         print(f"  differing rows by completion format: {dict(formats)}")
     print(f"unexplained differences: {unexplained}")
-    print("rewardkit summary:\n  " + summary.strip().replace("\n", "\n  "))
+    print("rewardlab summary:\n  " + summary.strip().replace("\n", "\n  "))
 
 
 if __name__ == "__main__":

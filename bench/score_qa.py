@@ -1,4 +1,4 @@
-"""QA scoring speed and agreement: rewardkit's ``qa`` vs SQuAD v1.1's script and verl's Search-R1 reward.
+"""QA scoring speed and agreement: rewardlab's ``qa`` vs SQuAD v1.1's script and verl's Search-R1 reward.
 
 Workload: NQ-open dev, 3,610 real questions with their gold aliases, ten predictions each built from the
 aliases (``bench/build_qa_data.py``; tests/data/qa/README.md): 36,100 rows. Both sides read the same rows in
@@ -41,8 +41,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed passes per side; the best is kept")
     args = parser.parse_args()
 
-    from rewardkit.types import Record
-    from rewardkit.verifiers.qa import QAVerifier
+    from rewardlab.types import Record
+    from rewardlab.verifiers.qa import QAVerifier
 
     ref = _load_reference_module()
     rows = ref.load_rows()[: args.questions]
@@ -68,7 +68,7 @@ def main() -> None:
             best_of(args.repeat, squad(metric)),
         )
     verl = best_of(args.repeat, lambda: [ref.compute_score(s, t) for s, t in solutions])
-    print(f"{'':38s}{'rewardkit qa':>16s}{'reference':>16s}{'ratio':>8s}")
+    print(f"{'':38s}{'rewardlab qa':>16s}{'reference':>16s}{'ratio':>8s}")
     for mode, (ours, theirs) in timings.items():
         label = f"{mode} vs SQuAD metric_max_over_ground_truths"
         print(f"{label:38s}{n / ours:12.0f} r/s{n / theirs:12.0f} r/s{theirs / ours:7.2f}x")
@@ -76,7 +76,7 @@ def main() -> None:
     print(
         f"{'em vs verl compute_score':38s}{n / ours_em:12.0f} r/s{n / verl:12.0f} r/s{verl / ours_em:7.2f}x"
     )
-    print("(ratio = reference time / rewardkit time; qa reads the answer, checks hedges and builds details)")
+    print("(ratio = reference time / rewardlab time; qa reads the answer, checks hedges and builds details)")
 
     print("\nAgreement of verdicts (qa's reward vs the reference's), disagreements by class:")
     for name, table in ref.agreement(rows).items():

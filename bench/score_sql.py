@@ -1,4 +1,4 @@
-"""SQL execution accuracy: rewardkit against the Spider test-suite and BIRD evaluation logic, same run.
+"""SQL execution accuracy: rewardlab against the Spider test-suite and BIRD evaluation logic, same run.
 
     python bench/score_sql.py [--repeat 8] [--timeout 2]
 
@@ -13,14 +13,14 @@ test-suite instance), this script
      equality; exact values, no float tolerance;
    * BIRD ``calculate_ex``: ``set(fetchall(pred)) == set(fetchall(gold))`` on one database: column order
      matters, duplicates and row order do not, exact values;
-2. scores the same rows with rewardkit (default config = Spider semantics with a float tolerance and
+2. scores the same rows with rewardlab (default config = Spider semantics with a float tolerance and
    top-level ORDER BY detection; and a BIRD-like config), prints where the verdicts differ and why, and
    the agreement with the hand labels;
 3. times scoring an RL-style batch (every prediction repeated ``--repeat`` times, as a group of samples
-   per prompt) with rewardkit against the reference approach (a fresh connection and both queries per
+   per prompt) with rewardlab against the reference approach (a fresh connection and both queries per
    sample, no gold cache), and prints the ratio;
 4. measures what per-query process isolation would cost (fork per query, warm worker over a pipe) against
-   in-process execution, which is why rewardkit runs queries in-process (see docs/sql.md).
+   in-process execution, which is why rewardlab runs queries in-process (see docs/sql.md).
 
 Timings on a shared machine are noisy; the ratio is measured within one run.
 """
@@ -43,9 +43,9 @@ from itertools import product
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from rewardkit.types import Record  # noqa: E402
-from rewardkit.verifiers.sql import SQLVerifier  # noqa: E402
-from rewardkit.verifiers.sql.extract import extract_sql  # noqa: E402
+from rewardlab.types import Record  # noqa: E402
+from rewardlab.verifiers.sql import SQLVerifier  # noqa: E402
+from rewardlab.verifiers.sql.extract import extract_sql  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data", "sql")
@@ -261,22 +261,22 @@ def main() -> None:
     print(f"rows: {n} predictions, 50 questions, 4 databases x 2 instances")
     print(f"{'':38}{'vs labels':>10}{'vs Spider-TS':>14}{'vs BIRD':>9}")
     print(
-        f"{'rewardkit (default, test suite)':38}{agree(ours_v, labels):>10}{agree(ours_v, spider):>14}{agree(ours_v, bird):>9}"
+        f"{'rewardlab (default, test suite)':38}{agree(ours_v, labels):>10}{agree(ours_v, spider):>14}{agree(ours_v, bird):>9}"
     )
     print(
-        f"{'rewardkit (BIRD config, one db)':38}{agree(bird_v, labels):>10}{agree(bird_v, spider):>14}{agree(bird_v, bird):>9}"
+        f"{'rewardlab (BIRD config, one db)':38}{agree(bird_v, labels):>10}{agree(bird_v, spider):>14}{agree(bird_v, bird):>9}"
     )
     print(f"{'Spider test-suite result_eq':38}{agree(spider, labels):>10}{n:>14}{agree(spider, bird):>9}")
     print(f"{'BIRD set equality':38}{agree(bird, labels):>10}{agree(bird, spider):>14}{n:>9}")
-    print("\nrewardkit (default) vs Spider test-suite, rows that differ:")
+    print("\nrewardlab (default) vs Spider test-suite, rows that differ:")
     for r, o, s, x in zip(rows, ours_v, spider, ours, strict=True):
         if o != s:
-            print(f"  {r['id']} [{r['metadata']['kind']}] rewardkit={o} spider={s} label={r['metadata']['expected']}: "
+            print(f"  {r['id']} [{r['metadata']['kind']}] rewardlab={o} spider={s} label={r['metadata']['expected']}: "
                   f"{x.details.get('databases', [{}])[-1].get('reason', x.error)}")  # fmt: skip
-    print("rewardkit (BIRD config) vs BIRD, rows that differ:")
+    print("rewardlab (BIRD config) vs BIRD, rows that differ:")
     for r, o, b, x in zip(rows, bird_v, bird, ours_bird, strict=True):
         if o != b:
-            print(f"  {r['id']} [{r['metadata']['kind']}] rewardkit={o} bird={b}: {x.error}")
+            print(f"  {r['id']} [{r['metadata']['kind']}] rewardlab={o} bird={b}: {x.error}")
     print("BIRD vs labels, rows that differ:")
     for r, b in zip(rows, bird, strict=True):
         if b != r["metadata"]["expected"]:
@@ -284,7 +284,7 @@ def main() -> None:
 
     print("\ndatabase files changed by the predictions (sha256 before/after):")
     print(
-        f"  rewardkit:            {sorted(k for k, v in checksums(DB_ROOT).items() if shipped_before[k] != v) or 'none'}"
+        f"  rewardlab:            {sorted(k for k, v in checksums(DB_ROOT).items() if shipped_before[k] != v) or 'none'}"
     )
     print(f"  reference harnesses:  {changed_by_ref or 'none'} (read-write connections: the DROP ran)")
 
@@ -304,13 +304,13 @@ def main() -> None:
     print(
         f"\nthroughput, {m} samples ({len(fast_rows)} predictions x {args.repeat}), test suite (2 instances):"
     )
-    print(f"  rewardkit  {m / ours_s:9.0f} samples/s  ({ours_s:.2f} s)")
+    print(f"  rewardlab  {m / ours_s:9.0f} samples/s  ({ours_s:.2f} s)")
     print(f"  reference  {m / ref_s:9.0f} samples/s  ({ref_s:.2f} s; connection per query, gold re-run)")
     print(f"  ratio      {ref_s / ours_s:9.1f}x")
 
     inproc, fork, warm = isolation_costs()
     print("\nper-query cost of process isolation (one small query, gold cached):")
-    print(f"  in-process (rewardkit)      {inproc * 1e3:7.3f} ms")
+    print(f"  in-process (rewardlab)      {inproc * 1e3:7.3f} ms")
     print(f"  warm worker over a pipe     {warm * 1e3:7.3f} ms  ({warm / inproc:.1f}x)")
     print(f"  fork a process per query    {fork * 1e3:7.3f} ms  ({fork / inproc:.0f}x)")
     shutil.rmtree(scratch, ignore_errors=True)

@@ -1,7 +1,7 @@
 """The search tool's costs on the synthetic knowledge base: index build time per 100k passages, load time,
 queries per second through ``SearchTool.run``, and how often the retrieved passages hold the answer.
 
-The corpus is ``rewardkit.data.kb.generate(--countries)`` (5 passages per country), written to a temporary
+The corpus is ``rewardlab.data.kb.generate(--countries)`` (5 passages per country), written to a temporary
 JSONL file; the index is the tool's default (BM25 Lucene, k1 0.9, b 0.4, stemmed). Queries are the base's
 questions as the model would ask them verbatim, one batch per run (as one turn of ``--batch`` episodes).
 Recall: the share of questions whose answer appears in the ``--k`` passages returned, one-hop and two-hop
@@ -25,8 +25,8 @@ from pathlib import Path
 
 
 def main() -> None:
-    from rewardkit.envs.search import SearchTool, build_index
-    from rewardkit.verifiers.qa import has_answer
+    from rewardlab.envs.search import SearchTool, build_index
+    from rewardlab.verifiers.qa import has_answer
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--corpus", choices=["kb", "squad"], default="kb")
@@ -80,7 +80,7 @@ def main() -> None:
 def corpus_and_questions(args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
     """The corpus's passages and its questions: the synthetic base, or the shipped SQuAD 2.0 sample."""
     if args.corpus == "kb":
-        from rewardkit.data import kb
+        from rewardlab.data import kb
 
         base = kb.generate(args.countries, seed=0)
         return base.passages, base.questions

@@ -1,6 +1,6 @@
-"""Benchmark: ``rewardkit serve`` under load, against ``rewardkit score`` on the same rows in the same run.
+"""Benchmark: ``rewardlab serve`` under load, against ``rewardlab score`` on the same rows in the same run.
 
-One server (``rewardkit serve --verifier math``, a whole process) answers closed-loop clients: each of
+One server (``rewardlab serve --verifier math``, a whole process) answers closed-loop clients: each of
 ``C`` clients sends a request of ``--rows-per-request`` rows, waits for its answer, sends the next, until the
 corpus is used up. For C = 1, 8 and 64 it prints rows/s and the p50/p99 request latency, then the same
 with every 25th row hostile (a 10,000-term expression that math-verify would parse for ~50 s: it hits the
@@ -8,7 +8,7 @@ per-row timeout). With hostile rows, the p99 of the requests that hold none must
 
 ``--spare-workers N`` is the server's flag (default 0, the plain pool; docs/serve.md says what spares trade).
 
-The reference is ``rewardkit score`` on the same file with the same ``--workers`` and ``--timeout``, timed
+The reference is ``rewardlab score`` on the same file with the same ``--workers`` and ``--timeout``, timed
 as a whole process (start-up included, as a user runs it); the server's figures exclude its start-up (it
 is started once and warm). Every answer is checked against ``score``'s output for its rows: the same reward
 bit for bit and an error where ``score`` has one; a lost, duplicated or reordered row fails the run.
@@ -60,15 +60,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def rewardkit_command() -> list[str]:
-    return [sys.executable, "-m", "rewardkit"]
+def rewardlab_command() -> list[str]:
+    return [sys.executable, "-m", "rewardlab.cli"]
 
 
 def run_score(rows: list[dict], folder: Path, tag: str, args: argparse.Namespace) -> tuple[float, dict]:
-    """``rewardkit score`` as a whole process: its seconds and its output rows by id."""
+    """``rewardlab score`` as a whole process: its seconds and its output rows by id."""
     source, out = folder / f"{tag}.jsonl", folder / f"{tag}.scored.jsonl"
     source.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    command = rewardkit_command() + ["score", str(source), "-o", str(out), "--verifier", "math"]
+    command = rewardlab_command() + ["score", str(source), "-o", str(out), "--verifier", "math"]
     command += ["--workers", str(args.workers), "--timeout", str(args.timeout), "--no-progress"]
     start = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True, text=True)
@@ -78,19 +78,19 @@ def run_score(rows: list[dict], folder: Path, tag: str, args: argparse.Namespace
 
 
 class Server:
-    """``rewardkit serve`` in a subprocess, ready when ``/health`` answers."""
+    """``rewardlab serve`` in a subprocess, ready when ``/health`` answers."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        command = rewardkit_command() + ["serve", "--verifier", "math", "--port", str(self.port)]
+        command = rewardlab_command() + ["serve", "--verifier", "math", "--port", str(self.port)]
         command += ["--workers", str(args.workers), "--timeout", str(args.timeout)]
         command += ["--spare-workers", str(args.spare_workers)]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"rewardkit serve exited: {self.process.stderr.read()[-2000:]}")
+                raise RuntimeError(f"rewardlab serve exited: {self.process.stderr.read()[-2000:]}")
             try:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
                     self.warm()
@@ -98,7 +98,7 @@ class Server:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError("rewardkit serve did not answer /health within 120 s")
+        raise RuntimeError("rewardlab serve did not answer /health within 120 s")
 
     def warm(self) -> None:
         """One request first: its lazy imports and the pool's first fork are not the first phase's latency."""
@@ -215,7 +215,7 @@ def main() -> None:
                 tag = "hostile" if hostile else "clean"
                 score_s, expected = run_score(rows, Path(tmp), tag, args)
                 score_rate = len(rows) / score_s
-                print(f"\n{tag}: rewardkit score (whole process) {score_rate:,.0f} rows/s ({score_s:.1f} s)")
+                print(f"\n{tag}: rewardlab score (whole process) {score_rate:,.0f} rows/s ({score_s:.1f} s)")
                 print("clients   rows/s  x score   p50 (s)  p99 (s)  p99 clean (s)  mismatches")
                 for clients in args.clients:
                     r = phase(server, rows, expected, clients, args)
@@ -231,7 +231,7 @@ def main() -> None:
                         failures += 1
         finally:
             server.stop()
-    print("\nOK: every row answered once, equal to rewardkit score" if not failures else "\nFAILED")
+    print("\nOK: every row answered once, equal to rewardlab score" if not failures else "\nFAILED")
     sys.exit(1 if failures else 0)
 
 

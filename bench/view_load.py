@@ -1,4 +1,4 @@
-"""Benchmark: ``rewardkit view`` on a large scored file: time to the first page, index build, queries, memory.
+"""Benchmark: ``rewardlab view`` on a large scored file: time to the first page, index build, queries, memory.
 
 The file is made by really scoring: ``data/math/sample.jsonl`` is scored once (``score_file``, math verifier,
 ``workers=0``), then its scored rows are replicated to ``--rows`` rows with unique ids (``p00-0#123``),
@@ -10,7 +10,7 @@ Measured, each in a fresh process (the median of ``--repeats``; the sides altern
 machine hits all of them). The file was just written, so it is in the OS page cache throughout: these are
 warm-cache times (the viewer's process starts cold, the disk does not):
 
-- **open**: ``python -m rewardkit view FILE --no-browser --port 0`` launched; seconds until it prints its URL
+- **open**: ``python -m rewardlab.cli view FILE --no-browser --port 0`` launched; seconds until it prints its URL
   (listening), then, in a browser's order, until ``/s/0`` (the HTML), the first page
   ``/api/s/0/rows?page=1&size=50`` (the headline: the target is < 2 s for a million rows; it is served from
   the line offsets) and ``/api/s/0/facets`` (the filter menus: ready once the columns, read in a thread, are
@@ -72,7 +72,7 @@ _WORDS = [
 # ----------------------------------------------------------------------------------------------------------
 def score_sample(folder: Path) -> tuple[list[dict], dict, float]:
     """The shipped math sample scored for real (rows, the run record, seconds)."""
-    from rewardkit.scoring import score_file
+    from rewardlab.scoring import score_file
 
     out = folder / "sample.scored.jsonl"
     start = time.perf_counter()
@@ -86,7 +86,7 @@ def score_sample(folder: Path) -> tuple[list[dict], dict, float]:
 def build_file(path: Path, base: list[dict], run: dict, rows: int, seed: int) -> int:
     """``rows`` rows replicated from ``base`` into ``path`` (see the module docstring); returns the number of
     malformed lines among them."""
-    from rewardkit.scoring.io import row_line
+    from rewardlab.scoring.io import row_line
 
     rng = random.Random(seed)
     filler = " ".join(rng.choice(_WORDS) for _ in range(20_000)) + " "
@@ -162,8 +162,8 @@ def _get(url: str) -> bytes:
 
 
 def measure_open(path: Path) -> dict[str, float]:
-    """Seconds from launching ``rewardkit view`` to: its URL printed, the HTML, the first page, the facets."""
-    command = [sys.executable, "-m", "rewardkit", "view", str(path), "--no-browser", "--port", "0"]
+    """Seconds from launching ``rewardlab view`` to: its URL printed, the HTML, the first page, the facets."""
+    command = [sys.executable, "-m", "rewardlab.cli", "view", str(path), "--no-browser", "--port", "0"]
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
@@ -172,7 +172,7 @@ def measure_open(path: Path) -> dict[str, float]:
             listening = time.perf_counter() - start
             if " at http" not in line:
                 err.seek(0)
-                raise RuntimeError(f"rewardkit view did not start: {line!r} {err.read().decode()[-2000:]}")
+                raise RuntimeError(f"rewardlab view did not start: {line!r} {err.read().decode()[-2000:]}")
             url = line.rsplit(" at ", 1)[1].strip().rstrip("/")
             _get(f"{url}/s/0")
             html = time.perf_counter() - start
@@ -191,7 +191,7 @@ def measure_open(path: Path) -> dict[str, float]:
 def side_build(path: Path, fallback: bool) -> dict[str, float]:
     import duckdb  # noqa: F401  (imports outside the timing)
 
-    from rewardkit.view import rows
+    from rewardlab.view import rows
 
     if fallback:
         rows._duckdb_columns = lambda *args, **kwargs: None
@@ -239,9 +239,9 @@ def views(rows: int) -> list[tuple[str, dict[str, str], int]]:
 
 def side_queries(path: Path, rows: int) -> dict[str, float]:
     """Seconds of each view's page on a built index: first call, then the next page."""
-    from rewardkit.view.app import query_of
-    from rewardkit.view.data import SourceData
-    from rewardkit.view.sources import Source
+    from rewardlab.view.app import query_of
+    from rewardlab.view.data import SourceData
+    from rewardlab.view.sources import Source
 
     data = SourceData(Source("scored", path, path.name))
     data.index().column("reward")  # the columns are read in a thread: wait for them (a built index)
@@ -394,7 +394,7 @@ def main() -> None:
 
         # -- open ------------------------------------------------------------------------------------------
         small_o, big_o = medians(opens["small"]), medians(opens["big"])
-        print("\n(a) open: seconds from launching `rewardkit view FILE --no-browser --port 0`")
+        print("\n(a) open: seconds from launching `rewardlab view FILE --no-browser --port 0`")
         print(f"{'file':<24}{'listening':>11}{'/s/0 html':>11}{'first page':>12}{'filters ready':>15}")
         for label, o in ((f"sample ({len(base)} rows)", small_o), (f"{args.rows:,} rows", big_o)):
             print(

@@ -45,8 +45,8 @@ def lora_modes(model, tok, path: str, args: argparse.Namespace) -> int:
     """Merged against adapter pushes of one LoRA policy, each followed by a rollout."""
     import torch
 
-    from rewardkit.generation import SamplingParams, get_backend
-    from rewardkit.training.lora import add_lora
+    from rewardlab.generation import SamplingParams, get_backend
+    from rewardlab.training.lora import add_lora
 
     policy = add_lora(model, r=args.lora, dropout=0.0)
     with torch.no_grad():
@@ -90,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.generation import get_backend
-    from rewardkit.generation.vllm_server import launch_server
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.generation import get_backend
+    from rewardlab.generation.vllm_server import launch_server
 
     overrides = {
         "hidden_size": args.hidden,

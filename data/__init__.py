@@ -1,6 +1,6 @@
 """Task data: loaders for JSONL files and ``datasets`` datasets, and the small sample files the project ships.
 
-Sample files live next to this module (``rewardkit.data``), so an installed copy finds them too.
+Sample files live next to this module (``rewardlab.data``), so an installed copy finds them too.
 """
 
 from __future__ import annotations

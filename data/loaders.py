@@ -2,7 +2,7 @@
 
 :func:`iter_rows` yields the raw rows (dicts) so that a scorer can keep every input field in its output; a
 malformed JSONL line is yielded as an :class:`InvalidRow` (one output row per input row, nothing dropped).
-:func:`load_records` turns rows into :class:`~rewardkit.types.Record` objects, mapping differently named
+:func:`load_records` turns rows into :class:`~rewardlab.types.Record` objects, mapping differently named
 columns with ``field_map`` (``{"completion": "response", "reference": "answer"}``).
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.hub import hub_problem as why_no_hub
-from rewardkit.types import Record
+from rewardlab.hub import hub_problem as why_no_hub
+from rewardlab.types import Record
 
 
 @dataclass

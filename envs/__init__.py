@@ -1,13 +1,13 @@
 """Multi-turn environments: episodes where the model calls tools and sees their output before it answers.
 
->>> from rewardkit.envs import ToolEnv, run_episodes, EnvConfig          # doctest: +SKIP
+>>> from rewardlab.envs import ToolEnv, run_episodes, EnvConfig          # doctest: +SKIP
 >>> env = ToolEnv(["calculator"], formats=["tag"])                       # doctest: +SKIP
 >>> groups = run_episodes(backend, env, records, prompts, params, tokenizer, EnvConfig(max_turns=3))  # doctest: +SKIP
 
 * ``base.py``: the :class:`Environment` interface (``reset`` / batched ``step`` / ``answer``);
 * ``tool_env.py``: :class:`ToolEnv`, call tools until answering; ``tools.py``: ``python`` (the code
   sandbox), ``sql`` (read-only engines), ``calculator``, a user's function; ``parsing.py``: call formats;
-* ``rollout.py``: the batched episode loop shared by RL and ``rewardkit eval`` (loss mask, budgets,
+* ``rollout.py``: the batched episode loop shared by RL and ``rewardlab eval`` (loss mask, budgets,
   metrics); ``config.py``: the ``env`` config section.
 
 RL: ``env.name: tools`` in the config (docs/envs.md).
@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewardkit.envs.base import Environment, EpisodeState, StepResult, Turn
-from rewardkit.envs.config import EnvConfig
-from rewardkit.envs.parsing import ToolCall, parse_tool_calls
-from rewardkit.envs.rollout import Episode, episode_metrics, run_episodes
-from rewardkit.envs.tool_env import ToolEnv
-from rewardkit.envs.tools import TOOLS, CalculatorTool, FunctionTool, PythonTool, SQLTool, Tool, ToolResult
-from rewardkit.registry import Registry, lazy
+from rewardlab.envs.base import Environment, EpisodeState, StepResult, Turn
+from rewardlab.envs.config import EnvConfig
+from rewardlab.envs.parsing import ToolCall, parse_tool_calls
+from rewardlab.envs.rollout import Episode, episode_metrics, run_episodes
+from rewardlab.envs.tool_env import ToolEnv
+from rewardlab.envs.tools import TOOLS, CalculatorTool, FunctionTool, PythonTool, SQLTool, Tool, ToolResult
+from rewardlab.registry import Registry, lazy
 
 ENVS: Registry[type[Environment]] = Registry("environment")
-ENVS.register("tools", "rewardkit.envs.tool_env:ToolEnv")
+ENVS.register("tools", "rewardlab.envs.tool_env:ToolEnv")
 
 
 def build_env(cfg: EnvConfig) -> Environment | None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.types import Record
+from rewardlab.types import Record
 
 END_ANSWER = "answer"
 """The model's turn called no tool: its text is the answer."""

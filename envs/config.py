@@ -1,4 +1,4 @@
-"""The ``env`` section of an RL config (and of ``rewardkit eval --env``): which environment, its tools and
+"""The ``env`` section of an RL config (and of ``rewardlab eval --env``): which environment, its tools and
 its limits. An empty ``name`` is single-turn RL, as before environments existed."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.envs.parsing import FORMATS
+from rewardlab.envs.parsing import FORMATS
 
 
 @dataclass
@@ -14,8 +14,8 @@ class EnvConfig:
     """Multi-turn episodes: the environment, its tools and the limits of one episode."""
 
     name: str = ""
-    """``""``: single-turn (one completion per sample); ``"tools"``: :class:`~rewardkit.envs.ToolEnv`; or a
-    ``"module:Class"`` path to your own :class:`~rewardkit.envs.Environment`."""
+    """``""``: single-turn (one completion per sample); ``"tools"``: :class:`~rewardlab.envs.ToolEnv`; or a
+    ``"module:Class"`` path to your own :class:`~rewardlab.envs.Environment`."""
     tools: list[str] = field(default_factory=lambda: ["python"])
     """Tools of the ``tools`` environment: ``python``, ``sql``, ``calculator``, or ``"module:function"``."""
     formats: list[str] = field(default_factory=lambda: ["tool_call"])

@@ -1,6 +1,6 @@
 """Multi-turn rollouts: the model's turns, the environment's replies between them, one episode per sample.
 
-The backend schedules the turns (:meth:`~rewardkit.generation.RolloutBackend.interact`) and calls back after
+The backend schedules the turns (:meth:`~rewardlab.generation.RolloutBackend.interact`) and calls back after
 every turn that ends; the callback appends the turn, lets the environment answer (``Environment.step``, all
 episodes whose turns ended together at once), tokenizes the observation and appends it with loss mask 0.
 The hf backend runs every episode in one decoding loop, an episode's next turn starting as soon as its
@@ -9,7 +9,7 @@ run one ``generate`` call per turn, later turns sending each episode's whole con
 prefix cache skips what it has seen). Either way the policy's own tokens are never re-tokenized, and the
 trainer's forward pass sees exactly what the sampler saw.
 
-An episode comes back as one :class:`Episode`, a :class:`~rewardkit.generation.Generation` whose
+An episode comes back as one :class:`Episode`, a :class:`~rewardlab.generation.Generation` whose
 ``token_ids`` are every token after the prompt, ``loss_mask`` marks the policy's own, ``logprobs`` are the
 sampler's (0 on observation tokens), ``text`` is the answer the reward sources score, and
 ``finish_reason`` is ``"length"`` when a turn or the episode's token budget ran out (truncation handling
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rewardkit.envs.base import (
+from rewardlab.envs.base import (
     END_ANSWER,
     END_BUDGET,
     END_LENGTH,
@@ -34,8 +34,8 @@ from rewardkit.envs.base import (
     StepResult,
     Turn,
 )
-from rewardkit.envs.config import EnvConfig
-from rewardkit.generation.base import (
+from rewardlab.envs.config import EnvConfig
+from rewardlab.generation.base import (
     Generation,
     NextTurn,
     Prompt,
@@ -43,8 +43,8 @@ from rewardkit.generation.base import (
     SamplingParams,
     interact_by_turns,
 )
-from rewardkit.types import Record
-from rewardkit.verifiers.qa import gold_aliases, has_answer
+from rewardlab.types import Record
+from rewardlab.verifiers.qa import gold_aliases, has_answer
 
 _ASSISTANT = "\x00rk-assistant\x00"
 _OUTPUT = "\x00rk-output\x00"
@@ -60,7 +60,7 @@ class Episode(Generation):
     """Everything after the prompt, decoded: the model's turns and the observations."""
 
     def summary(self) -> dict[str, Any]:
-        """The episode's counters (what :func:`episode_metrics` reads and ``rewardkit eval`` stores): model
+        """The episode's counters (what :func:`episode_metrics` reads and ``rewardlab eval`` stores): model
         turns, tool calls, failed calls by kind, why it ended, tool seconds, own and observation tokens, and
         whether an observation held the gold answer (:func:`answer_in_observations`)."""
         state = self.state or EpisodeState(record=Record())
@@ -280,7 +280,7 @@ def episode_metrics(summaries: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Turns, tool calls, tool errors by kind, tool time, the share of episodes ending with an answer (and
     each other end), observation tokens, and the share whose observations held the answer (of the episodes
     with an answer text): the ``env/*`` metrics over :meth:`Episode.summary` dicts (a
-    step's, or those ``rewardkit eval`` stored; an empty dict for none)."""
+    step's, or those ``rewardlab eval`` stored; an empty dict for none)."""
     if not summaries:
         return {}
     count = len(summaries)

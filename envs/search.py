@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.data.loaders import read_rows
-from rewardkit.envs.tools import Call, Tool, ToolResult
-from rewardkit.errors import UserError
-from rewardkit.registry import Registry
+from rewardlab.data.loaders import read_rows
+from rewardlab.envs.tools import Call, Tool, ToolResult
+from rewardlab.errors import UserError
+from rewardlab.registry import Registry
 
-MANIFEST = "rewardkit-index.json"
+MANIFEST = "rewardlab-index.json"
 """The file in an index folder that says what it indexes and how (its absence: not an index)."""
 INDEX_FORMAT = 1
 
@@ -186,7 +186,7 @@ def read_manifest(index: str | os.PathLike) -> dict[str, Any]:
     :class:`UserError` in one line."""
     path = Path(index)
     if not path.is_dir():
-        raise UserError(f"no search index at {path} (build one: rewardkit index build CORPUS)")
+        raise UserError(f"no search index at {path} (build one: rewardlab index build CORPUS)")
     try:
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -194,7 +194,7 @@ def read_manifest(index: str | os.PathLike) -> dict[str, Any]:
             f"{path} is not a search index, or a corrupt one ({type(exc).__name__}); rebuild it"
         ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != INDEX_FORMAT:
-        raise UserError(f"{path}: an index of another format; rebuild it (rewardkit index build)")
+        raise UserError(f"{path}: an index of another format; rebuild it (rewardlab index build)")
     return manifest
 
 
@@ -258,7 +258,7 @@ class BM25Retriever(Retriever):
         return Passage(str(row["id"]), row.get("title", ""), row["text"], score)
 
 
-RETRIEVERS.register("bm25", "rewardkit.envs.search:BM25Retriever")
+RETRIEVERS.register("bm25", "rewardlab.envs.search:BM25Retriever")
 
 _OPEN: dict[tuple[str, str], Retriever] = {}
 _OPEN_LOCK = threading.Lock()
@@ -309,7 +309,7 @@ class CorpusTool(Tool):
 
     Args:
         corpus: The corpus (its index found or built beside it, or under ``cache_dir``).
-        index: An index folder instead (``rewardkit index build``); missing or corrupt: an error at start.
+        index: An index folder instead (``rewardlab index build``); missing or corrupt: an error at start.
         cache_dir: Where ``corpus``'s index lives, if not beside it.
         max_words: Most words of passage text per observation, all passages together.
         retriever: A registered retriever (:data:`RETRIEVERS`).

@@ -13,8 +13,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from rewardkit.envs.base import END_ANSWER, END_MAX_TURNS, Environment, EpisodeState, StepResult
-from rewardkit.envs.parsing import (
+from rewardlab.envs.base import END_ANSWER, END_MAX_TURNS, Environment, EpisodeState, StepResult
+from rewardlab.envs.parsing import (
     FORMATS,
     MAX_CALL_CHARS,
     MAX_CALL_DEPTH,
@@ -22,7 +22,7 @@ from rewardkit.envs.parsing import (
     parse_tool_calls,
     stop_strings,
 )
-from rewardkit.envs.tools import Tool, ToolResult, build_tool
+from rewardlab.envs.tools import Tool, ToolResult, build_tool
 
 
 class ToolEnv(Environment):

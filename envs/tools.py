@@ -20,11 +20,11 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from rewardkit.envs.base import EpisodeState
-from rewardkit.registry import Registry, lazy
-from rewardkit.verifiers.code.sandbox import Sandbox, SandboxConfig, StdioTask
-from rewardkit.verifiers.sql.engines import QueryError
-from rewardkit.verifiers.sql.verifier import SQLVerifier
+from rewardlab.envs.base import EpisodeState
+from rewardlab.registry import Registry, lazy
+from rewardlab.verifiers.code.sandbox import Sandbox, SandboxConfig, StdioTask
+from rewardlab.verifiers.sql.engines import QueryError
+from rewardlab.verifiers.sql.verifier import SQLVerifier
 
 
 @dataclass
@@ -429,11 +429,11 @@ class FunctionTool(Tool):
 
 # ----------------------------------------------------------------------------------------------------------
 TOOLS: Registry[type[Tool]] = Registry("tool")
-TOOLS.register("python", "rewardkit.envs.tools:PythonTool")
-TOOLS.register("sql", "rewardkit.envs.tools:SQLTool")
-TOOLS.register("calculator", "rewardkit.envs.tools:CalculatorTool")
-TOOLS.register("search", "rewardkit.envs.search:SearchTool")
-TOOLS.register("open", "rewardkit.envs.search:OpenTool")
+TOOLS.register("python", "rewardlab.envs.tools:PythonTool")
+TOOLS.register("sql", "rewardlab.envs.tools:SQLTool")
+TOOLS.register("calculator", "rewardlab.envs.tools:CalculatorTool")
+TOOLS.register("search", "rewardlab.envs.search:SearchTool")
+TOOLS.register("open", "rewardlab.envs.search:OpenTool")
 
 
 def build_tool(spec: Any, options: dict[str, Any] | None = None) -> Tool:

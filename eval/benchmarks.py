@@ -4,7 +4,7 @@ A benchmark is a hub dataset name (when the user has internet), a local JSONL/pa
 folder with the same fields (``--data PATH``), or the small sample shipped under ``data/`` (the name
 prefixed with ``sample:``). Any other file can be evaluated with an explicit ``verifier`` and field map.
 
-    from rewardkit.eval.benchmarks import load_benchmark
+    from rewardlab.eval.benchmarks import load_benchmark
     bench, problems = load_benchmark("sample:gsm8k")
 """
 
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rewardkit.data import sample_path
-from rewardkit.data.loaders import read_rows as read_all_rows
-from rewardkit.hub import hub_problem
-from rewardkit.verifiers import VERIFIERS
+from rewardlab.data import sample_path
+from rewardlab.data.loaders import read_rows as read_all_rows
+from rewardlab.hub import hub_problem
+from rewardlab.verifiers import VERIFIERS
 
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -46,7 +46,7 @@ class Benchmark:
         hub_name: ``datasets`` hub id (loaded only when asked for by name, with internet).
         hub_config: Hub config name (``main`` for GSM8K), if any.
         split: Split evaluated by default.
-        sample_file: Shipped sample, relative to the ``rewardkit.data`` folder.
+        sample_file: Shipped sample, relative to the ``rewardlab.data`` folder.
         prompt_field: Row field holding the question.
         id_field: Row field holding a stable id (row index when absent).
         template: Prompt template; ``{prompt}`` is the question (few-shot examples are prepended).
@@ -57,7 +57,7 @@ class Benchmark:
             text), ``None`` for no maj@k; a custom benchmark takes its verifier's ``answer_votes``.
         verifier_config: Keyword arguments for the verifier.
         sample_verifier_config: Extra verifier arguments for the shipped sample (``{data}`` in a value is
-            the ``rewardkit.data`` folder), e.g. where the sample's SQL databases are.
+            the ``rewardlab.data`` folder), e.g. where the sample's SQL databases are.
     """
 
     name: str

@@ -120,7 +120,7 @@ _SHARES = ("tool_call_rate", "tool_error_rate", "answered", "answer_in_observati
 
 
 def environment_lines(env: dict[str, Any] | None) -> list[str]:
-    """The report's environment section: the settings, then each episode metric (``rewardkit.envs.
+    """The report's environment section: the settings, then each episode metric (``rewardlab.envs.
     episode_metrics``: shares in percent, means per episode, tool errors as counts)."""
     if not env:
         return []

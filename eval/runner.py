@@ -5,7 +5,7 @@ Two entry points:
 * :func:`evaluate_completions` scores completions made elsewhere (the offline path) and computes metrics.
 * :func:`evaluate_model` samples ``n`` completions per problem with a rollout backend (transformers on
   CPU, vLLM on GPU), resumably, then does the same (:func:`evaluate_backend` with a backend already made).
-  With an environment (``rewardkit.envs``) each sample is a multi-turn episode whose answer is scored.
+  With an environment (``rewardlab.envs``) each sample is a multi-turn episode whose answer is scored.
 
 A run folder holds ``generations.jsonl`` (model runs only; appended problem by problem, so an interrupted
 run resumes without re-generating), ``samples.jsonl`` (one scored row per sample), ``problems.jsonl`` (one
@@ -13,7 +13,7 @@ row per problem, in order: ``problem_id``, ``prompt``, ``reference``, ``subset``
 problem has them; the prompt is the text the model was sent (template, few-shot examples, chat template)
 in model runs, the problem's own prompt for completions made elsewhere), ``summary.json``, ``report.md`` and
 ``pass_at_k.png``. With an environment, ``generations.jsonl`` also keeps each episode's
-transcript and counters, and the summary an ``environment`` section (``rewardkit.envs.episode_metrics``).
+transcript and counters, and the summary an ``environment`` section (``rewardlab.envs.episode_metrics``).
 """
 
 from __future__ import annotations
@@ -28,16 +28,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rewardkit.envs import EnvConfig, episode_metrics, run_episodes
-from rewardkit.eval import metrics as M
-from rewardkit.eval.benchmarks import Benchmark, Problem, render_prompt
-from rewardkit.eval.report import plot_pass_at_k, render_markdown
-from rewardkit.generation import SamplingParams, get_backend
-from rewardkit.hub import load_tokenizer
-from rewardkit.progress import progress_bar
-from rewardkit.scoring import score_records
-from rewardkit.types import Record, Result, as_reward, details_answer, error_kind, jsonable
-from rewardkit.verifiers import get_verifier
+from rewardlab.envs import EnvConfig, episode_metrics, run_episodes
+from rewardlab.eval import metrics as M
+from rewardlab.eval.benchmarks import Benchmark, Problem, render_prompt
+from rewardlab.eval.report import plot_pass_at_k, render_markdown
+from rewardlab.generation import SamplingParams, get_backend
+from rewardlab.hub import load_tokenizer
+from rewardlab.progress import progress_bar
+from rewardlab.scoring import score_records
+from rewardlab.types import Record, Result, as_reward, details_answer, error_kind, jsonable
+from rewardlab.verifiers import get_verifier
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class EvalConfig:
             all instructions followed).
         bootstrap: Bootstrap resamples for the 95% intervals (0 disables them).
         seed: Seed of the bootstrap (maj@k is exact: no sampling).
-        shape: Reward-shaping steps (``rewardkit.rewardmodels.shaping`` specs such as ``"clip:0,1"`` or
+        shape: Reward-shaping steps (``rewardlab.rewardmodels.shaping`` specs such as ``"clip:0,1"`` or
             ``"length_penalty:weight=0.1"``) applied to the rewards before ``mean_reward``; correctness
             (pass@k, maj@k, best-of-k) always uses the verifier's own reward.
         score_truncated: Score completions that hit the generation limit (``finish_reason == "length"``)
@@ -142,7 +142,7 @@ def score_samples(
     raw_rewards = [result.reward for result in results]
     if config.shape and results:
         # lazy: pulls in torch
-        from rewardkit.rewardmodels.shaping import shape_results
+        from rewardlab.rewardmodels.shaping import shape_results
 
         results = shape_results(records, results, config.shape)
     model_scores: list[Result | None] = [None] * len(records)
@@ -211,7 +211,7 @@ def group_answers(answers: Sequence[str | None], equivalent: Any = None) -> list
     default, cached per pair), so 100 samples cost a handful of symbolic checks.
     """
     # lazy: pulls in math_verify and sympy
-    from rewardkit.verifiers.math import normalize_answer, parse_number
+    from rewardlab.verifiers.math import normalize_answer, parse_number
 
     equivalent = equivalent or math_equivalent
     representatives: list[tuple[str, complex | None]] = []
@@ -479,7 +479,7 @@ def _row_problem_id(row: dict[str, Any]) -> str:
     for key in ("problem_id", "id", "task_id", "unique_id", "key", "question_id"):
         if key in row and row[key] is not None:
             value = str(row[key])
-            # ids written by rewardkit itself are "PROBLEM#SAMPLE"
+            # ids written by rewardlab itself are "PROBLEM#SAMPLE"
             return value.rsplit("#", 1)[0] if key == "id" and "#" in value else value
     raise KeyError("a completion row has no problem id (problem_id, id, task_id, unique_id, key)")
 
@@ -650,8 +650,8 @@ def build_prompts(
 @dataclass
 class EpisodeSetup:
     """Sampling episodes instead of single completions: each sample of a problem is an episode of ``env``
-    (a :class:`rewardkit.envs.Environment`) started from the problem's record, run by
-    :func:`rewardkit.envs.run_episodes` with ``config`` (an :class:`rewardkit.envs.EnvConfig`); the episode's
+    (a :class:`rewardlab.envs.Environment`) started from the problem's record, run by
+    :func:`rewardlab.envs.run_episodes` with ``config`` (an :class:`rewardlab.envs.EnvConfig`); the episode's
     answer is the completion scored. ``chat``: the prompts use the chat template."""
 
     env: Any
@@ -673,7 +673,7 @@ class Generated(NamedTuple):
 
 def episode_info(episode: Any) -> dict[str, Any]:
     """What ``generations.jsonl`` keeps of an episode: its transcript and its counters
-    (:meth:`rewardkit.envs.Episode.summary`, enough to compute :func:`rewardkit.envs.episode_metrics` again
+    (:meth:`rewardlab.envs.Episode.summary`, enough to compute :func:`rewardlab.envs.episode_metrics` again
     on resume)."""
     summary = episode.summary()
     return {"transcript": episode.transcript, **summary, "tool_seconds": round(summary["tool_seconds"], 6)}
@@ -681,7 +681,7 @@ def episode_info(episode: Any) -> dict[str, Any]:
 
 def environment_summary(setup: EpisodeSetup, generated: Generated) -> dict[str, Any]:
     """The summary's ``environment`` section: the env settings and the ``env/*`` metrics of
-    :func:`rewardkit.envs.episode_metrics` over every episode of the run (prefix dropped)."""
+    :func:`rewardlab.envs.episode_metrics` over every episode of the run (prefix dropped)."""
 
     episodes = [info for infos in generated.episodes.values() for info in infos or []]
     metrics = {name.removeprefix("env/"): value for name, value in episode_metrics(episodes).items()}
@@ -810,7 +810,7 @@ def evaluate_model(
     env_config: Any = None,
 ) -> EvalReport:
     """Samples completions from ``model`` (hub name or local path) and evaluates them; with ``env`` (an
-    :class:`rewardkit.envs.Environment`, run with ``env_config``, an :class:`rewardkit.envs.EnvConfig`)
+    :class:`rewardlab.envs.Environment`, run with ``env_config``, an :class:`rewardlab.envs.EnvConfig`)
     each sample is an episode. The caller closes ``env``."""
 
     model_obj, tokenizer = _load_model(model, backend)

@@ -1,5 +1,5 @@
 """A reward model folder as a reward source: an outcome RM (:class:`RewardModelSource`) or a process RM
-(:class:`ProcessRewardModel`), told apart by the PRM's own config file. ``rewardkit score --reward-model``,
+(:class:`ProcessRewardModel`), told apart by the PRM's own config file. ``rewardlab score --reward-model``,
 ``rm score`` and ``eval`` build their sources here.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rewardkit.hub import check_model
+from rewardlab.hub import check_model
 
-PRM_CONFIG_FILE = "rewardkit_prm.json"
+PRM_CONFIG_FILE = "rewardlab_prm.json"
 """Written by ``ProcessRewardModel.save_pretrained``: a folder with it holds a PRM."""
 
 
@@ -23,17 +23,17 @@ def model_kind(path: str, kind: str = "auto") -> str:
 
 def reward_model_source(path: str, *, kind: str = "auto", **kwargs: Any) -> Any:
     """The reward source of a model folder: :class:`RewardModelSource` for an ORM, the PRM's
-    ``ProcessRewardModel`` for a PRM (its folder has ``rewardkit_prm.json``). ``kwargs`` go to the ORM.
+    ``ProcessRewardModel`` for a PRM (its folder has ``rewardlab_prm.json``). ``kwargs`` go to the ORM.
 
     Raises:
         ModelNotFoundError: ``path`` is neither a model folder nor a hub model (one line)."""
     check_model(path, what="reward model")
     if model_kind(path, kind) == "prm":
         # lazy: pulls in torch and transformers
-        from rewardkit.rewardmodels.prm import ProcessRewardModel
+        from rewardlab.rewardmodels.prm import ProcessRewardModel
 
         return ProcessRewardModel.from_pretrained(path, device=kwargs.get("device"))
     # lazy: pulls in torch and transformers
-    from rewardkit.rewardmodels.orm.scoring import RewardModelSource
+    from rewardlab.rewardmodels.orm.scoring import RewardModelSource
 
     return RewardModelSource(path, **kwargs)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rewardkit.generation import Generation
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.rewards import RewardBatch, ScoredBatch
-from rewardkit.types import Record
+from rewardlab import core_algos as ca
+from rewardlab.generation import Generation
+from rewardlab.rl.rewards import RewardBatch, ScoredBatch
+from rewardlab.types import Record
 
 __all__ = ["Rollout", "UpdateBatch", "UpdateStats", "build_tensors"]
 

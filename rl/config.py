@@ -17,15 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardkit.envs import ENVS, TOOLS
-from rewardkit.envs.config import EnvConfig
-from rewardkit.estimators import estimator_traits
-from rewardkit.generation import BACKENDS
-from rewardkit.rl.presets import PRESETS
-from rewardkit.rl.prompt_filter import FILTER_MODES
-from rewardkit.training.config import (
-    REPORT_TO,
-    BaseTrainingConfig,
+from rewardlab.config import (
     ConfigError,
     Renamed,
     apply_override,
@@ -35,9 +27,16 @@ from rewardkit.training.config import (
     parse_literal,
     read_config_file,
 )
-from rewardkit.training.config import field_docs as _field_docs
-from rewardkit.training.trackers import missing_package
-from rewardkit.verifiers.sources import check_python_path, check_source
+from rewardlab.config import field_docs as _field_docs
+from rewardlab.core_algos.estimators import estimator_traits
+from rewardlab.envs import ENVS, TOOLS
+from rewardlab.envs.config import EnvConfig
+from rewardlab.generation import BACKENDS
+from rewardlab.rl.presets import PRESETS
+from rewardlab.rl.prompt_filter import FILTER_MODES
+from rewardlab.training.config import REPORT_TO, BaseTrainingConfig
+from rewardlab.training.trackers import missing_package
+from rewardlab.verifiers.sources import check_python_path, check_source
 
 __all__ = [
     "PRESETS",
@@ -102,7 +101,7 @@ class DataConfig:
     """Where the prompts come from."""
 
     path: str = "arithmetic"
-    """A JSONL file or dataset name for ``rewardkit.data.loaders.load_records``, or ``arithmetic`` (the
+    """A JSONL file or dataset name for ``rewardlab.data.loaders.load_records``, or ``arithmetic`` (the
     generated demo problems)."""
     field_map: dict[str, str] = field(default_factory=dict)
     """Record field -> column name, e.g. ``{"reference": "answer"}``."""
@@ -159,7 +158,7 @@ class RolloutConfig:
 
     backend: str = "hf"
     """Rollout engine: ``hf`` is transformers' generate (the CPU default), ``vllm`` an engine colocated with
-    training, ``vllm-server`` a separate ``vllm serve`` process (``rewardkit rl serve-vllm``) on other
+    training, ``vllm-server`` a separate ``vllm serve`` process (``rewardlab rl serve-vllm``) on other
     devices or nodes, its weights synced every step."""
     n: int = 8
     """Samples per prompt (the group size G). DeepSeekMath uses 64, TRL's default is 8."""
@@ -244,7 +243,7 @@ class RewardConfig:
     timeout: float = 10.0
     """Per-sample scoring timeout in seconds; a timeout is reward 0 with a counted error."""
     shaping: list[dict[str, Any]] = field(default_factory=list)
-    """Shaping transforms from ``rewardkit.rewardmodels.shaping``, applied in order: ``{"name": ..., **kwargs}``."""
+    """Shaping transforms from ``rewardlab.rewardmodels.shaping``, applied in order: ``{"name": ..., **kwargs}``."""
     truncation: str = "penalize"
     """Completions cut at ``max_new_tokens``: ``penalize`` replaces their reward by ``truncation_penalty``
     (the default: a cut-off completion is never a clean solve, whatever its text scores), ``mask`` removes
@@ -415,7 +414,7 @@ def _betas(betas: Any) -> dict[str, Any]:
 @dataclass
 class TrainConfig(BaseTrainingConfig):
     """Optimisation, logging and checkpoints (the shared fields of
-    :class:`~rewardkit.training.config.BaseTrainingConfig`, with RL's defaults)."""
+    :class:`~rewardlab.training.config.BaseTrainingConfig`, with RL's defaults)."""
 
     DEPRECATED = {
         "lr": "learning_rate",
@@ -605,29 +604,28 @@ def field_docs(cls: type = RLConfig, prefix: str = "") -> list[tuple[str, str, A
 # ----------------------------------------------------------------------------------------------------------
 def choices() -> dict[str, list[Any]]:
     """Dotted field -> its allowed values, read from the registries and modules that implement them."""
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.generation.vllm import LORA_MODES, SLEEP_LEVELS
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab import core_algos as ca
+    from rewardlab.generation.vllm import LORA_MODES, SLEEP_LEVELS
 
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.generation.vllm_server import SYNC_MODES
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.generation.vllm_server import SYNC_MODES
 
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.rewardmodels.shaping import STEP_SHAPINGS
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.rewardmodels.shaping import STEP_SHAPINGS
 
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.rewardmodels.shaping.functional import LENGTH_BUDGET_MODES, TRUNCATION_MODES
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.rewardmodels.shaping.functional import LENGTH_BUDGET_MODES, TRUNCATION_MODES
 
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.rl import core_algos as ca
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.training.device import BF16_SETTINGS, DTYPES
 
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.training.device import BF16_SETTINGS, DTYPES
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.training.optim import SCHEDULES
 
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.training.optim import SCHEDULES
-
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.training.parallel import STRATEGIES
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.training.parallel import STRATEGIES
 
     return {
         "model.dtype": ["auto", *DTYPES],
@@ -755,8 +753,8 @@ def _check_process(cfg: RLConfig) -> None:
 
 
 def _check_shaping(cfg: RLConfig) -> None:
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.rewardmodels.shaping import build_pipeline, conflicts_with_estimator
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.rewardmodels.shaping import build_pipeline, conflicts_with_estimator
 
     try:
         build_pipeline(cfg.reward.shaping)
@@ -832,8 +830,8 @@ def _check_lora(cfg: RLConfig) -> None:
     of a 4-bit body)."""
     import importlib.util
 
-    # lazy: pulls in torch (this module loads for `rewardkit --help`, which imports no torch)
-    from rewardkit.training.lora import qlora_unavailable
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.training.lora import qlora_unavailable
 
     lc = cfg.model.lora
     targets = [lc.target_modules] if isinstance(lc.target_modules, str) else lc.target_modules
@@ -842,7 +840,7 @@ def _check_lora(cfg: RLConfig) -> None:
             f"model.lora.target_modules must be all-linear or a list of module names, got {lc.target_modules!r}"
         )
     if lc.enabled and importlib.util.find_spec("peft") is None:
-        raise ConfigError("model.lora.r: LoRA needs peft (pip install 'rewardkit[lora]')")
+        raise ConfigError("model.lora.r: LoRA needs peft (pip install 'rewardlab[lora]')")
     if not lc.load_in_4bit:
         return
     if not lc.enabled:

@@ -1,8 +1,8 @@
-"""The RL trainer's forward passes over a :func:`rewardkit.rl.batch.build_tensors` batch: per-token
+"""The RL trainer's forward passes over a :func:`rewardlab.rl.batch.build_tensors` batch: per-token
 log-probs and entropies, the critic's values, self-certainty, and the split of a batch into micro-batches.
 
 Every pass reads the padded rows, or with ``train.padding_free`` one packed row per micro-batch
-(:mod:`rewardkit.rl.packing`), and returns ``(B, T)`` results either way.
+(:mod:`rewardlab.rl.packing`), and returns ``(B, T)`` results either way.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl import packing
-from rewardkit.rl.config import RLConfig
-from rewardkit.training import device as dev
-from rewardkit.training import parallel
+from rewardlab import core_algos as ca
+from rewardlab.rl import packing
+from rewardlab.rl.config import RLConfig
+from rewardlab.training import device as dev
+from rewardlab.training import parallel
 
 __all__ = ["CHUNK_MIN_VOCAB_RATIO", "ForwardPasses"]
 
@@ -187,7 +187,7 @@ class ForwardPasses:
         return out
 
     def self_certainty(self, model: Any, batch: dict[str, torch.Tensor]) -> list[float]:
-        """Each row's self-certainty (:func:`rewardkit.rl.core_algos.self_certainty`) over its loss tokens
+        """Each row's self-certainty (:func:`rewardlab.core_algos.self_certainty`) over its loss tokens
         under ``model``, without gradient (from the hidden states in chunks when log-probs are)."""
         scores = []
         with torch.no_grad():

@@ -19,7 +19,7 @@ PRIME-RL/TTRL, keeps the answered samples, takes ``Counter.most_common(1)`` and 
 - **min_share** (not in TTRL; 0 reproduces it): no label when the top answer's vote share is below it.
 
 :class:`MajorityVoteSource` is a reward source for the RL loop (``score_batch`` / ``name`` / ``close``, as
-:class:`rewardkit.rl.rewards.CallableSource`); :func:`majority_vote_rewards` is the vote itself, pure.
+:class:`rewardlab.rl.rewards.CallableSource`); :func:`majority_vote_rewards` is the vote itself, pure.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 
 from math_verify.errors import TimeoutException
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.math.answer import Candidate
-from rewardkit.verifiers.math.verifier import MathVerifier, _Answer
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.math.answer import Candidate
+from rewardlab.verifiers.math.verifier import MathVerifier, _Answer
 
 __all__ = ["MajorityVoteSource", "majority_vote_rewards", "math_equivalent"]
 
@@ -202,7 +202,7 @@ class MajorityVoteSource:
         min_share: The top answer's minimum share of its group's samples for it to be a label.
         mode: The math verifier's extraction mode; ``strict`` (only ``\\boxed{}``) as TTRL, which reads the
             last box.
-        **math_settings: Other :class:`rewardkit.verifiers.math.MathConfig` settings (``float_rounding``,
+        **math_settings: Other :class:`rewardlab.verifiers.math.MathConfig` settings (``float_rounding``,
             ``rel_tol``, ...).
     """
 
@@ -278,7 +278,7 @@ class MajorityVoteSource:
 class SelfCertaintySource:
     """Self-certainty as a reward source (INTUITOR, Zhao et al., 2025, "Learning to Reason without External
     Rewards"): each sample's reward is the mean ``KL(U || p_t)`` of the sampling policy's next-token
-    distributions over its completion (:func:`rewardkit.rl.core_algos.self_certainty`); no reference answer
+    distributions over its completion (:func:`rewardlab.core_algos.self_certainty`); no reference answer
     is read. The scores come from ``score_fn(records)``, which the RL trainer provides (a forward pass of the
     model that sampled them), so the source only exists inside a run.
 

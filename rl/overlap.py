@@ -6,7 +6,7 @@ producer thread generates batch ``s`` as soon as the trainer has published the w
 ``s - staleness`` (verl's one-step-off-policy and AReaL's bounded staleness), so generation of the next
 batch overlaps the current update. Batch ``s`` is then sampled by a policy at most ``staleness`` updates old;
 the trainer's recomputed ``pi_old`` differs from the sampler's ``mu`` by that lag, which the rollout
-importance weights (``algorithm.rollout_is``, :func:`rewardkit.rl.core_algos.rollout_importance_weights`)
+importance weights (``algorithm.rollout_is``, :func:`rewardlab.core_algos.rollout_importance_weights`)
 correct, with the sampler's own log-probabilities.
 
 This module only schedules: what one batch is (generation, scoring) and how weights reach the sampler's

@@ -1,6 +1,6 @@
 """Padding-free batches (sequence packing) for the RL update: pure tensor functions, no model.
 
-:func:`rewardkit.rl.trainer.build_tensors` lays a batch out as ``(B, P + T)`` rows: left-padded prompts,
+:func:`rewardlab.rl.trainer.build_tensors` lays a batch out as ``(B, P + T)`` rows: left-padded prompts,
 right-padded responses. :func:`pack` drops every pad cell and concatenates the sequences into one
 ``(1, N)`` row (``N`` = the sum of the real lengths) whose ``position_ids`` restart at 0 for each
 sequence. Passed to a transformers model with ``attention_mask=None``, such a row is recognised as packed

@@ -1,11 +1,11 @@
-"""``rewardkit rl plot RUN_DIR``: a run's curves (reward, accuracy, held-out pass@1, length, KL...) to PNG."""
+"""``rewardlab rl plot RUN_DIR``: a run's curves (reward, accuracy, held-out pass@1, length, KL...) to PNG."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from rewardkit.training.metrics import read_metrics
+from rewardlab.training.metrics import read_metrics
 
 DEFAULT_PANELS = (
     ("reward", "reward (mean over samples)"),

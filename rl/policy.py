@@ -13,14 +13,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer, save_tiny_model
-from rewardkit.estimators import estimator_traits
-from rewardkit.generation import get_backend
-from rewardkit.hub import check_model, load_tokenizer
-from rewardkit.rl.config import RLConfig
-from rewardkit.training import device as dev
-from rewardkit.training import lora, parallel
-from rewardkit.training.device import resolve_dtype
+from rewardlab.core_algos.estimators import estimator_traits
+from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer, save_tiny_model
+from rewardlab.generation import get_backend
+from rewardlab.hub import check_model, load_tokenizer
+from rewardlab.rl.config import RLConfig
+from rewardlab.training import device as dev
+from rewardlab.training import lora, parallel
+from rewardlab.training.device import resolve_dtype
 
 __all__ = [
     "Models",
@@ -72,7 +72,7 @@ def _load_4bit(path: str, tokenizer_path: str | None, dtype: str, seed: int) -> 
     from transformers import AutoModelForCausalLM
 
     if path.startswith("tiny:"):
-        path = save_tiny_model(tempfile.mkdtemp(prefix="rewardkit-tiny-"), _tiny_name(path), seed=seed)
+        path = save_tiny_model(tempfile.mkdtemp(prefix="rewardlab-tiny-"), _tiny_name(path), seed=seed)
     model = AutoModelForCausalLM.from_pretrained(
         path,
         dtype=resolve_dtype(dtype),

@@ -1,5 +1,5 @@
 """The RL algorithm presets: the fields where the papers differ (everything else is the dataclass default of
-:mod:`rewardkit.rl.config`); their YAML copies live in ``rl/configs/``."""
+:mod:`rewardlab.rl.config`); their YAML copies live in ``rl/configs/``."""
 
 from __future__ import annotations
 

@@ -7,12 +7,12 @@ import dataclasses
 import random
 from typing import Any
 
-from rewardkit.data import arithmetic
-from rewardkit.data.loaders import load_records
-from rewardkit.rewardmodels.shaping.functional import L1_PROMPT_TEMPLATES, budget_schedule, sample_budget
-from rewardkit.rl.config import RLConfig
-from rewardkit.rl.prompt_filter import PromptFilter
-from rewardkit.types import Record
+from rewardlab.data import arithmetic
+from rewardlab.data.loaders import load_records
+from rewardlab.rewardmodels.shaping.functional import L1_PROMPT_TEMPLATES, budget_schedule, sample_budget
+from rewardlab.rl.config import RLConfig
+from rewardlab.rl.prompt_filter import PromptFilter
+from rewardlab.types import Record
 
 __all__ = ["PromptSource", "build_prompt_filter", "load_prompt_records", "prompt_text", "with_budget"]
 
@@ -43,7 +43,7 @@ def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record
 
 
 def build_prompt_filter(cfg: RLConfig) -> Any | None:
-    """The run's :class:`rewardkit.rl.prompt_filter.PromptFilter` (``algorithm.prompt_filter``), or ``None``."""
+    """The run's :class:`rewardlab.rl.prompt_filter.PromptFilter` (``algorithm.prompt_filter``), or ``None``."""
     ac = cfg.algorithm
     if ac.prompt_filter == "none":
         return None

@@ -3,9 +3,9 @@
 One :class:`RewardPipeline` per run, built from the config, called twice per batch:
 
 1. :meth:`RewardPipeline.score` (at rollout time): the reward sources score the completions and are
-   combined by their weights (:class:`RewardSources`, one :class:`rewardkit.verifiers.combine.CombinedSource`;
+   combined by their weights (:class:`RewardSources`, one :class:`rewardlab.verifiers.combine.CombinedSource`;
    a ``None`` reward makes the sample invalid, an error is reward 0 and counted), then the sample shaping
-   pipeline runs on one :class:`rewardkit.rewardmodels.shaping.ShapingBatch`: ``reward.shaping``, then
+   pipeline runs on one :class:`rewardlab.rewardmodels.shaping.ShapingBatch`: ``reward.shaping``, then
    ``reward.truncation`` (mask / penalize / none), then DAPO's soft overlong penalty
    (``reward.overlong_buffer``); invalid samples' rewards are 0. The result is a :class:`RewardBatch`.
 2. :meth:`RewardPipeline.token_rewards` (at update time, when the padded response mask exists): the
@@ -13,7 +13,7 @@ One :class:`RewardPipeline` per run, built from the config, called twice per bat
    scores shaped (``reward.step_shaping``, ``reward.step_eta``) and placed on their step-end tokens
    (``success_weight``, ``step_weight``).
 
-Every transform is a function of :mod:`rewardkit.rewardmodels.shaping` (or :mod:`rewardkit.rl.step_rewards`
+Every transform is a function of :mod:`rewardlab.rewardmodels.shaping` (or :mod:`rewardlab.rl.step_rewards`
 for the token placement); this module only orders them. KL in the reward is not a reward transform: the
 trainer adds it afterwards.
 """
@@ -27,22 +27,22 @@ from typing import Any
 
 import torch
 
-from rewardkit.registry import lazy
-from rewardkit.rewardmodels.prm import ProcessRewardModel
-from rewardkit.rewardmodels.shaping import (
+from rewardlab import core_algos as ca
+from rewardlab.registry import lazy
+from rewardlab.rewardmodels.prm import ProcessRewardModel
+from rewardlab.rewardmodels.shaping import (
     ShapingBatch,
     ShapingPipeline,
     build_pipeline,
     build_shaping,
 )
-from rewardkit.rewardmodels.shaping.functional import success_plus_steps
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.config import RLConfig
-from rewardkit.rl.step_rewards import CorrectLookingStepScorer, shaped_step_token_rewards
-from rewardkit.scoring.pooled import ScorerSource
-from rewardkit.types import Record, Result, as_reward, error_kind
-from rewardkit.verifiers.combine import CombinedSource, PartScores
-from rewardkit.verifiers.sources import build_source, source_kind
+from rewardlab.rewardmodels.shaping.functional import success_plus_steps
+from rewardlab.rl.config import RLConfig
+from rewardlab.rl.step_rewards import CorrectLookingStepScorer, shaped_step_token_rewards
+from rewardlab.scoring.pooled import ScorerSource
+from rewardlab.types import Record, Result, as_reward, error_kind
+from rewardlab.verifiers.combine import CombinedSource, PartScores
+from rewardlab.verifiers.sources import build_source, source_kind
 
 __all__ = [
     "CallableSource",

@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 
-from rewardkit.envs import Episode, episode_metrics
-from rewardkit.generation import Generation
-from rewardkit.rl.batch import Rollout, UpdateBatch
-from rewardkit.rl.tree import tree_token_counts
-from rewardkit.types import Record, details_answer
+from rewardlab.envs import Episode, episode_metrics
+from rewardlab.generation import Generation
+from rewardlab.rl.batch import Rollout, UpdateBatch
+from rewardlab.rl.tree import tree_token_counts
+from rewardlab.types import Record, details_answer
 
 __all__ = ["TokenCounts", "rollout_metrics", "sample_advantages", "sample_rows", "throughput_metrics"]
 

@@ -16,17 +16,17 @@ from typing import Any
 
 import torch
 
-from rewardkit.envs import run_episodes
-from rewardkit.generation import Generation, SamplingParams
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.batch import Rollout, build_tensors
-from rewardkit.rl.config import RLConfig
-from rewardkit.rl.forward import ForwardPasses
-from rewardkit.rl.prompts import PromptSource, prompt_text, with_budget
-from rewardkit.rl.rewards import RewardBatch, RewardPipeline, RewardSources
-from rewardkit.rl.tree import grow_trees
-from rewardkit.training import parallel
-from rewardkit.types import Record
+from rewardlab import core_algos as ca
+from rewardlab.envs import run_episodes
+from rewardlab.generation import Generation, SamplingParams
+from rewardlab.rl.batch import Rollout, build_tensors
+from rewardlab.rl.config import RLConfig
+from rewardlab.rl.forward import ForwardPasses
+from rewardlab.rl.prompts import PromptSource, prompt_text, with_budget
+from rewardlab.rl.rewards import RewardBatch, RewardPipeline, RewardSources
+from rewardlab.rl.tree import grow_trees
+from rewardlab.training import parallel
+from rewardlab.types import Record
 
 __all__ = ["Sampler"]
 
@@ -85,8 +85,8 @@ class Sampler:
         self, records: list[Record], params: SamplingParams, backend: Any | None = None, *, tree: bool = False
     ) -> list[list[Generation]]:
         """The backend's samples of each record's prompt: completions, with ``tree`` the prompt's tree
-        (``rollout.tree``, :mod:`rewardkit.rl.tree`), or with an environment whole episodes
-        (``rewardkit.envs``). A backend that generates with the policy itself gets it whole under FSDP
+        (``rollout.tree``, :mod:`rewardlab.rl.tree`), or with an environment whole episodes
+        (``rewardlab.envs``). A backend that generates with the policy itself gets it whole under FSDP
         (gathered once, no collective per forward pass: the ranks decode different lengths)."""
         prompts = [self.prompt_text(r) for r in records]
         backend = backend or self.backend

@@ -15,13 +15,13 @@ from typing import Any
 
 import torch
 
-from rewardkit.training import MetricsLogger, build_scheduler, optimizer_from_config, optimizer_step
-from rewardkit.training.config import BaseTrainingConfig
+from rewardlab.training import MetricsLogger, build_scheduler, optimizer_from_config, optimizer_step
+from rewardlab.training.config import BaseTrainingConfig
 
 
 @dataclass
 class SFTConfig(BaseTrainingConfig):
-    """Supervised warm-start settings (the shared fields of :class:`~rewardkit.training.config.BaseTrainingConfig`
+    """Supervised warm-start settings (the shared fields of :class:`~rewardlab.training.config.BaseTrainingConfig`
     with this trainer's defaults)."""
 
     DEPRECATED = {
@@ -46,7 +46,7 @@ class SFTConfig(BaseTrainingConfig):
     learning_rate: float = 3e-3
     """Peak learning rate of AdamW."""
     lr_scheduler_type: str = "cosine"
-    """Learning-rate schedule after the warm-up (``rewardkit.training.SCHEDULES``: ``cosine``, ``constant``...)."""
+    """Learning-rate schedule after the warm-up (``rewardlab.training.SCHEDULES``: ``cosine``, ``constant``...)."""
     warmup_steps: int = 20
     """Linear warm-up steps before the schedule."""
     min_lr_ratio: float = 0.1

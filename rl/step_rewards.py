@@ -5,17 +5,17 @@ scores reward *length*: a policy learns to repeat correct but useless steps and 
 (Gao et al., 2024, "On Designing Effective RL Reward at Training Time for LLM Reasoning"). This module
 turns step scores into token-level rewards the RL loop can use, with Gao et al.'s fix:
 
-1. the step scores are shaped by :func:`rewardkit.rewardmodels.shaping.shape_step_rewards` (``clip``:
+1. the step scores are shaped by :func:`rewardlab.rewardmodels.shaping.shape_step_rewards` (``clip``:
    ``min(r_t - eta, 0)``; ``delta``: ``r_t - r_{t+1}``, last step keeps ``r_T``; ``clip+delta``; ``none``);
 2. each shaped step reward is placed on the **last token of its step** (:func:`place_step_rewards`),
    and the verifier's success reward on the last response token
-   (:func:`rewardkit.rewardmodels.shaping.functional.success_plus_steps` on the token layout):
+   (:func:`rewardlab.rewardmodels.shaping.functional.success_plus_steps` on the token layout):
    ``r_t = w_s * success * [t = last] + w_p * sum_k shaped_k * [t = end_k]``;
 3. the return of token ``t`` is the sum of the future rewards, ``G_t = sum_{s >= t} r_s``
-   (:func:`rewardkit.rewardmodels.shaping.functional.discounted_returns`), and the advantage subtracts a
+   (:func:`rewardlab.rewardmodels.shaping.functional.discounted_returns`), and the advantage subtracts a
    group baseline of
-   the trajectories' total returns (:func:`rewardkit.rl.core_algos.step_return_advantages`, registered in
-   :data:`rewardkit.rl.core_algos.ADVANTAGE_ESTIMATORS` as ``step_return``).
+   the trajectories' total returns (:func:`rewardlab.core_algos.step_return_advantages`, registered in
+   :data:`rewardlab.core_algos.ADVANTAGE_ESTIMATORS` as ``step_return``).
 
 Under Clip the return of any trajectory is bounded by the success reward (no step earns positive reward);
 under Delta the step rewards telescope to the first step's score. Either way padding a solution with
@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
-from rewardkit.rewardmodels.prm.model import StepScores
-from rewardkit.rewardmodels.prm.steps import char_to_token_index, split_steps
-from rewardkit.rewardmodels.shaping import shape_step_rewards
-from rewardkit.rewardmodels.shaping.functional import pad_steps
+from rewardlab.rewardmodels.prm.model import StepScores
+from rewardlab.rewardmodels.prm.steps import char_to_token_index, split_steps
+from rewardlab.rewardmodels.shaping import shape_step_rewards
+from rewardlab.rewardmodels.shaping.functional import pad_steps
 
 Tensor = torch.Tensor
 
@@ -76,7 +76,7 @@ def place_step_rewards(
 def step_end_token_positions(tokenizer: Any, token_ids: Sequence[int], char_ends: Sequence[int]) -> list[int]:
     """Token index of each step's last token from the step's end offset in the completion text.
 
-    Wraps :func:`rewardkit.rewardmodels.prm.steps.char_to_token_index` (decodes the *generated* ids, so it
+    Wraps :func:`rewardlab.rewardmodels.prm.steps.char_to_token_index` (decodes the *generated* ids, so it
     is right whether or not re-tokenising the text would give the same ids). Offsets ``< 0`` (step not
     found in the text) stay ``-1``.
     """
@@ -98,7 +98,7 @@ def step_token_rewards_from_scores(
 
     A NaN score (a step the scorer could not score, e.g. cut by its ``max_length``) is dropped before
     shaping and counted in ``stats["steps/unscored"]``. ``shaping``: ``none``, ``clip``, ``delta``,
-    ``clip+delta`` (and the other modes of :data:`rewardkit.rewardmodels.shaping.STEP_SHAPINGS`).
+    ``clip+delta`` (and the other modes of :data:`rewardlab.rewardmodels.shaping.STEP_SHAPINGS`).
     Stats: ``steps/mean_count``, ``steps/raw_sum_mean`` (mean over samples of the unshaped sum),
     ``steps/shaped_sum_mean``, ``steps/unscored``.
     """
@@ -143,10 +143,10 @@ def shaped_step_token_rewards(
     """A per-step scorer as an RL reward source: ``(B, T)`` shaped step rewards on the step-end tokens.
 
     ``scorer`` has ``score_steps_detailed(records) -> list[StepScores]`` (scores, steps and character ends
-    in ``record.completion_text``), as :class:`rewardkit.rewardmodels.prm.ProcessRewardModel` and
+    in ``record.completion_text``), as :class:`rewardlab.rewardmodels.prm.ProcessRewardModel` and
     :class:`CorrectLookingStepScorer` do. ``token_ids[i]`` are the generated ids of sample ``i`` (the
     response part of ``response_mask``). Add the success reward with
-    :func:`rewardkit.rewardmodels.shaping.functional.success_plus_steps`.
+    :func:`rewardlab.rewardmodels.shaping.functional.success_plus_steps`.
     """
     detailed = scorer.score_steps_detailed(records)
     ends = [
@@ -189,7 +189,7 @@ class CorrectLookingStepScorer:
     Steps are the non-blank lines of the completion. An arithmetic step ``a op b = c`` that is true scores
     ``correct_score`` (also when it merely repeats an earlier step: that is the flaw), a false one
     ``wrong_score``, any other line ``other_score``. Implements ``score_steps_detailed`` (the interface of
-    :class:`rewardkit.rewardmodels.prm.ProcessRewardModel`) and ``score_steps``.
+    :class:`rewardlab.rewardmodels.prm.ProcessRewardModel`) and ``score_steps``.
     """
 
     name = "correct_looking_steps"

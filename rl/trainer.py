@@ -1,9 +1,9 @@
 """The RL training loop: rollout -> score -> shape -> advantages -> policy update, as a sequence of stages.
 
-All the math lives in :mod:`rewardkit.rl.core_algos` (advantages, losses, aggregation, KL, IS correction);
-rewards come from one :class:`rewardkit.rl.rewards.RewardPipeline` (sources through
-:class:`rewardkit.scoring.Scorer`, one warm pool for the run; every transform from
-:mod:`rewardkit.rewardmodels.shaping`), called once per rollout and once per update. One step:
+All the math lives in :mod:`rewardlab.core_algos` (advantages, losses, aggregation, KL, IS correction);
+rewards come from one :class:`rewardlab.rl.rewards.RewardPipeline` (sources through
+:class:`rewardlab.scoring.Scorer`, one warm pool for the run; every transform from
+:mod:`rewardlab.rewardmodels.shaping`), called once per rollout and once per update. One step:
 
 1. take ``prompts_per_step`` prompts (a seeded, resumable data position) and sample ``rollout.n``
    completions each (seeded per step, so a resumed run samples the same);
@@ -19,13 +19,13 @@ rewards come from one :class:`rewardkit.rl.rewards.RewardPipeline` (sources thro
 
 Each stage is a module of its own; :class:`RLTrainer` builds them and runs them in order:
 
-- :mod:`rewardkit.rl.prompts`: the prompts, their resumable order through the prompt filter, their text (1);
-- :mod:`rewardkit.rl.sampling`: generation, scoring, dynamic sampling, evaluation (1-3);
-- :mod:`rewardkit.rl.batch`: the rollout, its tensors, the update's batch (3-4);
-- :mod:`rewardkit.rl.forward`: the forward passes (log-probs, entropies, values, micro-batches);
-- :mod:`rewardkit.rl.update`: the update's stages and the optimisers (4-5);
-- :mod:`rewardkit.rl.policy`: the models (policy, reference, critic, wrapping) and the rollout backend;
-- :mod:`rewardkit.rl.run_log`: the step's metrics and ``rollouts.jsonl``'s rows (6).
+- :mod:`rewardlab.rl.prompts`: the prompts, their resumable order through the prompt filter, their text (1);
+- :mod:`rewardlab.rl.sampling`: generation, scoring, dynamic sampling, evaluation (1-3);
+- :mod:`rewardlab.rl.batch`: the rollout, its tensors, the update's batch (3-4);
+- :mod:`rewardlab.rl.forward`: the forward passes (log-probs, entropies, values, micro-batches);
+- :mod:`rewardlab.rl.update`: the update's stages and the optimisers (4-5);
+- :mod:`rewardlab.rl.policy`: the models (policy, reference, critic, wrapping) and the rollout backend;
+- :mod:`rewardlab.rl.run_log`: the step's metrics and ``rollouts.jsonl``'s rows (6).
 """
 
 from __future__ import annotations
@@ -39,36 +39,36 @@ from typing import Any
 
 import torch
 
-from rewardkit.envs import build_env
-from rewardkit.generation import get_backend
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.batch import Rollout, UpdateBatch, UpdateStats, build_tensors
-from rewardkit.rl.config import RLConfig, dump_config, validate
-from rewardkit.rl.forward import ForwardPasses
-from rewardkit.rl.overlap import OverlappedRollouts
-from rewardkit.rl.policy import ValueModel, build_backend, frozen_copy, load_policy, setup_models
-from rewardkit.rl.prompts import (
+from rewardlab import core_algos as ca
+from rewardlab.envs import build_env
+from rewardlab.generation import get_backend
+from rewardlab.rl.batch import Rollout, UpdateBatch, UpdateStats, build_tensors
+from rewardlab.rl.config import RLConfig, dump_config, validate
+from rewardlab.rl.forward import ForwardPasses
+from rewardlab.rl.overlap import OverlappedRollouts
+from rewardlab.rl.policy import ValueModel, build_backend, frozen_copy, load_policy, setup_models
+from rewardlab.rl.prompts import (
     PromptSource,
     build_prompt_filter,
     load_prompt_records,
     prompt_text,
     with_budget,
 )
-from rewardkit.rl.rewards import RewardPipeline
-from rewardkit.rl.run_log import (
+from rewardlab.rl.rewards import RewardPipeline
+from rewardlab.rl.run_log import (
     TokenCounts,
     rollout_metrics,
     sample_advantages,
     sample_rows,
     throughput_metrics,
 )
-from rewardkit.rl.sampling import Sampler
-from rewardkit.rl.update import Optimisers, PolicyUpdate, build_optimisers
-from rewardkit.training import CheckpointManager, MetricsLogger, lora, parallel
-from rewardkit.training import device as dev
-from rewardkit.training.checkpoint import load_state
-from rewardkit.training.metrics import SampleLogger
-from rewardkit.types import Record
+from rewardlab.rl.sampling import Sampler
+from rewardlab.rl.update import Optimisers, PolicyUpdate, build_optimisers
+from rewardlab.training import CheckpointManager, MetricsLogger, lora, parallel
+from rewardlab.training import device as dev
+from rewardlab.training.checkpoint import load_state
+from rewardlab.training.metrics import SampleLogger
+from rewardlab.types import Record
 
 __all__ = [
     "RLTrainer",

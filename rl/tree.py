@@ -2,7 +2,7 @@
 prefixes, laid out as one group per prompt.
 
 Per prompt the backend samples ``m`` roots; each root gets ``t`` branch positions
-(:func:`rewardkit.rl.core_algos.branch_positions`: its highest-entropy tokens, from one forward pass over
+(:func:`rewardlab.core_algos.branch_positions`: its highest-entropy tokens, from one forward pass over
 the roots, or evenly spaced ones); from each position ``p`` the backend samples ``k`` continuations of the
 prompt and the root's first ``p`` tokens. Inside the backend's ``prefix_cache(branching=True)`` block the hf
 backend reuses the roots' keys and values for those prompts (only the last prefix token runs); vLLM's
@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from rewardkit.generation import Generation, SamplingParams
-from rewardkit.generation.base import cut_at_stop
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.config import TreeConfig
+from rewardlab import core_algos as ca
+from rewardlab.generation import Generation, SamplingParams
+from rewardlab.generation.base import cut_at_stop
+from rewardlab.rl.config import TreeConfig
 
 __all__ = ["BRANCH_SEED_OFFSET", "grow_trees", "tree_token_counts"]
 

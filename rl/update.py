@@ -1,11 +1,11 @@
 """The RL step's update stage: from a scored rollout to new weights.
 
-:meth:`PolicyUpdate.prepare` fills an :class:`~rewardkit.rl.batch.UpdateBatch` stage by stage (forward
+:meth:`PolicyUpdate.prepare` fills an :class:`~rewardlab.rl.batch.UpdateBatch` stage by stage (forward
 passes without gradient for pi_old, the reference and the critic; token rewards with the KL penalty in the
 reward; advantages; rollout importance weights); :meth:`PolicyUpdate.optimise` then takes
 ``epochs x minibatches`` optimiser steps, each accumulating gradients over micro-batches with the loss
 normalised by the token / sequence count of the whole optimiser step. The math is
-:mod:`rewardkit.rl.core_algos`'s.
+:mod:`rewardlab.core_algos`'s.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any
 
 import torch
 
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.batch import Rollout, UpdateBatch, UpdateStats, build_tensors
-from rewardkit.rl.config import RLConfig
-from rewardkit.rl.forward import ForwardPasses
-from rewardkit.rl.policy import Models
-from rewardkit.rl.rewards import RewardPipeline
-from rewardkit.training import build_optimizer, build_scheduler, lora, parallel
-from rewardkit.training.optim import optimizer_step
+from rewardlab import core_algos as ca
+from rewardlab.rl.batch import Rollout, UpdateBatch, UpdateStats, build_tensors
+from rewardlab.rl.config import RLConfig
+from rewardlab.rl.forward import ForwardPasses
+from rewardlab.rl.policy import Models
+from rewardlab.rl.rewards import RewardPipeline
+from rewardlab.training import build_optimizer, build_scheduler, lora, parallel
+from rewardlab.training.optim import optimizer_step
 
 __all__ = ["Optimisers", "PolicyUpdate", "build_optimisers", "needs_source_rewards"]
 

@@ -21,10 +21,10 @@ pip_logged() {
         return 1
     fi
 }
-STAMP=.venv/.rewardkit-install-stamp
+STAMP=.venv/.rewardlab-install-stamp
 WANT="$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
-    echo "[setup] installing torch==2.13.0 (CPU), then rewardkit[dev] (a few minutes the first time)"
+    echo "[setup] installing torch==2.13.0 (CPU), then rewardlab[dev] (a few minutes the first time)"
     pip_logged --upgrade pip || true
     pip_logged torch==2.13.0
     pip_logged -e ".[dev]"
@@ -39,7 +39,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # verl's wheel also installs a top-level package named `scripts` (its checkpoint converters), which
     # would shadow this repository's scripts/ (the layer contract's type, tests/test_layers.py): removed.
     rm -rf "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/scripts"
-    python -c "import torch, transformers, rewardkit" || { echo "[setup] install failed" >&2; exit 1; }
+    python -c "import torch, transformers, rewardlab" || { echo "[setup] install failed" >&2; exit 1; }
     echo "$WANT" > "$STAMP"
 fi
 export TOKENIZERS_PARALLELISM=false

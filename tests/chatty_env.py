@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rewardkit.envs import Environment, StepResult
+from rewardlab.envs import Environment, StepResult
 
 
 class Chatty(Environment):

@@ -13,14 +13,14 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
-    from rewardkit.data.tiny import load_tiny_tokenizer
+    from rewardlab.data.tiny import load_tiny_tokenizer
 
     return load_tiny_tokenizer()
 
 
 @pytest.fixture()
 def tiny_model():
-    from rewardkit.data.tiny import build_tiny_model
+    from rewardlab.data.tiny import build_tiny_model
 
     return build_tiny_model()
 
@@ -28,7 +28,7 @@ def tiny_model():
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny Qwen2 model and the tokenizer saved in Hugging Face format (loads with from_pretrained)."""
-    from rewardkit.data.tiny import save_tiny_model
+    from rewardlab.data.tiny import save_tiny_model
 
     return save_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
@@ -61,7 +61,7 @@ def rm_dir(tmp_path_factory, tiny_tokenizer):
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from rewardkit.data.tiny import tiny_model_config
+    from rewardlab.data.tiny import tiny_model_config
 
     path = tmp_path_factory.mktemp("rm")
     torch.manual_seed(0)

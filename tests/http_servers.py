@@ -1,4 +1,4 @@
-"""Real HTTP servers for the tests of what rewardkit calls over HTTP (reward servers, judges, the hub): the
+"""Real HTTP servers for the tests of what rewardlab calls over HTTP (reward servers, judges, the hub): the
 standard library's, in a thread, answering JSON. Shared by test_remote_reward, test_judge_remote, test_hub."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Math-Verify's own test cases (``tests/data/math_verify_suite.jsonl``) and how rewardkit reads each one.
+"""Math-Verify's own test cases (``tests/data/math_verify_suite.jsonl``) and how rewardlab reads each one.
 
 Each case carries the settings its Math-Verify test passes to math-verify; :func:`settings_for` maps them
 onto the math verifier's settings (``precision`` -> ``float_rounding``, ``strict``, the set-relation flag,
@@ -20,7 +20,7 @@ _MODES = {
     ("latex", "expr"): "auto",
 }
 
-# Cases where rewardkit deliberately disagrees with Math-Verify's expected label, and why.
+# Cases where rewardlab deliberately disagrees with Math-Verify's expected label, and why.
 DELIBERATE = {
     "tests/test_yujianll.py::test_string_extraction[9]": (
         "1 - 1/e vs 1 + 1/e: math-verify reads only the prefix '1 - \\frac{1}{' of both sides and calls them "
@@ -28,7 +28,7 @@ DELIBERATE = {
     ),
     "tests/test_numina_cases.py::test_numina_cases[24]": (
         "the gold is an unclosed '\\\\boxed{' with doubled backslashes; math-verify's match comes from reading "
-        "'-1' out of a malformed fragment of it, which rewardkit refuses"
+        "'-1' out of a malformed fragment of it, which rewardlab refuses"
     ),
 }
 

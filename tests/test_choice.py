@@ -6,9 +6,9 @@ import pickle
 
 import pytest
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import get_verifier
-from rewardkit.verifiers.choice import ChoiceVerifier
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import get_verifier
+from rewardlab.verifiers.choice import ChoiceVerifier
 
 SUGARS = ["Fructose", "Glucose", "Sucrose", "Lactose"]
 WITH_OPTIONS = {"answer": "B", "options": SUGARS}

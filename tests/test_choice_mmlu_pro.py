@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from rewardkit.types import Record
-from rewardkit.verifiers.choice import ChoiceVerifier
+from rewardlab.types import Record
+from rewardlab.verifiers.choice import ChoiceVerifier
 
 DATA = Path(__file__).parent / "data" / "choice"
 

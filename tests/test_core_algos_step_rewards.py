@@ -1,4 +1,4 @@
-"""Unit tests of rewardkit.rl.step_rewards: placement on step-end tokens, success + steps, step advantages."""
+"""Unit tests of rewardlab.rl.step_rewards: placement on step-end tokens, success + steps, step advantages."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from rewardkit.rewardmodels.shaping.functional import pad_steps as pad_step_lists
-from rewardkit.rewardmodels.shaping.functional import success_plus_steps
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.core_algos import step_return_advantages
-from rewardkit.rl.step_rewards import (
+from rewardlab import core_algos as ca
+from rewardlab.core_algos import step_return_advantages
+from rewardlab.rewardmodels.shaping.functional import pad_steps as pad_step_lists
+from rewardlab.rewardmodels.shaping.functional import success_plus_steps
+from rewardlab.rl.step_rewards import (
     place_step_rewards,
     step_end_token_positions,
     step_token_rewards_from_scores,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rewardkit.demos import tools as demo
+from rewardlab.demos import tools as demo
 
 
 def test_demonstrations_mask_the_tool_output():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rewardkit.envs import EnvConfig, Environment, StepResult, ToolEnv, episode_metrics, run_episodes
-from rewardkit.generation import Generation, SamplingParams
-from rewardkit.rl.config import load_config
-from rewardkit.rl.trainer import RLTrainer, build_tensors
-from rewardkit.types import Record
+from rewardlab.envs import EnvConfig, Environment, StepResult, ToolEnv, episode_metrics, run_episodes
+from rewardlab.generation import Generation, SamplingParams
+from rewardlab.rl.config import load_config
+from rewardlab.rl.trainer import RLTrainer, build_tensors
+from rewardlab.types import Record
 
 CALL, OUTPUT, ANSWER = "<calc>12*3</calc>", "=36;", "\\boxed{36}"
 
@@ -65,7 +65,7 @@ def _env_config(**kw):
 
 
 def _env(cfg):
-    from rewardkit.envs import build_env
+    from rewardlab.envs import build_env
 
     return build_env(cfg)
 
@@ -236,7 +236,7 @@ def test_a_training_step_with_the_hf_backend_logs_episode_metrics(tmp_path, tiny
 
 
 def test_config_refuses_bad_env_settings():
-    from rewardkit.training.config import ConfigError
+    from rewardlab.config import ConfigError
 
     with pytest.raises(ConfigError, match="env.max_turns"):
         load_config(overrides=["env.name=tools", "env.max_turns=0"])
@@ -262,7 +262,7 @@ def test_chat_observations_are_the_templates_tool_message(tiny_tokenizer):
     emitted as EOS is not repeated."""
     import copy
 
-    from rewardkit.envs.rollout import ObservationFormat
+    from rewardlab.envs.rollout import ObservationFormat
 
     tok = copy.deepcopy(tiny_tokenizer)
     tok.chat_template = QWEN_LIKE
@@ -330,8 +330,8 @@ def _qwen_tokenizer(tiny_tokenizer):
 def test_qwen25_template_tool_messages_and_calls(tiny_tokenizer):
     """Qwen2.5's own chat template (tests/data): the observation is its tool message, and a tool call as
     the template writes it is read by the ``tool_call`` format, its turn ending at the stop string."""
-    from rewardkit.envs.parsing import parse_tool_calls, stop_strings
-    from rewardkit.envs.rollout import ObservationFormat
+    from rewardlab.envs.parsing import parse_tool_calls, stop_strings
+    from rewardlab.envs.rollout import ObservationFormat
 
     tok = _qwen_tokenizer(tiny_tokenizer)
     fmt = ObservationFormat(tok, "unused {output}", chat=True)

@@ -33,11 +33,11 @@ from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on
     secret_hunter,
 )
 
-from rewardkit.envs import EnvConfig, ToolEnv, Turn, build_env, parsing
-from rewardkit.envs.base import EpisodeState
-from rewardkit.envs.parsing import MAX_CALL_CHARS, MAX_CALL_DEPTH
-from rewardkit.envs.tools import CalculatorError, calculate, echo_last_expression
-from rewardkit.types import Record
+from rewardlab.envs import EnvConfig, ToolEnv, Turn, build_env, parsing
+from rewardlab.envs.base import EpisodeState
+from rewardlab.envs.parsing import MAX_CALL_CHARS, MAX_CALL_DEPTH
+from rewardlab.envs.tools import CalculatorError, calculate, echo_last_expression
+from rewardlab.types import Record
 
 TIMEOUT = 2.0
 SANDBOX = {"max_processes": 16, "parallelism": 2}  # the code verifier's safety tests use these limits
@@ -175,7 +175,7 @@ def test_host_files_are_not_visible(env, tmp_path):
     hidden += [os.environ[k] for k in ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE") if k in os.environ]
     assert visible(env, hidden) == []
     # the project's own code is not importable, nor any package outside the allow-list
-    for name in ["rewardkit", "pytest", "torch", "psutil"]:
+    for name in ["rewardlab", "pytest", "torch", "psutil"]:
         observation, ep = observe(env, f"import {name}")
         assert "ModuleNotFoundError" in observation and ep.tool_errors == {"exception": 1}, name
     assert observe(env, "import numpy\nprint(numpy.arange(4).sum())")[0] == "6"

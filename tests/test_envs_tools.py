@@ -15,11 +15,11 @@ import time
 
 import pytest
 
-from rewardkit.envs import ToolEnv, Turn
-from rewardkit.envs.base import END_ANSWER, END_MAX_TURNS, EpisodeState
-from rewardkit.envs.parsing import parse_tool_calls, stop_strings
-from rewardkit.envs.tools import CalculatorTool, FunctionTool, SQLTool, build_tool, echo_last_expression
-from rewardkit.types import Record
+from rewardlab.envs import ToolEnv, Turn
+from rewardlab.envs.base import END_ANSWER, END_MAX_TURNS, EpisodeState
+from rewardlab.envs.parsing import parse_tool_calls, stop_strings
+from rewardlab.envs.tools import CalculatorTool, FunctionTool, SQLTool, build_tool, echo_last_expression
+from rewardlab.types import Record
 
 PRIMARY = {"python": "code", "sql": "query", "calculator": "expression"}
 ALL = ["tool_call", "fenced", "tag"]
@@ -334,9 +334,9 @@ def test_function_tool_timeout():
 def test_a_stuck_function_does_not_hold_up_the_interpreters_exit():
     program = (
         "import time\n"
-        "from rewardkit.envs.base import EpisodeState\n"
-        "from rewardkit.envs.tools import FunctionTool\n"
-        "from rewardkit.types import Record\n"
+        "from rewardlab.envs.base import EpisodeState\n"
+        "from rewardlab.envs.tools import FunctionTool\n"
+        "from rewardlab.types import Record\n"
         "tool = FunctionTool(lambda x: time.sleep(60), name='stuck')\n"
         "print(tool.run([(EpisodeState(Record()), {'x': 1})], 0.1)[0].error)\n"
     )
@@ -350,7 +350,7 @@ def test_build_tool_from_a_module_path():
     tool = build_tool("os.path:basename")
     assert isinstance(tool, FunctionTool) and tool.name == "basename"
     assert tool.run([(episode(), {"p": "/a/b/c.txt"})], 1.0)[0].output == "c.txt"
-    assert build_tool("rewardkit.envs.tools:CalculatorTool").name == "calculator"
+    assert build_tool("rewardlab.envs.tools:CalculatorTool").name == "calculator"
     assert isinstance(build_tool("calculator"), CalculatorTool)
     assert build_tool(lookup, {"name": "weather"}).name == "weather"
     with pytest.raises(TypeError):

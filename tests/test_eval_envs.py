@@ -1,4 +1,4 @@
-"""`rewardkit eval --env`: pass@k over multi-turn episodes (scripted policies, then the tiny model end to end)."""
+"""`rewardlab eval --env`: pass@k over multi-turn episodes (scripted policies, then the tiny model end to end)."""
 
 import json
 import re
@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from rewardkit.envs import EnvConfig, ToolEnv
-from rewardkit.eval import EvalConfig, GenerationConfig, load_benchmark
-from rewardkit.eval.runner import evaluate_backend
-from rewardkit.generation.base import Generation
+from rewardlab.envs import EnvConfig, ToolEnv
+from rewardlab.eval import EvalConfig, GenerationConfig, load_benchmark
+from rewardlab.eval.runner import evaluate_backend
+from rewardlab.generation.base import Generation
 
 PROBLEMS = [("mul", "123*456", "56088"), ("add", "1234+4321", "5555"), ("big", "99*101", "9999")]
 
@@ -124,7 +124,7 @@ def test_an_episode_that_never_answers_scores_zero(arithmetic, tiny_tokenizer, t
 
 
 def test_cli_env_run_with_the_tiny_model(tmp_path, tiny_model_dir, capsys):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     run = tmp_path / "run"
     flags = "--limit 2 --n 2 --max-new-tokens 8 --workers 1 --bootstrap 0 --env tools --tools calculator"
@@ -153,7 +153,7 @@ def test_cli_env_run_with_the_tiny_model(tmp_path, tiny_model_dir, capsys):
     ],
 )
 def test_cli_env_errors_are_one_line(tmp_path, capsys, flags, message):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     # the model is never loaded: the environment is checked first
     code = main(
@@ -174,11 +174,11 @@ def test_cli_env_errors_are_one_line(tmp_path, capsys, flags, message):
 
 def test_cli_env_error_exits_2(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "rewardkit", "eval", "--model", "unused", "--benchmark", "sample:gsm8k"]
+        [sys.executable, "-m", "rewardlab.cli", "eval", "--model", "unused", "--benchmark", "sample:gsm8k"]
         + ["-o", str(tmp_path), "--env", "tools", "--max-turns", "0"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert out.stderr.strip() == "rewardkit eval: error: --max-turns must be at least 1, got 0"
+    assert out.stderr.strip() == "rewardlab eval: error: --max-turns must be at least 1, got 0"

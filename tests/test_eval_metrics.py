@@ -6,7 +6,7 @@ from math import comb
 import numpy as np
 import pytest
 
-from rewardkit.eval.metrics import (
+from rewardlab.eval.metrics import (
     best_of_k_matrix,
     bootstrap_means,
     maj_at_k_matrix,
@@ -132,7 +132,7 @@ def test_maj_at_k_equals_enumeration_for_shaped_cases():
 
 def test_maj_at_k_in_chunks_of_v_is_the_same(monkeypatch):
     # past a memory budget the dynamic program runs over a few v at a time
-    from rewardkit.eval import metrics
+    from rewardlab.eval import metrics
 
     rng = np.random.default_rng(4)
     cases = [random_case(rng, n_max=30) for _ in range(30)]

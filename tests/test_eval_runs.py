@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from rewardkit.eval import EvalConfig, evaluate_completions, load_benchmark
-from rewardkit.eval.runner import group_answers
+from rewardlab.eval import EvalConfig, evaluate_completions, load_benchmark
+from rewardlab.eval.runner import group_answers
 
 
 def test_shipped_math_samples_load():
@@ -81,7 +81,7 @@ def test_problems_with_different_sample_counts(tmp_path, caplog):
     bench, problems = load_benchmark("sample:gsm8k", limit=2)
     answers = [["27", "27", "3", "4"], ["17", "2", "17", "17", "17", "9", "9", "17"]]
     config = EvalConfig(ks=[1, 4, 8, 16], workers=1, bootstrap=100)
-    with caplog.at_level(logging.WARNING, logger="rewardkit.eval.runner"):
+    with caplog.at_level(logging.WARNING, logger="rewardlab.eval.runner"):
         report = evaluate_completions(
             bench, problems, _rows(problems, answers), config=config, run_dir=tmp_path
         )
@@ -112,14 +112,14 @@ def test_problems_with_different_sample_counts(tmp_path, caplog):
 def test_even_sample_counts_warn_only_about_dropped_k(caplog):
     bench, problems = load_benchmark("sample:gsm8k", limit=2)
     rows = _rows(problems, [["27", "1"], ["17", "17"]])
-    with caplog.at_level(logging.WARNING, logger="rewardkit.eval.runner"):
+    with caplog.at_level(logging.WARNING, logger="rewardlab.eval.runner"):
         report = evaluate_completions(
             bench, problems, rows, config=EvalConfig(ks=[1, 2], workers=1, bootstrap=0)
         )
     assert not caplog.records
     assert report.summary["samples_per_problem"] == 2 and report.summary["dropped_ks"] == []
     assert report.summary["metrics"]["pass@2"]["problems"] == 2
-    with caplog.at_level(logging.WARNING, logger="rewardkit.eval.runner"):
+    with caplog.at_level(logging.WARNING, logger="rewardlab.eval.runner"):
         report = evaluate_completions(
             bench, problems, rows, config=EvalConfig(ks=[1, 4], workers=1, bootstrap=0)
         )
@@ -155,7 +155,7 @@ def test_cli_completions_path(tmp_path):
         [
             sys.executable,
             "-m",
-            "rewardkit",
+            "rewardlab.cli",
             "eval",
             "--completions",
             str(path),
@@ -183,7 +183,7 @@ def test_cli_bad_benchmark_is_one_line_error(tmp_path):
         [
             sys.executable,
             "-m",
-            "rewardkit",
+            "rewardlab.cli",
             "eval",
             "--completions",
             "x.jsonl",
@@ -200,7 +200,7 @@ def test_cli_bad_benchmark_is_one_line_error(tmp_path):
 
 
 def test_model_eval_on_tiny_model_is_resumable(tmp_path, tiny_model_dir):
-    from rewardkit.eval import GenerationConfig, evaluate_model
+    from rewardlab.eval import GenerationConfig, evaluate_model
 
     bench, problems = load_benchmark("sample:gsm8k", limit=3)
     gen = GenerationConfig(n=2, temperature=1.0, max_new_tokens=8, batch_size=2)
@@ -227,7 +227,7 @@ def test_model_eval_on_tiny_model_is_resumable(tmp_path, tiny_model_dir):
 
 
 def test_best_of_n_with_a_reward_model(tmp_path, tiny_model_dir):
-    from rewardkit.rewardmodels.orm import RewardModelSource
+    from rewardlab.rewardmodels.orm import RewardModelSource
 
     bench, problems = load_benchmark("sample:gsm8k", limit=3)
     rows = _rows(problems, [["27", "3", "27"], ["17", "1", "2"], ["150", "150", "9"]])

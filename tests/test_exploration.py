@@ -8,7 +8,7 @@ import pytest
 import torch
 import verl_cov_reference as verl  # tests/verl_cov_reference.py (pytest puts tests/ on the path)
 
-from rewardkit.rl import core_algos as ca
+from rewardlab import core_algos as ca
 
 # Cui et al. (2025), section 4 and verl's PolicyLossConfig: written out here, not read from our defaults,
 # so that a changed default fails the tests.
@@ -99,7 +99,7 @@ def test_entropy_stats():
 
 
 def test_config_defaults_are_the_papers():
-    from rewardkit.rl.config import AlgorithmConfig
+    from rewardlab.rl.config import AlgorithmConfig
 
     cfg = AlgorithmConfig()
     for name, value in {**PAPER_CLIP_COV, **PAPER_KL_COV}.items():
@@ -111,10 +111,10 @@ def test_config_defaults_are_the_papers():
 
 
 def _run(tmp_path, *overrides):
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.training.metrics import read_metrics
-    from rewardkit.types import Record
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
+    from rewardlab.training.metrics import read_metrics
+    from rewardlab.types import Record
 
     prompts = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(4)]
 

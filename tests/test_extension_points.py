@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from rewardkit.estimators import ADVANTAGE_ESTIMATORS, advantage_estimator, estimator_traits
-from rewardkit.types import Record, Result
+from rewardlab.core_algos.estimators import ADVANTAGE_ESTIMATORS, advantage_estimator, estimator_traits
+from rewardlab.types import Record, Result
 
 PROMPTS = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(6)]
 
@@ -53,8 +53,8 @@ def median_estimator() -> Iterator[str]:
 def test_a_new_advantage_estimator_trains_through_the_trainer(
     tmp_path, tiny_model, tiny_tokenizer, median_estimator
 ):
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
 
     assert estimator_traits(median_estimator).centres_by_group
     overrides = [
@@ -91,7 +91,7 @@ def test_a_new_advantage_estimator_trains_through_the_trainer(
 
 @pytest.fixture
 def length_verifier() -> Iterator[str]:
-    from rewardkit.verifiers import VERIFIERS, Verifier, register_verifier
+    from rewardlab.verifiers import VERIFIERS, Verifier, register_verifier
 
     name = "_ext_length"
 
@@ -112,8 +112,8 @@ def length_verifier() -> Iterator[str]:
 
 
 def test_a_new_verifier_scores_through_the_scoring_engine(length_verifier):
-    from rewardkit.scoring import score_records
-    from rewardkit.verifiers import get_verifier
+    from rewardlab.scoring import score_records
+    from rewardlab.verifiers import get_verifier
 
     assert get_verifier(length_verifier, limit=1).score(Record(completion="ab")).reward == 0.0
     results = score_records([Record(completion="ab"), {"completion": "abcdef"}], length_verifier)
@@ -125,7 +125,7 @@ def test_a_new_verifier_scores_through_the_scoring_engine(length_verifier):
 
 @pytest.fixture
 def reverse_tool() -> Iterator[str]:
-    from rewardkit.envs.tools import TOOLS, Tool, ToolResult
+    from rewardlab.envs.tools import TOOLS, Tool, ToolResult
 
     name = "_ext_reverse"
 
@@ -146,8 +146,8 @@ def reverse_tool() -> Iterator[str]:
 
 
 def test_a_new_tool_answers_an_environment_step(reverse_tool):
-    from rewardkit.envs.base import EpisodeState, Turn
-    from rewardkit.envs.tool_env import ToolEnv
+    from rewardlab.envs.base import EpisodeState, Turn
+    from rewardlab.envs.tool_env import ToolEnv
 
     env = ToolEnv([reverse_tool], formats=["tool_call"])
     text = 'Let me see.\n<tool_call>{"name": "reverse", "arguments": {"text": "abc"}}</tool_call>'
@@ -164,8 +164,8 @@ def test_a_new_tool_answers_an_environment_step(reverse_tool):
 
 @pytest.fixture
 def floor_shaping() -> Iterator[str]:
-    from rewardkit.rewardmodels.shaping import SHAPINGS, Shaping
-    from rewardkit.rewardmodels.shaping.pipeline import register
+    from rewardlab.rewardmodels.shaping import SHAPINGS, Shaping
+    from rewardlab.rewardmodels.shaping.pipeline import register
 
     name = "_ext_floor"
 
@@ -186,7 +186,7 @@ def floor_shaping() -> Iterator[str]:
 
 
 def test_a_new_shaping_transform_runs_in_a_pipeline(floor_shaping):
-    from rewardkit.rewardmodels.shaping import ShapingBatch, build_pipeline
+    from rewardlab.rewardmodels.shaping import ShapingBatch, build_pipeline
 
     pipeline = build_pipeline([f"{floor_shaping}:0.25", "scale:2"])
     out = pipeline(ShapingBatch(rewards=torch.tensor([0.0, 0.5, 1.0])))

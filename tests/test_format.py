@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import Verifier, get_verifier
-from rewardkit.verifiers.format import CombinedVerifier, FormatVerifier, format_and_correct
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import Verifier, get_verifier
+from rewardlab.verifiers.format import CombinedVerifier, FormatVerifier, format_and_correct
 
 GOOD = "<think>2 + 2 is 4.</think>\n<answer>4</answer>"
 OPEN_R1_FORMAT = r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$"  # open-r1's format_reward pattern
@@ -195,7 +195,7 @@ def test_format_and_sql():
 
 
 def test_format_with_correct_from_config(tmp_path):
-    """``rewardkit score --verifier format --config correct=sql ...``: format and correct from the CLI."""
+    """``rewardlab score --verifier format --config correct=sql ...``: format and correct from the CLI."""
     db = os.path.join(
         os.path.dirname(__file__), "..", "data", "sql", "databases", "concert_singer", "concert_singer.sqlite"
     )
@@ -205,8 +205,8 @@ def test_format_with_correct_from_config(tmp_path):
     assert v.score(Record(completion=good, reference=ref)).reward == 1.5
     assert v.score_batch([Record(completion="SELECT count(*) FROM singer", reference=ref)])[0].reward == 0.0
     assert pickle.loads(pickle.dumps(v)).score(Record(completion=good, reference=ref)).reward == 1.5
-    pytest.importorskip("rewardkit.scoring.engine")
-    from rewardkit.cli import main
+    pytest.importorskip("rewardlab.scoring.engine")
+    from rewardlab.cli import main
 
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text(json.dumps({"completion": good, "reference": ref}) + "\n")

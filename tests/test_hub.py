@@ -1,4 +1,4 @@
-"""A model name that is not there: one line and exit 2 from every command, saying why (tests of rewardkit.hub)."""
+"""A model name that is not there: one line and exit 2 from every command, saying why (tests of rewardlab.hub)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 import pytest
 from http_servers import JSONHandler, serving  # tests/http_servers.py (pytest puts tests/ on the path)
 
-from rewardkit.cli import main
-from rewardkit.hub import ModelNotFoundError, check_model
+from rewardlab.cli import main
+from rewardlab.hub import ModelNotFoundError, check_model
 
 
 @pytest.fixture
@@ -108,7 +108,7 @@ def test_online_hub_without_such_model(tmp_path):
     """Online: the hub is asked, and its 'repository not found' becomes the one line (a real HTTP server
     stands in for the hub through HF_ENDPOINT, in a child process so the endpoint is read at import)."""
     script = (
-        "from rewardkit.hub import check_model\n"
+        "from rewardlab.hub import check_model\n"
         "check_model('org/exists')\n"
         "check_model('org/missing', what='reward model')\n"
     )
@@ -127,10 +127,10 @@ def test_online_hub_without_such_model(tmp_path):
 def test_a_saved_checkpoint_keeps_the_tiny_tokenizers_spaces(tmp_path):
     """Beside a Qwen2 config, AutoTokenizer builds Qwen2Tokenizer from the saved files, whose pre-tokenizer
     drops the character-level vocabulary's spaces; load_tokenizer (the policy and eval loaders') does not."""
-    from rewardkit.data.tiny import load_tiny_tokenizer, save_tiny_model
-    from rewardkit.eval.runner import _load_model
-    from rewardkit.hub import load_tokenizer
-    from rewardkit.rl.policy import load_policy
+    from rewardlab.data.tiny import load_tiny_tokenizer, save_tiny_model
+    from rewardlab.eval.runner import _load_model
+    from rewardlab.hub import load_tokenizer
+    from rewardlab.rl.policy import load_policy
 
     folder = save_tiny_model(tmp_path / "ckpt")
     text = "Its capital is Quessa."

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import get_verifier
-from rewardkit.verifiers.ifeval import (
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import get_verifier
+from rewardlab.verifiers.ifeval import (
     INSTRUCTION_IDS,
     IFEvalVerifier,
     InstructionArgumentError,
     build_instruction,
     ifeval_summary,
 )
-from rewardkit.verifiers.ifeval.text import count_sentences, loose_variants, word_tokenize
+from rewardlab.verifiers.ifeval.text import count_sentences, loose_variants, word_tokenize
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "ifeval" / "sample.jsonl"
 
@@ -375,7 +375,7 @@ def test_summary_counts_errors_and_accepts_dicts():
 def test_language_detection_is_langdetects_bit_for_bit():
     from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
 
-    from rewardkit.verifiers.ifeval.text import _detector_factory, _fast_detector
+    from rewardlab.verifiers.ifeval.text import _detector_factory, _fast_detector
 
     reference = DetectorFactory()
     reference.load_profile(PROFILES_DIRECTORY)
@@ -406,7 +406,7 @@ def test_language_detection_is_langdetects_bit_for_bit():
 
 
 def test_tally_streams_output_rows_and_formats():
-    from rewardkit.verifiers.ifeval import IFEvalTally
+    from rewardlab.verifiers.ifeval import IFEvalTally
 
     verifier = IFEvalVerifier()
     verifier.warmup()
@@ -425,7 +425,7 @@ def test_tally_streams_output_rows_and_formats():
 
 
 def test_scoring_engine_scores_ifeval_rows_as_they_are(tmp_path):
-    from rewardkit.scoring import score_records
+    from rewardlab.scoring import score_records
 
     rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()[:8]]
     results = score_records(rows, "ifeval", workers=0, config={"mode": "loose"})
@@ -449,7 +449,7 @@ def test_a_crashing_check_fails_alone():
 def test_docs_examples_run(tmp_path, monkeypatch, capsys):
     import re
 
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     root = Path(__file__).resolve().parents[1]
     (tmp_path / "data").mkdir()
@@ -481,7 +481,7 @@ def test_docs_examples_run(tmp_path, monkeypatch, capsys):
 
 
 def test_module_cli_prints_accuracies(tmp_path, capsys):
-    from rewardkit.verifiers.ifeval.__main__ import main
+    from rewardlab.verifiers.ifeval.__main__ import main
 
     rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()[:5]]
     results = IFEvalVerifier().score_batch([Record.from_dict(row) for row in rows])

@@ -1,4 +1,4 @@
-"""rewardkit's IFEval checks against Google's reference (the copy lm-eval ships), verdict for verdict.
+"""rewardlab's IFEval checks against Google's reference (the copy lm-eval ships), verdict for verdict.
 
 Runs when lm-eval is installed (``pip install --no-deps lm-eval``: the IFEval files need only nltk,
 langdetect and immutabledict); skipped otherwise. Both sides use NLTK's English ``punkt_tab`` model and
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rewardkit.types import Record
-from rewardkit.verifiers.ifeval import IFEvalVerifier
-from rewardkit.verifiers.ifeval.reference import lm_eval_ifeval_dir, reference_verdicts
+from rewardlab.types import Record
+from rewardlab.verifiers.ifeval import IFEvalVerifier
+from rewardlab.verifiers.ifeval.reference import lm_eval_ifeval_dir, reference_verdicts
 
 pytestmark = pytest.mark.skipif(
     lm_eval_ifeval_dir() is None, reason="lm-eval not installed (pip install --no-deps lm-eval)"

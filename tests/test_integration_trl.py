@@ -1,4 +1,4 @@
-"""rewardkit's sources as TRL reward functions (``rewardkit.integrations.trl``).
+"""rewardlab's sources as TRL reward functions (``rewardlab.integrations.trl``).
 
 The end-to-end test runs ``docs/examples/trl_grpo.py`` (the documented example itself): a real
 ``trl.GRPOTrainer`` trains the tiny model for 2 steps with ``reward_function("math")``, and what the function
@@ -22,11 +22,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from rewardkit.integrations import trl as rk_trl
-from rewardkit.integrations.trl import RewardFunction, async_reward_function, reward_function
-from rewardkit.scoring import score_records
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import Verifier, register_verifier
+from rewardlab.integrations import trl as rk_trl
+from rewardlab.integrations.trl import RewardFunction, async_reward_function, reward_function
+from rewardlab.scoring import score_records
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import Verifier, register_verifier
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "examples" / "trl_grpo.py"
@@ -114,7 +114,7 @@ class RecordingRewardFunction(RewardFunction):
         return rewards
 
 
-def test_example_trains_with_trl_and_its_rewards_are_rewardkits(tmp_path, monkeypatch, one_torch_thread):
+def test_example_trains_with_trl_and_its_rewards_are_rewardlabs(tmp_path, monkeypatch, one_torch_thread):
     pytest.importorskip("trl")
     example = _load_example()
     made: list[RecordingRewardFunction] = []
@@ -145,19 +145,19 @@ def test_example_trains_with_trl_and_its_rewards_are_rewardkits(tmp_path, monkey
     assert len(steps) == 2
     for entry, call in zip(steps, fn.calls, strict=True):
         assert entry["rewards/math/mean"] == pytest.approx(sum(call["rewards"]) / 4)
-        assert 0.0 <= entry["rewardkit/math/errors"] <= 1.0
-        assert entry["rewardkit/math/missing"] == 0.0
+        assert 0.0 <= entry["rewardlab/math/errors"] <= 1.0
+        assert entry["rewardlab/math/missing"] == 0.0
 
 
 def test_trl_reward_path_sync_and_async(tmp_path, tiny_tokenizer, one_torch_thread):
-    """TRL's ``_calculate_rewards`` with a synchronous and an ``async`` rewardkit function: conversational
+    """TRL's ``_calculate_rewards`` with a synchronous and an ``async`` rewardlab function: conversational
     rows, a ``None`` reward (NaN in TRL), and the loggers TRL passes."""
     pytest.importorskip("trl")
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
     from trl.trainer.utils import is_async_callable
 
-    from rewardkit.data.tiny import build_tiny_model
+    from rewardlab.data.tiny import build_tiny_model
 
     sync_fn = reward_function("math")
     async_fn = async_reward_function({"math": 1.0, "_trl_maybe": 2.0}, name="mixed")
@@ -192,9 +192,9 @@ def test_trl_reward_path_sync_and_async(tmp_path, tiny_tokenizer, one_torch_thre
         assert rewards[:, 0].tolist() == [1.0, 0.0, 0.0]
         mixed = rewards[:, 1].tolist()
         assert mixed[0] == 2.0 and math.isnan(mixed[1]) and mixed[2] == 1.0  # 1*math + 2*maybe
-        assert trainer._pending_metrics["rewardkit/math/errors"] == [pytest.approx(1 / 3)]
-        assert trainer._pending_metrics["rewardkit/mixed/missing"] == [pytest.approx(1 / 3)]
-        assert trainer._pending_metrics["rewardkit/mixed/errors/no_answer_found"] == [pytest.approx(1 / 3)]
+        assert trainer._pending_metrics["rewardlab/math/errors"] == [pytest.approx(1 / 3)]
+        assert trainer._pending_metrics["rewardlab/mixed/missing"] == [pytest.approx(1 / 3)]
+        assert trainer._pending_metrics["rewardlab/mixed/errors/no_answer_found"] == [pytest.approx(1 / 3)]
         assert trainer._pending_extra_logs["math/answer"] == ["4", "5", None]
         assert trainer._pending_extra_logs["mixed/error"] == [None, None, "math: no answer found"]
     finally:
@@ -214,7 +214,7 @@ def test_rewards_and_logs_as_trl_calls_it(math_fn):
         **logs.kwargs(),
     )
     assert rewards == [1.0, 0.0, 1.0]
-    assert logs.metrics == {"rewardkit/math/errors": [0.0], "rewardkit/math/missing": [0.0]}
+    assert logs.metrics == {"rewardlab/math/errors": [0.0], "rewardlab/math/missing": [0.0]}
     assert logs.extra["math/answer"] == ["2", "5", "6"]
     assert logs.extra["math/error"] == [None, None, None]
     assert '"match": true' in logs.extra["math/details"][0]
@@ -247,7 +247,7 @@ def test_none_where_a_py_source_has_no_reward():
         rewards = fn(prompts=["p", "p"], completions=["short", "much longer"], **logs.kwargs())
         assert rewards == [None, 1.0]
         assert fn.__name__ == "py:test_integration_trl:long_only"  # the source's name, as TRL logs it
-        assert logs.metrics[f"rewardkit/{fn.__name__}/missing"] == [0.5]
+        assert logs.metrics[f"rewardlab/{fn.__name__}/missing"] == [0.5]
     finally:
         fn.close()
 
@@ -277,15 +277,15 @@ def test_error_rows_are_zero_and_logged(math_fn):
     assert logs.extra["math/error"][0] == "no answer found"
     assert logs.extra["math/error"][1].startswith("invalid record: TypeError: completion is int")
     assert logs.extra["math/error"][3].startswith("invalid record")
-    assert logs.metrics["rewardkit/math/errors"] == [0.75]
-    assert logs.metrics["rewardkit/math/errors/no_answer_found"] == [0.25]
-    assert logs.metrics["rewardkit/math/errors/invalid_record"] == [0.5]
+    assert logs.metrics["rewardlab/math/errors"] == [0.75]
+    assert logs.metrics["rewardlab/math/errors/no_answer_found"] == [0.25]
+    assert logs.metrics["rewardlab/math/errors/invalid_record"] == [0.5]
     assert all(len(values) == 4 for values in logs.extra.values())
 
     # A kind once seen is logged every batch after (0 when absent), so TRL's average is over those batches.
     logs2 = Loggers()
     assert math_fn(prompts=["q"], completions=["\\boxed{3}"], solution=["3"], **logs2.kwargs()) == [1.0]
-    assert logs2.metrics["rewardkit/math/errors/no_answer_found"] == [0.0]
+    assert logs2.metrics["rewardlab/math/errors/no_answer_found"] == [0.0]
 
 
 def test_a_short_column_is_an_error_row_not_a_crash(math_fn):
@@ -318,7 +318,7 @@ def test_a_timeout_row_does_not_stall_the_others():
         elapsed = time.monotonic() - start
         assert rewards == [1.0, 0.0, 1.0, 1.0]
         assert logs.extra["_trl_sleepy/error"] == [None, "timeout", None, None]
-        assert logs.metrics["rewardkit/_trl_sleepy/errors/timeout"] == [0.25]
+        assert logs.metrics["rewardlab/_trl_sleepy/errors/timeout"] == [0.25]
         assert elapsed < 8, elapsed  # the 30 s row was cut at ~1 s
         assert fn(prompts=["p"], completions=["0"]) == [1.0]  # the pool goes on
     finally:
@@ -386,7 +386,7 @@ def test_bad_pool_settings_fail_at_construction():
 
 
 def test_importing_imports_no_torch():
-    code = "import rewardkit.integrations.trl, sys; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import rewardlab.integrations.trl, sys; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 

@@ -1,4 +1,4 @@
-"""rewardkit.integrations.verl driven by verl's own code (verl 0.9.1, installed without its dependencies): the
+"""rewardlab.integrations.verl driven by verl's own code (verl 0.9.1, installed without its dependencies): the
 legacy ``NaiveRewardManager`` and ``BatchRewardManager`` (``verl/workers/reward_manager/``), the reward loop's
 ``NaiveRewardManager`` loaded by ``verl.trainer.ppo.reward.load_reward_manager`` (the docs example), and
 agreement with ``verl.utils.reward_score.default_compute_score``."""
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from rewardkit.integrations import verl as rk_verl
-from rewardkit.scoring import score_records
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import VERIFIERS, Verifier, register_verifier
+from rewardlab.integrations import verl as rk_verl
+from rewardlab.scoring import score_records
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import VERIFIERS, Verifier, register_verifier
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "examples" / "verl_reward.py"
@@ -45,7 +45,7 @@ def _close_pools():
 
 
 def expected_reward(data_source: str, completion: str, ground_truth: Any, routes: Any = None) -> float:
-    """What rewardkit itself gives the row: ``score_records`` with the route's source, settings, reference."""
+    """What rewardlab itself gives the row: ``score_records`` with the route's source, settings, reference."""
     route = rk_verl.find_route(data_source, rk_verl.route_table(routes))
     if route is None:
         return 0.0
@@ -81,7 +81,7 @@ def check_reward_tensor(batch: Any, reward_tensor: Any, rewards: list[float]) ->
 # ---- verl's reward managers --------------------------------------------------------------------------------
 
 
-def test_naive_reward_manager_gives_rewardkit_rewards(example, tiny_tokenizer):
+def test_naive_reward_manager_gives_rewardlab_rewards(example, tiny_tokenizer):
     from verl.workers.reward_manager import NaiveRewardManager
 
     rows = manager_rows()
@@ -132,7 +132,7 @@ def test_the_docs_example_runs_verls_reward_loop(example):
     assert all(set(o["reward_extra_info"]) == KEYS for o in outputs)
     assert (
         example.__doc__
-        and "reward.custom_reward_function.path=pkg://rewardkit.integrations.verl" in example.__doc__
+        and "reward.custom_reward_function.path=pkg://rewardlab.integrations.verl" in example.__doc__
     )
 
 
@@ -374,7 +374,7 @@ def test_concurrent_calls_share_a_pool_and_get_their_own_rows():
 
 
 def test_importing_the_integration_imports_no_torch_and_no_verl():
-    code = "import sys, rewardkit.integrations.verl; print(sorted({'torch', 'verl'} & set(sys.modules)))"
+    code = "import sys, rewardlab.integrations.verl; print(sorted({'torch', 'verl'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
@@ -405,9 +405,9 @@ AGREE = [
     ("codecontests", "print(3)", ADD_TESTS),
 ]
 
-# Where they differ, each by design (docs/math.md, docs/qa.md): (row, verl's score, rewardkit's score).
+# Where they differ, each by design (docs/math.md, docs/qa.md): (row, verl's score, rewardlab's score).
 DISAGREE = [
-    (("openai/gsm8k", "#### 72.0", "72"), 0.0, 1.0),  # verl compares strings; rewardkit numbers: equal values
+    (("openai/gsm8k", "#### 72.0", "72"), 0.0, 1.0),  # verl compares strings; rewardlab numbers: equal values
     (("lighteval/MATH", "\\boxed{3} or \\boxed{4}", "4"), 1.0, 0.0),  # verl reads the last box; a hedge here
     (("lighteval/MATH", "\\boxed{5}. Wait, that is wrong.", "5"), 1.0, 0.0),  # a retracted answer
     (("searchR1_nq", "<answer>London</answer><answer>Paris</answer>", {"target": ["Paris"]}), 1.0, 0.0),

@@ -1,4 +1,4 @@
-"""The hf backend's interleaved multi-turn loop (rewardkit.generation.interleave): the same episodes as one
+"""The hf backend's interleaved multi-turn loop (rewardlab.generation.interleave): the same episodes as one
 ``generate`` call per turn, token for token when greedy, and samples from the policy's distribution."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 import torch
 from chatty_env import Chatty  # tests/chatty_env.py (pytest puts tests/ on the path)
 
-from rewardkit.envs import EnvConfig, run_episodes
-from rewardkit.generation import SamplingParams, get_backend
-from rewardkit.generation import interleave as il
-from rewardkit.types import Record
+from rewardlab.envs import EnvConfig, run_episodes
+from rewardlab.generation import SamplingParams, get_backend
+from rewardlab.generation import interleave as il
+from rewardlab.types import Record
 
 CFG = EnvConfig(max_turns=4, max_tokens=60, observation_format="text", observation_template="[{output}]")
 RECORDS = [Record(id=i, prompt=f"{i}+{i * 3}=" + "7" * (i % 3)) for i in range(7)]
@@ -75,7 +75,7 @@ def test_the_cache_is_compacted_and_stays_exact(monkeypatch, tiny_model, tiny_to
 def test_tokens_fed_past_a_turns_cut_are_masked_out(monkeypatch, tiny_model, tiny_tokenizer):
     """A turn cut shorter than what was sampled (here: every turn loses its last two tokens) continues from
     the kept tokens only, as one ``generate`` per turn does."""
-    from rewardkit.generation.hf import HFBackend
+    from rewardlab.generation.hf import HFBackend
 
     finish = HFBackend._finish_sample
 
@@ -141,7 +141,7 @@ def test_top_k_sampling_follows_the_truncated_distribution(tiny_model, tiny_toke
 
 
 def test_switched_off_it_runs_one_generate_per_turn(monkeypatch, tiny_model, tiny_tokenizer):
-    from rewardkit.generation.hf import HFBackend
+    from rewardlab.generation.hf import HFBackend
 
     calls = []
     generate = HFBackend.generate

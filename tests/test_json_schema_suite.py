@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
 
 SUITE_FILE = Path(__file__).parent / "data" / "json_schema_suite" / "suite.json.gz"
 DRAFTS = ("draft2020-12", "draft7")

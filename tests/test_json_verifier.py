@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
-from rewardkit.verifiers.json import JSONVerifier, extract_json, parse_json
-from rewardkit.verifiers.json import extract as extract_module
-from rewardkit.verifiers.json.extract import JSONTextError, balanced_spans, nesting_depth
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
+from rewardlab.verifiers.json import JSONVerifier, extract_json, parse_json
+from rewardlab.verifiers.json import extract as extract_module
+from rewardlab.verifiers.json.extract import JSONTextError, balanced_spans, nesting_depth
 
 ITEM = {
     "type": "object",

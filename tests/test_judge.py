@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from rewardkit.rewardmodels.judge import (
+from rewardlab.rewardmodels.judge import (
     FallbackVerifier,
     JudgeConfig,
     LLMJudge,
@@ -15,9 +15,9 @@ from rewardkit.rewardmodels.judge import (
     render,
     try_parse_verdict,
 )
-from rewardkit.rewardmodels.judge.judge import Judgment
-from rewardkit.rewardmodels.judge.parse import Verdict, VerdictError
-from rewardkit.types import Record, Result
+from rewardlab.rewardmodels.judge.judge import Judgment
+from rewardlab.rewardmodels.judge.parse import Verdict, VerdictError
+from rewardlab.types import Record, Result
 
 # (kind, output, expected value or None for "no verdict", expected reason fragment)
 PARSE_CASES = [
@@ -145,8 +145,8 @@ def test_all_unparseable_is_a_clean_error():
 
 
 def test_soft_score_from_logprobs(tiny_tokenizer):
-    from rewardkit.generation import Generation
-    from rewardkit.rewardmodels.judge.judge import verdict_probability
+    from rewardlab.generation import Generation
+    from rewardlab.rewardmodels.judge.judge import verdict_probability
 
     text = "ok. Verdict: no"
     ids = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -195,7 +195,7 @@ def test_pointwise_and_pairwise_end_to_end_with_tiny_model(tiny_model, tiny_toke
 
 def test_end_to_end_with_forced_verdict(tiny_model, tiny_tokenizer):
     """A backend whose model always writes a verdict: the full path parses, votes and gets soft scores."""
-    from rewardkit.generation import Generation
+    from rewardlab.generation import Generation
 
     class Scripted:
         tokenizer = tiny_tokenizer
@@ -216,7 +216,7 @@ def test_end_to_end_with_forced_verdict(tiny_model, tiny_tokenizer):
 
 
 def test_fallback_verifier_calls_judge_only_when_undecided(tiny_tokenizer):
-    from rewardkit.generation import Generation
+    from rewardlab.generation import Generation
 
     class Primary:
         name = "math"
@@ -256,7 +256,7 @@ def test_fallback_verifier_calls_judge_only_when_undecided(tiny_tokenizer):
 
 
 def test_fallback_judge_failure_keeps_both_reasons(tiny_tokenizer):
-    from rewardkit.generation import Generation
+    from rewardlab.generation import Generation
 
     class Primary:
         name = "math"
@@ -279,7 +279,7 @@ def test_fallback_judge_failure_keeps_both_reasons(tiny_tokenizer):
 def test_judge_cli(tiny_model_dir, tmp_path, capsys):
     import json
 
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     data = tmp_path / "in.jsonl"
     rows = [
@@ -301,10 +301,10 @@ def test_judge_cli(tiny_model_dir, tmp_path, capsys):
 
 
 def test_judge_cli_output_rows_keep_the_input_fields(tiny_model_dir, tmp_path, capsys):
-    """`rm judge` writes rows as `rewardkit score` does: input fields kept, a malformed line an error row."""
+    """`rm judge` writes rows as `rewardlab score` does: input fields kept, a malformed line an error row."""
     import json
 
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     data = tmp_path / "in.jsonl"
     rows = [

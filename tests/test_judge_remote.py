@@ -15,10 +15,10 @@ from collections import Counter
 import pytest
 from http_servers import JSONHandler, serving  # tests/http_servers.py (pytest puts tests/ on the path)
 
-from rewardkit.rewardmodels.judge import LLMJudge
-from rewardkit.rewardmodels.judge.judge import span_probability
-from rewardkit.rewardmodels.judge.parse import parse_verdict
-from rewardkit.types import Record
+from rewardlab.rewardmodels.judge import LLMJudge
+from rewardlab.rewardmodels.judge.judge import span_probability
+from rewardlab.rewardmodels.judge.parse import parse_verdict
+from rewardlab.types import Record
 
 SECRET = "sk-judge-93be11-never-written"
 LOGPROB = -0.2
@@ -262,7 +262,7 @@ def test_api_key_only_from_the_environment(server, monkeypatch):
 
 
 def test_rm_judge_cli_end_to_end(server, tmp_path, monkeypatch, capsys):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     monkeypatch.setenv("JUDGE_KEY", SECRET)
     data = tmp_path / "in.jsonl"
@@ -310,7 +310,7 @@ def test_rm_judge_cli_end_to_end(server, tmp_path, monkeypatch, capsys):
 
 
 def test_rm_judge_cli_flag_checks(server, tmp_path, capsys):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"prompt": "Q", "completion": "A"}) + "\n")

@@ -1,6 +1,6 @@
 """The layer rules that import-linter cannot see (the contract itself: `lint-imports`).
 
-An import of a rewardkit module inside a function is allowed only for a heavy optional dependency or a
+An import of a rewardlab module inside a function is allowed only for a heavy optional dependency or a
 measured start-up cost, and must say which in a ``# lazy:`` comment (docs/DEVELOPING.md, "Layers"), so that
 a function-level import never hides a cycle between floors.
 """
@@ -11,14 +11,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY_FOLDERS = ("rewardkit", "verifiers", "rewardmodels", "rl", "data", "eval", "envs")
+LIBRARY_FOLDERS = ("rewardlab", "verifiers", "rewardmodels", "rl", "data", "eval", "envs")
 
 
-def _is_rewardkit_import(node: ast.stmt) -> bool:
+def _is_rewardlab_import(node: ast.stmt) -> bool:
     if isinstance(node, ast.Import):
-        return any(alias.name.split(".")[0] == "rewardkit" for alias in node.names)
+        return any(alias.name.split(".")[0] == "rewardlab" for alias in node.names)
     if isinstance(node, ast.ImportFrom):
-        return node.level > 0 or (node.module or "").split(".")[0] == "rewardkit"
+        return node.level > 0 or (node.module or "").split(".")[0] == "rewardlab"
     return False
 
 
@@ -42,7 +42,7 @@ def _import_groups(function: ast.AST) -> list[list[ast.stmt]]:
 
 
 def unexplained_function_imports(path: Path, root: Path = ROOT) -> list[str]:
-    """``path:line`` of each function-level rewardkit import with no ``# lazy:`` comment on or above its run."""
+    """``path:line`` of each function-level rewardlab import with no ``# lazy:`` comment on or above its run."""
     lines = path.read_text().splitlines()
     tree = ast.parse("\n".join(lines))
     found = set()
@@ -50,7 +50,7 @@ def unexplained_function_imports(path: Path, root: Path = ROOT) -> list[str]:
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for run in _import_groups(function):
-            if not any(_is_rewardkit_import(stmt) for stmt in run):
+            if not any(_is_rewardlab_import(stmt) for stmt in run):
                 continue
             first, last = run[0].lineno, run[-1].end_lineno or run[-1].lineno
             text = lines[first - 2 : last]  # the line above the run, and the run
@@ -68,7 +68,7 @@ def library_files() -> list[Path]:
 def test_function_level_imports_say_why():
     missing = [where for path in library_files() for where in unexplained_function_imports(path)]
     assert not missing, (
-        "rewardkit imports inside functions need a '# lazy: <heavy dependency or start-up cost>' comment "
+        "rewardlab imports inside functions need a '# lazy: <heavy dependency or start-up cost>' comment "
         "(docs/DEVELOPING.md, Layers), or belong at module level:\n" + "\n".join(missing)
     )
 
@@ -76,8 +76,8 @@ def test_function_level_imports_say_why():
 def test_the_rule_reads_comments_on_or_above_the_run(tmp_path):
     source = tmp_path / "m.py"
     source.write_text(
-        "def a():\n    # lazy: torch\n    from rewardkit.rl import trainer\n    import os\n"
-        "def b():\n    import os\n    from rewardkit import types\n"
-        "def c():\n    from rewardkit import types  # lazy: start-up\n"
+        "def a():\n    # lazy: torch\n    from rewardlab.rl import trainer\n    import os\n"
+        "def b():\n    import os\n    from rewardlab import types\n"
+        "def c():\n    from rewardlab import types  # lazy: start-up\n"
     )
     assert unexplained_function_imports(source, root=tmp_path) == ["m.py:6"]

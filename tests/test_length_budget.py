@@ -9,9 +9,9 @@ import random
 import pytest
 import torch
 
-from rewardkit.rewardmodels import shaping as S
-from rewardkit.rewardmodels.shaping import functional as F
-from rewardkit.rewardmodels.shaping.pipeline import LengthBudget, ShapingBatch
+from rewardlab.rewardmodels import shaping as S
+from rewardlab.rewardmodels.shaping import functional as F
+from rewardlab.rewardmodels.shaping.pipeline import LengthBudget, ShapingBatch
 
 NAN = float("nan")
 

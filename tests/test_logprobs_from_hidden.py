@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rewardkit.rl import core_algos as ca
+from rewardlab import core_algos as ca
 
 
 def _full(hidden, head, labels, temperature):
@@ -122,8 +122,8 @@ def test_one_update_from_hidden_equals_full_logits(padding_free, tiny_tokenizer,
 
     from test_rl_packing import _gens, _update  # tests/ is on the path
 
-    import rewardkit.rl.update as update_mod
-    from rewardkit.data.tiny import build_tiny_model
+    import rewardlab.rl.update as update_mod
+    from rewardlab.data.tiny import build_tiny_model
 
     real_step = update_mod.optimizer_step
     grads: list[torch.Tensor] = []
@@ -155,10 +155,10 @@ def test_one_update_from_hidden_equals_full_logits(padding_free, tiny_tokenizer,
 def test_a_model_whose_logits_are_not_its_heads_output_keeps_the_full_logits(tiny_tokenizer):
     from test_rl_packing import _gens  # tests/ is on the path
 
-    from rewardkit.data.tiny import build_tiny_model
-    from rewardkit.rl.batch import build_tensors
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.forward import ForwardPasses
+    from rewardlab.data.tiny import build_tiny_model
+    from rewardlab.rl.batch import build_tensors
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.forward import ForwardPasses
 
     class SoftCapped(torch.nn.Module):  # Gemma 2's final soft-capping, on any model
         def __init__(self, inner):
@@ -202,10 +202,10 @@ def test_self_certainty_from_hidden_equals_the_full_logits(chunk, temperature):
 def test_the_self_certainty_pass_reads_the_hidden_states(tiny_tokenizer):
     from test_rl_packing import _gens  # tests/ is on the path
 
-    from rewardkit.data.tiny import build_tiny_model
-    from rewardkit.rl.batch import build_tensors
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.forward import ForwardPasses
+    from rewardlab.data.tiny import build_tiny_model
+    from rewardlab.rl.batch import build_tensors
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.forward import ForwardPasses
 
     batch = build_tensors(_gens(tiny_tokenizer), pad_id=tiny_tokenizer.pad_token_id)
     model = build_tiny_model(seed=0, vocab_size=1024).eval()
@@ -221,9 +221,9 @@ def test_the_self_certainty_pass_reads_the_hidden_states(tiny_tokenizer):
 def test_a_model_whose_vocabulary_is_not_much_larger_than_its_hidden_size_keeps_the_full_logits():
     # The tiny demo model (103 tokens, hidden size 128): chunking would save nothing, and the demo's
     # figures stay those of the full logits bit for bit.
-    from rewardkit.data.tiny import build_tiny_model
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.forward import ForwardPasses
+    from rewardlab.data.tiny import build_tiny_model
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.forward import ForwardPasses
 
     cfg = load_config(preset="grpo")
     passes = ForwardPasses(cfg, torch.device("cpu"), use_bf16=False)

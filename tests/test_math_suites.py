@@ -12,9 +12,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # shared with bench/score_math.p
 from math_adversarial import ADVERSARIAL, ALL_MODES  # noqa: E402
 from math_suites import DELIBERATE, load_suite, settings_for  # noqa: E402
 
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
-from rewardkit.verifiers.math.extract import BOX_RULES
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
+from rewardlab.verifiers.math.extract import BOX_RULES
 
 SUITE = load_suite()
 _VERIFIERS: dict[str, object] = {}

@@ -12,10 +12,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # math_cases.py is shared with bench/score_math.py
 from math_cases import EQUIVALENCE, EXTRACTION  # noqa: E402
 
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
-from rewardkit.verifiers.math import MathVerifier, extract_answer, normalize_answer, parse_number
-from rewardkit.verifiers.math.extract import resolve_mode
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
+from rewardlab.verifiers.math import MathVerifier, extract_answer, normalize_answer, parse_number
+from rewardlab.verifiers.math.extract import resolve_mode
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_unknown_mode_is_a_config_error():
 
 
 def test_gold_is_parsed_once_per_reference(monkeypatch):
-    import rewardkit.verifiers.math.verifier as module
+    import rewardlab.verifiers.math.verifier as module
 
     v = get_verifier("math")
     calls = []

@@ -30,11 +30,11 @@ def one_update(response_tokens: int, vocab: int, chunk: int) -> int:
     sys.path.insert(0, str(Path(__file__).parent))
     from test_rl_packing import digits_reward
 
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.generation import Generation
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer, Rollout
-    from rewardkit.types import Record
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.generation import Generation
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer, Rollout
+    from rewardlab.types import Record
 
     torch.manual_seed(0)
     torch.set_num_threads(1)

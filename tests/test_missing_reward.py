@@ -10,9 +10,9 @@ from typing import ClassVar
 
 import pytest
 
-from rewardkit.scoring import Scorer, score_file
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import Verifier, register_verifier
+from rewardlab.scoring import Scorer, score_file
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import Verifier, register_verifier
 
 ROWS = [
     {"id": "a", "completion": "1"},
@@ -97,7 +97,7 @@ def test_a_file_gets_null_rewards_and_the_summary_leaves_them_out(tmp_path):
 
 
 def test_rl_reward_sources_mark_missing_rewards_invalid():
-    from rewardkit.rl.rewards import RewardSources, ScorerSource
+    from rewardlab.rl.rewards import RewardSources, ScorerSource
 
     records = [Record(prompt="q", completion=r["completion"]) for r in ROWS]
     for workers in (0, 2):
@@ -113,10 +113,10 @@ def test_rl_reward_sources_mark_missing_rewards_invalid():
 
 @pytest.mark.slow
 def test_ray_engine_passes_missing_rewards_on():
-    ray = pytest.importorskip("ray", reason="Ray is optional: pip install 'rewardkit[ray]'")
+    ray = pytest.importorskip("ray", reason="Ray is optional: pip install 'rewardlab[ray]'")
     from pathlib import Path
 
-    from rewardkit.scoring import score_records
+    from rewardlab.scoring import score_records
 
     # The actors unpickle this module's verifier class: they need the tests folder on their path.
     env = {"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parent)}}

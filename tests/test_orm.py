@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rewardkit.rewardmodels.orm import (
+from rewardlab.rewardmodels.orm import (
     ORMTrainConfig,
     RewardModel,
     RewardModelSource,
@@ -28,7 +28,7 @@ from rewardkit.rewardmodels.orm import (
     tokenize_rows,
     train_orm,
 )
-from rewardkit.types import Record
+from rewardlab.types import Record
 
 # ---- losses ----------------------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ def test_pairwise_metrics_hand_values():
 
 
 def test_pointwise_metrics_and_subsets():
-    from rewardkit.rewardmodels.orm.evaluate import by_subset
+    from rewardlab.rewardmodels.orm.evaluate import by_subset
 
     m = pointwise_metrics([2.0, -1.0, 0.5, -3.0], [1, 0, 0, 0])
     assert m["accuracy"] == pytest.approx(0.75)
@@ -122,7 +122,7 @@ def test_pointwise_metrics_and_subsets():
 
 
 def test_rewardbench_sections():
-    from rewardkit.rewardmodels.orm.evaluate import by_subset, rewardbench_sections
+    from rewardlab.rewardmodels.orm.evaluate import by_subset, rewardbench_sections
 
     sec = rewardbench_sections(
         {"alpacaeval-easy": 1.0, "mt-bench-easy": 0.0, "math-prm": 0.5, "hep-go": 1.0, "x": 0.0}
@@ -141,7 +141,7 @@ def test_rewardbench_sections():
 def test_build_text_plain_and_chat(tiny_tokenizer):
     text, templated = build_text(tiny_tokenizer, "Q: ", "abc")
     assert text == "Q: abc" + tiny_tokenizer.eos_token and not templated
-    from rewardkit.data.tiny import load_tiny_tokenizer
+    from rewardlab.data.tiny import load_tiny_tokenizer
 
     chat = load_tiny_tokenizer(with_chat_template=True)
     text, templated = build_text(chat, "hi", "yo")
@@ -189,7 +189,7 @@ def test_dynamic_and_fixed_batches_give_same_scores(tiny_model_dir):
 
 
 def test_reward_model_source_interface(tiny_model_dir):
-    from rewardkit.verifiers.base import RewardSource
+    from rewardlab.verifiers.base import RewardSource
 
     src = RewardModelSource(tiny_model_dir, normalize="sigmoid")
     assert isinstance(src, RewardSource) and src.name.startswith("rm:")
@@ -207,7 +207,7 @@ def test_reward_model_source_interface(tiny_model_dir):
 def test_load_any_automodel_path(tmp_path, config_name):
     from transformers import AutoModelForSequenceClassification
 
-    from rewardkit.data.tiny import save_tiny_model
+    from rewardlab.data.tiny import save_tiny_model
 
     path = save_tiny_model(tmp_path / config_name, name=config_name)
     model, tok = load_reward_model(path)

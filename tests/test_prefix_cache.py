@@ -9,10 +9,10 @@ import pytest
 import torch
 from chatty_env import Chatty  # tests/chatty_env.py (pytest puts tests/ on the path)
 
-from rewardkit.envs import EnvConfig, run_episodes
-from rewardkit.generation import SamplingParams, get_backend
-from rewardkit.generation.prefix_cache import PrefixStore
-from rewardkit.types import Record
+from rewardlab.envs import EnvConfig, run_episodes
+from rewardlab.generation import SamplingParams, get_backend
+from rewardlab.generation.prefix_cache import PrefixStore
+from rewardlab.types import Record
 
 
 def _episodes(model, tokenizer, params, cached: bool, batch_size: int = 64):

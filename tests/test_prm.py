@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from rewardkit.rewardmodels.prm import (
+from rewardlab.rewardmodels.prm import (
     PRMConfig,
     ProcessRewardModel,
     aggregate,
@@ -20,10 +20,10 @@ from rewardkit.rewardmodels.prm import (
     split_steps,
     step_metrics,
 )
-from rewardkit.rewardmodels.prm.data import StepExample, example_from_row, write_step_examples
-from rewardkit.rewardmodels.prm.model import encode_steps
-from rewardkit.rewardmodels.prm.synthetic import make_arithmetic_examples
-from rewardkit.types import Record
+from rewardlab.rewardmodels.prm.data import StepExample, example_from_row, write_step_examples
+from rewardlab.rewardmodels.prm.model import encode_steps
+from rewardlab.rewardmodels.prm.synthetic import make_arithmetic_examples
+from rewardlab.types import Record
 
 # ---- steps -------------------------------------------------------------------------------------------
 
@@ -212,7 +212,7 @@ def test_encode_steps_layout_and_truncation(tiny_tokenizer):
 
 @pytest.fixture(scope="module")
 def prm_pair(tmp_path_factory):
-    from rewardkit.data.tiny import save_tiny_model
+    from rewardlab.data.tiny import save_tiny_model
 
     path = save_tiny_model(tmp_path_factory.mktemp("base"))
     return path
@@ -245,7 +245,7 @@ def test_prm_scores_and_round_trip(prm_pair, head, tmp_path):
     assert loaded.config.head == head and loaded.config.aggregation == "prod"
     flat = [s for row in loaded.score_steps(records[:2]) for s in row]
     assert flat == pytest.approx([s for row in prm.score_steps(records[:2]) for s in row], abs=1e-5)
-    assert json.loads((tmp_path / "prm" / "rewardkit_prm.json").read_text())["head"] == head
+    assert json.loads((tmp_path / "prm" / "rewardlab_prm.json").read_text())["head"] == head
 
 
 def test_prm_truncated_steps_are_nan(prm_pair):
@@ -270,7 +270,7 @@ def _train_and_eval(base: str, head: str, *, n: int, epochs: int, lr: float, **d
 
     import torch
 
-    from rewardkit.rewardmodels.prm.train import PRMTrainConfig, evaluate_prm, train_prm
+    from rewardlab.rewardmodels.prm.train import PRMTrainConfig, evaluate_prm, train_prm
 
     # Held-out *problems* (about a quarter of the prompts, by hash): a correct solution in the test set was
     # never seen in training, so the PRM must check the arithmetic, not recall solutions.
@@ -338,7 +338,7 @@ def test_prm_token_head_full_table_slow(prm_pair):
 
 
 def test_train_from_jsonl_and_save(prm_pair, tmp_path):
-    from rewardkit.rewardmodels.prm.train import PRMTrainConfig, train_prm
+    from rewardlab.rewardmodels.prm.train import PRMTrainConfig, train_prm
 
     data = tmp_path / "train.jsonl"
     write_step_examples(make_arithmetic_examples(16, seed=0), data)
@@ -365,7 +365,7 @@ def test_train_from_jsonl_and_save(prm_pair, tmp_path):
 
 def test_train_progress_bar(prm_pair, capsys):
     """A bar of optimiser steps with the loss when asked for; nothing when refused (the default off a tty)."""
-    from rewardkit.rewardmodels.prm.train import PRMTrainConfig, train_prm
+    from rewardlab.rewardmodels.prm.train import PRMTrainConfig, train_prm
 
     cfg = PRMTrainConfig(model=prm_pair, max_steps=3, per_device_train_batch_size=4, device="cpu")
     data = make_arithmetic_examples(12, seed=0)
@@ -387,7 +387,7 @@ class ArithmeticPolicy:
     def generate(self, prompts, params):
         import re
 
-        from rewardkit.generation import Generation
+        from rewardlab.generation import Generation
 
         out = []
         for p in prompts:
@@ -405,7 +405,7 @@ class ArithmeticPolicy:
 
 
 def test_monte_carlo_labels_match_planted_errors():
-    from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps
+    from rewardlab.rewardmodels.prm.label import LabelConfig, label_steps
 
     examples = make_arithmetic_examples(12, seed=5, error_rate=0.6)
     labelled = label_steps(examples, ArithmeticPolicy(), "math", LabelConfig(k=2, use_chat_template=False))
@@ -421,7 +421,7 @@ class SilentPolicy:
     """Rollouts that state no answer at all (e.g. cut off before reaching one)."""
 
     def generate(self, prompts, params):
-        from rewardkit.generation import Generation
+        from rewardlab.generation import Generation
 
         return [[Generation("I am not sure how to go on", [], [], None, "stop")] * params.n for _ in prompts]
 
@@ -429,7 +429,7 @@ class SilentPolicy:
 def test_monte_carlo_labels_come_from_the_rollouts_own_answer():
     # The prefix's wrong step ends in the gold value (0+3=0, gold 0): verifying prefix + rollout let the
     # last-number fallback read that intermediate result and credit the wrong step.
-    from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps
+    from rewardlab.rewardmodels.prm.label import LabelConfig, label_steps
 
     example = StepExample(
         prompt="Compute 0+3-3.", steps=["0+3=0", "0-3=0", "The answer is 0."], reference="0", id="e"
@@ -439,8 +439,8 @@ def test_monte_carlo_labels_come_from_the_rollouts_own_answer():
 
 
 def test_monte_carlo_labelling_with_tiny_policy(tiny_model, tiny_tokenizer, tmp_path):
-    from rewardkit.generation import get_backend
-    from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps
+    from rewardlab.generation import get_backend
+    from rewardlab.rewardmodels.prm.label import LabelConfig, label_steps
 
     examples = make_arithmetic_examples(3, seed=0, error_rate=0.5)
     backend = get_backend("hf", tiny_model, tiny_tokenizer)
@@ -460,7 +460,7 @@ def test_monte_carlo_labelling_with_tiny_policy(tiny_model, tiny_tokenizer, tmp_
 def test_label_steps_cli(tiny_model_dir, tmp_path):
     from pathlib import Path
 
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     data = Path(__file__).resolve().parent.parent / "data" / "prm" / "arithmetic_unlabelled.jsonl"
     out = tmp_path / "labelled.jsonl"

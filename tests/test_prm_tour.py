@@ -50,11 +50,11 @@ def documented_f1() -> float:
 
 def test_tour_commands_are_parsed():
     commands = tour_commands()
-    assert [c.split()[:3] for c in commands if c.startswith("rewardkit")] == [
-        ["rewardkit", "rm", "train"],
-        ["rewardkit", "rm", "eval"],
-        ["rewardkit", "rm", "score"],
-        ["rewardkit", "rm", "label-steps"],
+    assert [c.split()[:3] for c in commands if c.startswith("rewardlab")] == [
+        ["rewardlab", "rm", "train"],
+        ["rewardlab", "rm", "eval"],
+        ["rewardlab", "rm", "score"],
+        ["rewardlab", "rm", "label-steps"],
     ]
     assert commands[0].startswith("python -c ")
 
@@ -69,8 +69,8 @@ def test_prm_tour_as_documented(tmp_path):
         if argv[0] == "python":
             argv[0] = sys.executable
         else:
-            assert argv[0] == "rewardkit", command
-            argv = [sys.executable, "-m", "rewardkit", *argv[1:]]
+            assert argv[0] == "rewardlab", command
+            argv = [sys.executable, "-m", "rewardlab.cli", *argv[1:]]
         proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, (command, proc.stdout[-2000:], proc.stderr[-2000:])
         outputs[" ".join(argv[3:5]) if argv[1] == "-m" else "setup"] = proc.stdout

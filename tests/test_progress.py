@@ -1,5 +1,5 @@
 """Progress bars: shown on a terminal, quiet in a pipe, off with --no-progress; one style across commands;
-and `rewardkit --help` without torch."""
+and `rewardlab --help` without torch."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-from rewardkit.cli import main
-from rewardkit.progress import progress_bar, quiet_libraries_off_terminal, track
+from rewardlab.cli import main
+from rewardlab.progress import progress_bar, quiet_libraries_off_terminal, track
 
 
 @pytest.fixture
 def terminal(monkeypatch):
     """stderr counts as a terminal, as it is when a person runs a command."""
-    import rewardkit.progress
+    import rewardlab.progress
 
-    monkeypatch.setattr(rewardkit.progress, "on_terminal", lambda: True)
+    monkeypatch.setattr(rewardlab.progress, "on_terminal", lambda: True)
 
 
 def test_a_bar_is_quiet_off_a_terminal(capsys):
@@ -59,15 +59,15 @@ def test_eval_shows_generation_and_scoring(tmp_path, tiny_model_dir, capsys, ter
 def test_eval_no_progress_and_pipes_stay_quiet(tmp_path, tiny_model_dir, capsys, monkeypatch):
     _eval(tmp_path, tiny_model_dir)  # stderr is not a terminal here
     assert "generate:" not in capsys.readouterr().err
-    import rewardkit.progress
+    import rewardlab.progress
 
-    monkeypatch.setattr(rewardkit.progress, "on_terminal", lambda: True)
+    monkeypatch.setattr(rewardlab.progress, "on_terminal", lambda: True)
     _eval(tmp_path, tiny_model_dir, "--no-progress")
     assert "generate:" not in capsys.readouterr().err
 
 
 def test_score_file_bar_is_named_after_the_command(tmp_path, capsys, terminal):
-    from rewardkit.scoring.io import score_file
+    from rewardlab.scoring.io import score_file
 
     src = tmp_path / "in.jsonl"
     src.write_text(
@@ -78,7 +78,7 @@ def test_score_file_bar_is_named_after_the_command(tmp_path, capsys, terminal):
 
 
 def test_rm_eval_shows_scoring(tmp_path, tiny_model_dir, capsys, terminal):
-    from rewardkit.rewardmodels.orm import synthetic_preferences
+    from rewardlab.rewardmodels.orm import synthetic_preferences
 
     data = tmp_path / "pairs.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in synthetic_preferences(6, seed=0)))
@@ -93,8 +93,8 @@ def test_label_steps_in_rounds_with_a_bar(tmp_path, tiny_model_dir, capsys, term
     """`rm label-steps` shows prefixes labelled; rounds of any size give the same labels (greedy policy)."""
     from pathlib import Path
 
-    from rewardkit.rewardmodels.prm import load_step_examples
-    from rewardkit.rewardmodels.prm.label import LabelConfig, label_steps_with_policy
+    from rewardlab.rewardmodels.prm import load_step_examples
+    from rewardlab.rewardmodels.prm.label import LabelConfig, label_steps_with_policy
 
     data = Path(__file__).resolve().parent.parent / "data" / "prm" / "arithmetic_processbench.jsonl"
     out = tmp_path / "labelled.jsonl"
@@ -116,13 +116,13 @@ def test_label_steps_in_rounds_with_a_bar(tmp_path, tiny_model_dir, capsys, term
 
 
 def test_help_imports_no_torch():
-    """`rewardkit --help` (every subcommand's parser) stays instant: torch and transformers load only when a
+    """`rewardlab --help` (every subcommand's parser) stays instant: torch and transformers load only when a
     command runs."""
     import subprocess
     import sys
 
     code = (
-        "import sys\nfrom rewardkit.cli import build_parser\nbuild_parser()\n"
+        "import sys\nfrom rewardlab.cli import build_parser\nbuild_parser()\n"
         "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -135,7 +135,7 @@ def test_reward_model_training_shows_steps(tmp_path, tiny_model_dir, capsys, ter
     loss and the last evaluation."""
     from pathlib import Path
 
-    from rewardkit.rewardmodels.orm import synthetic_preferences
+    from rewardlab.rewardmodels.orm import synthetic_preferences
 
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps(row) + "\n" for row in synthetic_preferences(16, seed=0)))

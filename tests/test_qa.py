@@ -6,9 +6,9 @@ import pickle
 
 import pytest
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import get_verifier
-from rewardkit.verifiers.qa import QAVerifier, gold_aliases, normalize_answer, normalize_unicode, read_answer
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import get_verifier
+from rewardlab.verifiers.qa import QAVerifier, gold_aliases, normalize_answer, normalize_unicode, read_answer
 
 MODES = ("em", "f1", "contains")
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from rewardkit.types import Record
-from rewardkit.verifiers.qa import QAVerifier
+from rewardlab.types import Record
+from rewardlab.verifiers.qa import QAVerifier
 
 DATA = Path(__file__).parent / "data" / "qa" / "nq_open_dev_predictions.jsonl.gz"
 

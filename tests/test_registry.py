@@ -9,9 +9,9 @@ import types
 import pytest
 import torch
 
-from rewardkit.estimators import EstimatorTraits, advantage_estimator, estimator_traits
-from rewardkit.registry import NameTakenError, Registry, UnknownNameError
-from rewardkit.rl import core_algos as ca
+from rewardlab import core_algos as ca
+from rewardlab.core_algos.estimators import EstimatorTraits, advantage_estimator, estimator_traits
+from rewardlab.registry import NameTakenError, Registry, UnknownNameError
 
 
 def first(x):
@@ -128,10 +128,10 @@ def test_a_registry_imports_its_home_on_first_lookup(tmp_path, monkeypatch):
 
 
 def test_every_library_registry_is_a_registry():
-    from rewardkit.envs import ENVS
-    from rewardkit.envs.tools import TOOLS
-    from rewardkit.rewardmodels.shaping import SHAPINGS
-    from rewardkit.verifiers import VERIFIERS
+    from rewardlab.envs import ENVS
+    from rewardlab.envs.tools import TOOLS
+    from rewardlab.rewardmodels.shaping import SHAPINGS
+    from rewardlab.verifiers import VERIFIERS
 
     for reg in (
         ca.ADVANTAGE_ESTIMATORS,
@@ -145,7 +145,7 @@ def test_every_library_registry_is_a_registry():
         VERIFIERS,
     ):
         assert isinstance(reg, Registry)
-    with pytest.raises(NameTakenError, match="grpo' is taken by rewardkit.rl.core_algos.advantages:grpo"):
+    with pytest.raises(NameTakenError, match="grpo' is taken by rewardlab.core_algos.advantages:grpo"):
         ca.ADVANTAGE_ESTIMATORS.register("grpo", second)
     assert list(ca.KL_CONTROLLERS) == ["fixed", "adaptive"]
 

@@ -1,7 +1,7 @@
 """The ``http:`` reward source against a real HTTP server (the standard library's, in a thread): rewards read
 back in order, and every failure (a server that hangs, answers 500 or 429, drops the connection, answers
 malformed JSON, the wrong number of rewards, a reward that is not a number) an error row, nothing lost, the
-run going on; through the Python API, ``rewardkit score``, ``rewardkit eval`` and RL's reward sources."""
+run going on; through the Python API, ``rewardlab score``, ``rewardlab eval`` and RL's reward sources."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from collections import Counter
 import pytest
 from http_servers import JSONHandler, serving  # tests/http_servers.py (pytest puts tests/ on the path)
 
-from rewardkit.scoring import score_records
-from rewardkit.types import Record
-from rewardkit.verifiers.remote import HTTPRewardSource, is_remote, parse_answer, remote_url
+from rewardlab.scoring import score_records
+from rewardlab.types import Record
+from rewardlab.verifiers.remote import HTTPRewardSource, is_remote, parse_answer, remote_url
 
 SECRET = "sk-test-4f1c9a-never-written"
 
@@ -239,7 +239,7 @@ def test_a_row_cannot_send_records_to_a_server_of_its_choosing(server):
     assert _Handler.hits["/ok"] == 0
 
 
-# -- rewardkit score ------------------------------------------------------------------------------------------
+# -- rewardlab score ------------------------------------------------------------------------------------------
 def _write_input(path, n):
     rows = [
         {"id": f"r{i}", "prompt": f"q{i}", "completion": "boom" if i == 3 else str(i), "reference": str(i)}
@@ -250,7 +250,7 @@ def _write_input(path, n):
 
 
 def test_score_cli_end_to_end(server, tmp_path, monkeypatch, capsys):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     monkeypatch.setenv("RM_TOKEN", SECRET)
     rows = _write_input(tmp_path / "in.jsonl", 9)
@@ -290,7 +290,7 @@ def test_score_cli_end_to_end(server, tmp_path, monkeypatch, capsys):
 
 
 def test_score_cli_bad_config_is_one_line(server, tmp_path, capsys):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     _write_input(tmp_path / "in.jsonl", 2)
     argv = [
@@ -312,9 +312,9 @@ def test_score_cli_bad_config_is_one_line(server, tmp_path, capsys):
     assert "an http source is http:URL" in capsys.readouterr().err
 
 
-# -- rewardkit eval -------------------------------------------------------------------------------------------
+# -- rewardlab eval -------------------------------------------------------------------------------------------
 def test_eval_with_a_reward_server(server, tmp_path, capsys):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     data = tmp_path / "problems.jsonl"
     data.write_text(
@@ -348,8 +348,8 @@ def test_eval_with_a_reward_server(server, tmp_path, capsys):
 
 # -- RL reward sources ----------------------------------------------------------------------------------------
 def test_rl_reward_sources(server):
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.rewards import RewardSources
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.rewards import RewardSources
 
     source = f"{{name: 'http:{server}/ok', weight: 2.0, kwargs: {{batch_size: 3, timeout: 2, retries: 0}}}}"
     cfg = load_config(preset="grpo", overrides=[f"reward.sources=[{source}, {{name: format, weight: 0.0}}]"])
@@ -389,7 +389,7 @@ def test_rl_reward_sources(server):
     ],
 )
 def test_rl_config_checks_http_sources(source, message):
-    from rewardkit.rl.config import ConfigError, load_config
+    from rewardlab.rl.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=message) as info:
         load_config(preset="grpo", overrides=[f"reward.sources=[{source}]"])

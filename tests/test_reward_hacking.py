@@ -13,17 +13,17 @@ import random
 import pytest
 import torch
 
-from rewardkit.rewardmodels.shaping.functional import success_plus_steps
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.step_rewards import (
+from rewardlab import core_algos as ca
+from rewardlab.rewardmodels.shaping.functional import success_plus_steps
+from rewardlab.rl.step_rewards import (
     CorrectLookingStepScorer,
     count_repeated_steps,
     shaped_step_token_rewards,
     step_token_rewards_from_scores,
 )
-from rewardkit.types import Record
+from rewardlab.types import Record
 
-pytest.importorskip("rewardkit.rewardmodels.shaping")
+pytest.importorskip("rewardlab.rewardmodels.shaping")
 
 BASE = ["7*3=21", "12+21=33", "Answer: 33"]
 SHAPINGS = ["clip", "delta", "clip+delta"]

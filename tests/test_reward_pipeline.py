@@ -9,16 +9,16 @@ import math
 import pytest
 import torch
 
-from rewardkit.generation import Generation
-from rewardkit.rewardmodels import shaping as S
-from rewardkit.rewardmodels.prm.model import StepScores
-from rewardkit.rewardmodels.shaping import functional as F
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.config import RLConfig
-from rewardkit.rl.rewards import RewardBatch, RewardPipeline, RewardSources
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.combine import CombinedSource
-from rewardkit.verifiers.format import CombinedVerifier
+from rewardlab import core_algos as ca
+from rewardlab.generation import Generation
+from rewardlab.rewardmodels import shaping as S
+from rewardlab.rewardmodels.prm.model import StepScores
+from rewardlab.rewardmodels.shaping import functional as F
+from rewardlab.rl.config import RLConfig
+from rewardlab.rl.rewards import RewardBatch, RewardPipeline, RewardSources
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.combine import CombinedSource
+from rewardlab.verifiers.format import CombinedVerifier
 
 
 def close(a, b, tol=1e-6):

@@ -12,12 +12,12 @@ import time
 import pytest
 import torch
 
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.config import load_config
-from rewardkit.rl.overlap import OverlappedRollouts
-from rewardkit.rl.trainer import RLTrainer, build_tensors
-from rewardkit.training.metrics import read_metrics
-from rewardkit.types import Record
+from rewardlab import core_algos as ca
+from rewardlab.rl.config import load_config
+from rewardlab.rl.overlap import OverlappedRollouts
+from rewardlab.rl.trainer import RLTrainer, build_tensors
+from rewardlab.training.metrics import read_metrics
+from rewardlab.types import Record
 
 PROMPTS = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(6)]
 

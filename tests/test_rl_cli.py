@@ -1,4 +1,4 @@
-"""`rewardkit rl` commands: train (YAML + preset + --set), resume, plot, presets, config; metrics logger."""
+"""`rewardlab rl` commands: train (YAML + preset + --set), resume, plot, presets, config; metrics logger."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from rewardkit.cli import main
-from rewardkit.training.metrics import MetricsLogger, format_line, read_metrics
+from rewardlab.cli import main
+from rewardlab.training.metrics import MetricsLogger, format_line, read_metrics
 
 
 def test_train_plot_and_resume(tmp_path, capsys):

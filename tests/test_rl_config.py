@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rewardkit.rl.config import (
+from rewardlab.rl.config import (
     PRESETS,
     ConfigError,
     RLConfig,
@@ -148,7 +148,7 @@ def test_step_return_refuses_batch_scale():
 
 
 def test_allowed_values_in_the_docs_come_from_the_registries():
-    from rewardkit.rl import core_algos as ca
+    from rewardlab import core_algos as ca
 
     docs = {name: doc for name, doc, _ in field_docs()}
     for name in ca.ADVANTAGE_ESTIMATORS.names():
@@ -161,7 +161,7 @@ def test_allowed_values_in_the_docs_come_from_the_registries():
 def test_rl_train_refuses_a_bad_name_before_loading_a_model(tmp_path, capsys):
     import time
 
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     start = time.perf_counter()
     rc = main(
@@ -175,15 +175,15 @@ def test_rl_train_refuses_a_bad_name_before_loading_a_model(tmp_path, capsys):
 
 
 def test_docs_reference_table_is_generated_from_the_config():
-    from rewardkit.rl.config import reference_table
+    from rewardlab.rl.config import reference_table
 
     docs = (Path(__file__).resolve().parent.parent / "docs" / "rl.md").read_text()
     assert reference_table() in docs, (
-        "regenerate docs/rl.md's table with rewardkit.rl.config.reference_table()"
+        "regenerate docs/rl.md's table with rewardlab.rl.config.reference_table()"
     )
 
 
-# ---- renamed fields: the shared training fields of rewardkit.training.config.BaseTrainingConfig --------------
+# ---- renamed fields: the shared training fields of rewardlab.training.config.BaseTrainingConfig --------------
 OLD_AND_NEW = [
     ("train.lr=3e-6", "train.learning_rate=3e-6"),
     ("train.lr_schedule=cosine", "train.lr_scheduler_type=cosine"),

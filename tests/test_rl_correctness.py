@@ -16,8 +16,8 @@ import itertools
 import pytest
 import torch
 
-from rewardkit.rewardmodels.shaping.functional import truncation_handling
-from rewardkit.rl import core_algos as ca
+from rewardlab import core_algos as ca
+from rewardlab.rewardmodels.shaping.functional import truncation_handling
 
 MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
 PROMPT_LEN = 3
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def model64():
-    from rewardkit.data.tiny import build_tiny_model
+    from rewardlab.data.tiny import build_tiny_model
 
     torch.manual_seed(0)
     return build_tiny_model().double()

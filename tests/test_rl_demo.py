@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rewardkit.demos import rl as demo
+from rewardlab.demos import rl as demo
 
 
 def test_seed_list_is_parsed_and_checked():

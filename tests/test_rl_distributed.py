@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from rewardkit.types import Record
+from rewardlab.types import Record
 
 
 def digits_reward(prompts, completions, references):
@@ -33,8 +33,8 @@ def _join_gloo(rank: int, world: int, port: int) -> None:
 
 def _trainer(out_dir: str, overrides: list[str], records: int, reward):
     """A one-step GRPO trainer of 2 prompts x 4 samples of 6 tokens on the tiny model, on CPU."""
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
 
     base = [
         "train.max_steps=1", "train.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=6",

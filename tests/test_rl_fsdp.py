@@ -1,7 +1,7 @@
 """FSDP2 (``train.strategy: fsdp``) on CPU: two gloo processes train exactly as one process, and resume exactly.
 
 FSDP2 (``fully_shard``) runs on CPU with the gloo backend (torch 2.13), so these tests need no GPU; on GPUs
-the same code runs with NCCL (``rewardkit.training.device.init_distributed`` picks the backend).
+the same code runs with NCCL (``rewardlab.training.device.init_distributed`` picks the backend).
 
 * Equivalence: each rank samples its own stride of the prompts, so two ranks with ``P`` prompts each see the
   global batch one process sees with ``2P``. A scripted backend makes the completions depend on the prompt
@@ -23,8 +23,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from rewardkit.generation.base import Generation, RolloutBackend, SamplingParams
-from rewardkit.types import Record
+from rewardlab.generation.base import Generation, RolloutBackend, SamplingParams
+from rewardlab.types import Record
 
 WORLD = 2
 PROMPTS = [Record(id=i, prompt=f"{i}*{i}=", reference=str(i * i)) for i in range(16)]
@@ -66,8 +66,8 @@ class ScriptedBackend(RolloutBackend):
 
 
 def _trainer(overrides: list[str], **kw: Any) -> Any:
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
 
     cfg = load_config(preset=kw.pop("preset", "grpo"), overrides=COMMON + overrides)
     kw.setdefault("eval_records", [])
@@ -100,8 +100,8 @@ def _init(rank: int, port: int) -> None:
 def _equivalence_worker(rank: int, port: int, out_dir: str) -> None:
     import torch.distributed as dist
 
-    from rewardkit.data.tiny import load_tiny_tokenizer
-    from rewardkit.training import parallel
+    from rewardlab.data.tiny import load_tiny_tokenizer
+    from rewardlab.training import parallel
 
     _init(rank, port)
     try:
@@ -120,7 +120,7 @@ def _equivalence_worker(rank: int, port: int, out_dir: str) -> None:
 
 @pytest.mark.slow
 def test_two_fsdp_ranks_train_like_one_process(tmp_path, free_port):
-    from rewardkit.data.tiny import load_tiny_tokenizer
+    from rewardlab.data.tiny import load_tiny_tokenizer
 
     _spawn(_equivalence_worker, free_port, str(tmp_path))
     sharded = torch.load(tmp_path / "fsdp.pt")
@@ -158,8 +158,8 @@ def _ppo(overrides: list[str]) -> Any:
 def _resume_worker(rank: int, port: int, root: str) -> None:
     import torch.distributed as dist
 
-    from rewardkit.generation.vllm import VLLMBackend
-    from rewardkit.training import parallel
+    from rewardlab.generation.vllm import VLLMBackend
+    from rewardlab.training import parallel
 
     _init(rank, port)
     try:
@@ -189,7 +189,7 @@ def _resume_worker(rank: int, port: int, root: str) -> None:
 
 
 def _weights(tr: Any) -> dict[str, dict[str, torch.Tensor]]:
-    from rewardkit.training import parallel
+    from rewardlab.training import parallel
 
     return {"policy": parallel.full_state_dict(tr.policy), "value": parallel.full_state_dict(tr.value)}
 
@@ -198,7 +198,7 @@ def _weights(tr: Any) -> dict[str, dict[str, torch.Tensor]]:
 def test_fsdp_save_then_resume_matches_an_uninterrupted_run(tmp_path, free_port):
     from transformers import AutoModelForCausalLM
 
-    from rewardkit.training.metrics import is_timing_key, read_metrics
+    from rewardlab.training.metrics import is_timing_key, read_metrics
 
     _spawn(_resume_worker, free_port, str(tmp_path))
     res = torch.load(tmp_path / "resume.pt")
@@ -230,7 +230,7 @@ def test_fsdp_save_then_resume_matches_an_uninterrupted_run(tmp_path, free_port)
     ],
 )
 def test_strategy_options_are_validated_in_one_line(overrides, message):
-    from rewardkit.rl.config import ConfigError, load_config
+    from rewardlab.rl.config import ConfigError, load_config
 
     with pytest.raises(ConfigError) as err:
         load_config(preset="grpo", overrides=overrides)
@@ -238,7 +238,7 @@ def test_strategy_options_are_validated_in_one_line(overrides, message):
 
 
 def test_fsdp_options_load():
-    from rewardkit.rl.config import load_config
+    from rewardlab.rl.config import load_config
 
     on = ["train.strategy=fsdp", "train.fsdp_cpu_offload=true", "train.fsdp_mixed_precision=false"]
     tc = load_config(preset="grpo", overrides=on).train
@@ -249,8 +249,8 @@ def test_fsdp_options_load():
 
 
 def test_decoder_layers_are_the_units_of_sharding(tiny_model):
-    from rewardkit.rl.trainer import ValueModel
-    from rewardkit.training import parallel
+    from rewardlab.rl.trainer import ValueModel
+    from rewardlab.training import parallel
 
     layers = parallel.decoder_layers(tiny_model)
     assert layers and all(type(m).__name__ == "Qwen2DecoderLayer" for m in layers)
@@ -258,7 +258,7 @@ def test_decoder_layers_are_the_units_of_sharding(tiny_model):
 
 
 def test_unwrapped_models_pass_through(tiny_model):
-    from rewardkit.training import parallel
+    from rewardlab.training import parallel
 
     assert not parallel.is_sharded(tiny_model)
     with parallel.no_sync(tiny_model), parallel.gathered(tiny_model):
@@ -268,9 +268,9 @@ def test_unwrapped_models_pass_through(tiny_model):
 
 def test_optimizer_state_keyed_by_name_loads_into_a_plain_model(tiny_model):
     """An FSDP checkpoint's optimiser state (keyed by parameter name) resumes a single-process run exactly."""
-    from rewardkit.data.tiny import build_tiny_model
-    from rewardkit.training import parallel
-    from rewardkit.training.optim import build_optimizer
+    from rewardlab.data.tiny import build_tiny_model
+    from rewardlab.training import parallel
+    from rewardlab.training.optim import build_optimizer
 
     other = build_tiny_model()
     other.load_state_dict(tiny_model.state_dict())

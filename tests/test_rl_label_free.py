@@ -1,13 +1,13 @@
-"""TTRL's majority-vote reward (``rewardkit.rl.label_free``): the pure vote and the RL reward source, on
+"""TTRL's majority-vote reward (``rewardlab.rl.label_free``): the pure vote and the RL reward source, on
 hand-made groups (no model)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rewardkit.rl.label_free import MajorityVoteSource, majority_vote_rewards
-from rewardkit.types import Record
-from rewardkit.verifiers.math.verifier import MathVerifier
+from rewardlab.rl.label_free import MajorityVoteSource, majority_vote_rewards
+from rewardlab.types import Record
+from rewardlab.verifiers.math.verifier import MathVerifier
 
 
 def _boxed(answer: str) -> str:

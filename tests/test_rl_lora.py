@@ -10,15 +10,15 @@ import types
 import pytest
 import torch
 
-from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-from rewardkit.generation import SamplingParams
-from rewardkit.generation.hf import HFBackend
-from rewardkit.rl import policy as policy_module
-from rewardkit.rl.config import ConfigError, load_config
-from rewardkit.rl.trainer import RLTrainer, ValueModel
-from rewardkit.training import lora
-from rewardkit.training.metrics import is_timing_key, read_metrics
-from rewardkit.types import Record
+from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+from rewardlab.generation import SamplingParams
+from rewardlab.generation.hf import HFBackend
+from rewardlab.rl import policy as policy_module
+from rewardlab.rl.config import ConfigError, load_config
+from rewardlab.rl.trainer import RLTrainer, ValueModel
+from rewardlab.training import lora
+from rewardlab.training.metrics import is_timing_key, read_metrics
+from rewardlab.types import Record
 
 pytest.importorskip("peft")
 

@@ -8,14 +8,14 @@ import copy
 import pytest
 import torch
 
-from rewardkit.data.tiny import build_tiny_model
-from rewardkit.generation import Generation
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl import packing
-from rewardkit.rl.config import load_config
-from rewardkit.rl.packing import pack, unpack
-from rewardkit.rl.trainer import RLTrainer, Rollout, ValueModel, build_tensors
-from rewardkit.types import Record
+from rewardlab import core_algos as ca
+from rewardlab.data.tiny import build_tiny_model
+from rewardlab.generation import Generation
+from rewardlab.rl import packing
+from rewardlab.rl.config import load_config
+from rewardlab.rl.packing import pack, unpack
+from rewardlab.rl.trainer import RLTrainer, Rollout, ValueModel, build_tensors
+from rewardlab.types import Record
 
 # (prompt, response) lengths: mixed on both sides, a 1-token prompt and a 1-token response among them.
 LENGTHS = [(3, 9), (17, 1), (1, 20), (40, 6), (8, 14), (25, 2), (5, 11), (12, 20)]
@@ -131,7 +131,7 @@ def _update(model, tokenizer, gens, preset, overrides, padding_free, out):
     ],
 )  # fmt: skip
 def test_one_update_packed_equals_padded(preset, overrides, tiny_tokenizer, monkeypatch, tmp_path):
-    import rewardkit.rl.update as trainer_mod
+    import rewardlab.rl.update as trainer_mod
 
     real_step = trainer_mod.optimizer_step
     grads: list[list[torch.Tensor]] = []
@@ -170,7 +170,7 @@ def test_one_update_packed_equals_padded(preset, overrides, tiny_tokenizer, monk
 
 
 def test_token_budget_micro_batches_partition_by_tokens():
-    from rewardkit.rl.packing import token_budget_micro_batches
+    from rewardlab.rl.packing import token_budget_micro_batches
 
     lengths = [90, 10, 40, 60, 30, 20, 50, 5]
     bins = token_budget_micro_batches(lengths, 100)

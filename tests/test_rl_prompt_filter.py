@@ -1,4 +1,4 @@
-"""Unit tests of rewardkit.rl.prompt_filter: the pure rules by hand, the filter's modes, state round trip."""
+"""Unit tests of rewardlab.rl.prompt_filter: the pure rules by hand, the filter's modes, state round trip."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from rewardkit.rl import prompt_filter as pf
+from rewardlab.rl import prompt_filter as pf
 
 EASY = ([1.0, 1.0, 1.0, 1.0], [True, True, True, True])
 HARD = ([0.0, 0.0, 0.0, 0.0], [False, False, False, False])

@@ -12,8 +12,8 @@ import statistics
 import pytest
 import torch
 
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.config import ConfigError, load_config
+from rewardlab import core_algos as ca
+from rewardlab.rl.config import ConfigError, load_config
 
 
 def _passk_by_enumeration(rewards: list[float], k: int) -> list[float]:
@@ -156,9 +156,9 @@ def test_self_certainty_is_the_mean_kl_from_uniform():
 
 
 def test_source_matrix_carries_the_shaping_penalty_as_a_column():
-    from rewardkit.generation import Generation
-    from rewardkit.rl.rewards import RewardPipeline
-    from rewardkit.types import Record
+    from rewardlab.generation import Generation
+    from rewardlab.rl.rewards import RewardPipeline
+    from rewardlab.types import Record
 
     def right(prompts, completions, references):
         return [1.0 if c == r else 0.0 for c, r in zip(completions, references, strict=True)]

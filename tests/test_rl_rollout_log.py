@@ -9,10 +9,10 @@ from collections import Counter
 
 import pytest
 
-from rewardkit.rl.config import ConfigError, load_config
-from rewardkit.rl.trainer import RLTrainer
-from rewardkit.training.metrics import read_metrics
-from rewardkit.types import Record, Result
+from rewardlab.rl.config import ConfigError, load_config
+from rewardlab.rl.trainer import RLTrainer
+from rewardlab.training.metrics import read_metrics
+from rewardlab.types import Record, Result
 
 PROMPTS = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(12)]
 N = 4

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from rewardkit.data import arithmetic
-from rewardkit.rl.sft import SFTConfig, collate, encode_pairs, sft
+from rewardlab.data import arithmetic
+from rewardlab.rl.sft import SFTConfig, collate, encode_pairs, sft
 
 
 def test_heldout_is_fixed_and_disjoint_from_training():
@@ -66,7 +66,7 @@ def test_sft_learns_the_format(tiny_model, tiny_tokenizer):
         log=None,
     )
     assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:5]) / 5
-    from rewardkit.generation import SamplingParams, get_backend
+    from rewardlab.generation import SamplingParams, get_backend
 
     out = get_backend("hf", tiny_model, tiny_tokenizer).generate(
         ["12+30="], SamplingParams(temperature=0, max_new_tokens=12)

@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 
-from rewardkit.rl.config import load_config
-from rewardkit.rl.trainer import RLTrainer
-from rewardkit.training.metrics import is_timing_key, read_metrics
-from rewardkit.types import Record
+from rewardlab.rl.config import load_config
+from rewardlab.rl.trainer import RLTrainer
+from rewardlab.training.metrics import is_timing_key, read_metrics
+from rewardlab.types import Record
 
 PROMPTS = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(12)]
 
@@ -209,7 +209,7 @@ def test_rollout_is_correction_logged(tmp_path):
 @pytest.mark.parametrize("minibatches", [1, 2])
 def test_skipping_zero_advantage_samples_keeps_the_update(tmp_path, minibatches, tiny_tokenizer):
     tok = tiny_tokenizer
-    from rewardkit.data.tiny import build_tiny_model
+    from rewardlab.data.tiny import build_tiny_model
 
     def half_degenerate(prompts, completions, references):
         return [
@@ -239,7 +239,7 @@ def test_skipping_zero_advantage_samples_keeps_the_update(tmp_path, minibatches,
 def test_reward_model_source(tmp_path, tiny_tokenizer):
     from transformers import AutoModelForSequenceClassification
 
-    from rewardkit.data.tiny import tiny_model_config
+    from rewardlab.data.tiny import tiny_model_config
 
     torch.manual_seed(0)
     rm = AutoModelForSequenceClassification.from_config(tiny_model_config(num_labels=1))
@@ -257,7 +257,7 @@ def test_the_gpu_bench_model_config_is_qwen2_5_1_5b():
     import torch
     from transformers import AutoModelForCausalLM
 
-    from rewardkit.data.tiny import tiny_model_config
+    from rewardlab.data.tiny import tiny_model_config
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(tiny_model_config("qwen2.5-1.5b"))

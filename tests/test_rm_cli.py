@@ -1,4 +1,4 @@
-"""`rewardkit rm` (train / eval / score) and `rewardkit score --reward-model / --shape` end to end."""
+"""`rewardlab rm` (train / eval / score) and `rewardlab score --reward-model / --shape` end to end."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rewardkit.cli import main
+from rewardlab.cli import main
 
 
 def _write(path, rows):
@@ -16,7 +16,7 @@ def _write(path, rows):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_model_dir):
-    from rewardkit.rewardmodels.orm import synthetic_preferences
+    from rewardlab.rewardmodels.orm import synthetic_preferences
 
     d = tmp_path_factory.mktemp("rmcli")
     train = _write(d / "train.jsonl", synthetic_preferences(160, seed=1))
@@ -178,8 +178,8 @@ def test_user_errors(trained, capsys):
 
 
 def test_field_docs_become_help():
-    from rewardkit.rewardmodels.orm.config import ORMTrainConfig
-    from rewardkit.training.config import attribute_docs as _field_docs
+    from rewardlab.config import attribute_docs as _field_docs
+    from rewardlab.rewardmodels.orm.config import ORMTrainConfig
 
     docs = _field_docs(ORMTrainConfig)
     assert docs["center_rewards_coefficient"].startswith("Weight of the reward-centering term")
@@ -198,7 +198,7 @@ def test_prm_dispatch_train_eval_score(tmp_path, tiny_model_dir, capsys):
             str(data / "arithmetic_train.jsonl"), "--output-dir", str(out), "--max-steps", "2", "--per-device-train-batch-size", "4",
         ]
     )  # fmt: skip
-    assert rc == 0 and (out / "rewardkit_prm.json").exists()
+    assert rc == 0 and (out / "rewardlab_prm.json").exists()
     capsys.readouterr()
     assert (
         main(

@@ -1,4 +1,4 @@
-"""`rewardkit rm score` is `rewardkit score --reward-model` (the scoring engine's file path): a preference file is
+"""`rewardlab rm score` is `rewardlab score --reward-model` (the scoring engine's file path): a preference file is
 refused in one line, a malformed line is an error row, ``--resume`` continues, every row goes to the model."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rewardkit.cli import main
+from rewardlab.cli import main
 
 ROWS = [
     {"id": i, "prompt": "Q: 1+1? ", "completion": c}
@@ -33,7 +33,7 @@ def test_a_preference_file_is_refused_in_one_line(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1, err
     assert "preference file" in err and "--field completion=chosen" in err and "rm eval" in err
     assert not out.exists()
-    # The same refusal for `rewardkit score --reward-model` (the same path).
+    # The same refusal for `rewardlab score --reward-model` (the same path).
     code = main(["score", src, "-o", str(out), "--reward-model", str(tmp_path / "no-model")])
     assert code == 2 and "preference file" in capsys.readouterr().err
 
@@ -75,5 +75,5 @@ def test_resume_continues_and_checks_the_model_settings(tmp_path, rm_dir, capsys
     other = ["--model", rm_dir, "--normalize", "none", "--no-progress", "--resume"]
     assert main(["rm", "score", src, "-o", str(part), *other]) == 2
     err = capsys.readouterr().err.splitlines()[-1]  # after the model's loading messages
-    assert err.startswith("rewardkit rm: error: cannot resume") and "reward_model_options" in err
+    assert err.startswith("rewardlab rm: error: cannot resume") and "reward_model_options" in err
     assert part.read_bytes() == before

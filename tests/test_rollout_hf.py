@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rewardkit.generation import Generation, SamplingParams, get_backend
+from rewardlab.generation import Generation, SamplingParams, get_backend
 
 
 @pytest.fixture()
@@ -94,7 +94,7 @@ def test_training_mode_restored(backend, tiny_model):
 
 
 def test_update_weights_from_other_object(tiny_tokenizer):
-    from rewardkit.data.tiny import build_tiny_model
+    from rewardlab.data.tiny import build_tiny_model
 
     a, b = build_tiny_model(seed=0), build_tiny_model(seed=1)
     backend = get_backend("hf", a, tiny_tokenizer)

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from rewardkit.data.tiny import load_tiny_tokenizer
-from rewardkit.generation.vllm_server import ServerError, VLLMServerBackend, serve_command
-from rewardkit.rl.config import ConfigError, load_config
+from rewardlab.data.tiny import load_tiny_tokenizer
+from rewardlab.generation.vllm_server import ServerError, VLLMServerBackend, serve_command
+from rewardlab.rl.config import ConfigError, load_config
 
 
 def test_no_server_fails_in_one_line_within_the_timeout(free_port):
@@ -57,8 +57,8 @@ def failing_server():
 
 
 def test_server_errors_are_retried_then_reported(failing_server, tmp_path, monkeypatch):
-    from rewardkit.data.tiny import build_tiny_model
-    from rewardkit.generation import SamplingParams
+    from rewardlab.data.tiny import build_tiny_model
+    from rewardlab.generation import SamplingParams
 
     monkeypatch.setattr(time, "sleep", lambda s: None)  # the backoff between retries
     _Handler.calls = []

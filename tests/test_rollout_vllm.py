@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from rewardkit.generation.vllm import vllm_available
+from rewardlab.generation.vllm import vllm_available
 
 _OK, _WHY = vllm_available()
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(not _OK, reason=_WHY)]
@@ -22,8 +22,8 @@ PROMPTS = ["12+30=", "hello", "a somewhat longer prompt"]
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    from rewardkit.data.tiny import load_tiny_tokenizer, save_tiny_model
-    from rewardkit.generation import get_backend
+    from rewardlab.data.tiny import load_tiny_tokenizer, save_tiny_model
+    from rewardlab.generation import get_backend
 
     path = save_tiny_model(tmp_path_factory.mktemp("vllm-tiny"))
     backend = get_backend(
@@ -42,8 +42,8 @@ def engine(tmp_path_factory):
 def _hf(path):
     from transformers import AutoModelForCausalLM
 
-    from rewardkit.data.tiny import load_tiny_tokenizer
-    from rewardkit.generation import get_backend
+    from rewardlab.data.tiny import load_tiny_tokenizer
+    from rewardlab.generation import get_backend
 
     return get_backend("hf", AutoModelForCausalLM.from_pretrained(path), load_tiny_tokenizer())
 
@@ -63,7 +63,7 @@ def _assert_logprobs_match(model, groups):
 def _assert_greedy_matches_hf(backend, path):
     """Greedy samples of ``backend`` equal the hf backend's on the same weights (prompt ids, tokens, text);
     returns the hf backend."""
-    from rewardkit.generation import SamplingParams
+    from rewardlab.generation import SamplingParams
 
     hf = _hf(path)
     greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
@@ -78,8 +78,8 @@ def _lora_policy_and_merged():
     """A peft LoRA policy with non-zero adapters, and the plain model its merged weights make."""
     import torch
 
-    from rewardkit.data.tiny import build_tiny_model
-    from rewardkit.training.lora import add_lora, merged_weights
+    from rewardlab.data.tiny import build_tiny_model
+    from rewardlab.training.lora import add_lora, merged_weights
 
     policy = add_lora(build_tiny_model(seed=7), r=4, dropout=0.0)
     with torch.no_grad():
@@ -92,7 +92,7 @@ def _lora_policy_and_merged():
 
 
 def test_shape_fields_and_seed(engine):
-    from rewardkit.generation import SamplingParams
+    from rewardlab.generation import SamplingParams
 
     backend, _ = engine
     params = SamplingParams(n=4, max_new_tokens=8, seed=3)
@@ -111,7 +111,7 @@ def test_shape_fields_and_seed(engine):
 
 def test_logprobs_and_greedy_match_hf(engine):
 
-    from rewardkit.generation import SamplingParams
+    from rewardlab.generation import SamplingParams
 
     backend, path = engine
     hf = _assert_greedy_matches_hf(backend, path)
@@ -119,7 +119,7 @@ def test_logprobs_and_greedy_match_hf(engine):
 
 
 def test_stop_strings(engine):
-    from rewardkit.generation import SamplingParams
+    from rewardlab.generation import SamplingParams
 
     backend, _ = engine
     stops = ["1", "5", "9", "Q", "z"]
@@ -131,9 +131,9 @@ def test_stop_strings(engine):
 def _episodes(backend, tokenizer):
     """Greedy 3-turn episodes where every turn gets an observation (turns end at a vowel or digit, so a random
     model's turns are short): later turns are token-id prompts holding model and observation tokens."""
-    from rewardkit.envs import EnvConfig, Environment, StepResult, run_episodes
-    from rewardkit.generation import SamplingParams
-    from rewardkit.types import Record
+    from rewardlab.envs import EnvConfig, Environment, StepResult, run_episodes
+    from rewardlab.generation import SamplingParams
+    from rewardlab.types import Record
 
     class Observe(Environment):
         stop = list("aeiou0123456789")
@@ -154,7 +154,7 @@ def _assert_same_episodes(backend, path):
     on the model's tokens."""
     import torch
 
-    from rewardkit.data.tiny import load_tiny_tokenizer
+    from rewardlab.data.tiny import load_tiny_tokenizer
 
     hf = _hf(path)
     got, want = _episodes(backend, load_tiny_tokenizer()), _episodes(hf, load_tiny_tokenizer())
@@ -177,7 +177,7 @@ def _assert_same_episodes(backend, path):
 def _assert_identical_prompts_sample_independently(backend):
     """A seeded call samples each prompt independently, identical prompts included (the running episodes of
     a multi-turn rollout share contexts), and reproducibly."""
-    from rewardkit.generation import SamplingParams
+    from rewardlab.generation import SamplingParams
 
     params = SamplingParams(n=1, temperature=1.0, max_new_tokens=8, seed=5)
     out = [g[0].token_ids for g in backend.generate(["12+30="] * 6, params)]
@@ -188,7 +188,7 @@ def _assert_identical_prompts_sample_independently(backend):
 def test_seeded_batch_beyond_one_prefill_chunk(engine):
     """An RL-sized seeded batch (more prompt tokens than one prefill step takes): vllm-cpu's sampler crashes
     on it with chunked prefill ("CPU Generator does not use offset"), which the backend turns off there."""
-    from rewardkit.generation import SamplingParams
+    from rewardlab.generation import SamplingParams
 
     out = engine[0].generate(["7" * 40] * 256, SamplingParams(n=2, max_new_tokens=4, seed=1))
     assert len(out) == 256 and all(len(g) == 2 for g in out)
@@ -206,9 +206,9 @@ def test_episodes_match_hf(engine):
 def test_tree_rollouts_match_hf_and_use_the_prefix_cache(engine):
     """Tree rollouts through the engine (branch prompts are the roots' prefixes, which vLLM's automatic
     prefix caching serves) give the hf backend's greedy trees."""
-    from rewardkit.generation import SamplingParams
-    from rewardkit.rl.config import TreeConfig
-    from rewardkit.rl.tree import grow_trees
+    from rewardlab.generation import SamplingParams
+    from rewardlab.rl.config import TreeConfig
+    from rewardlab.rl.tree import grow_trees
 
     backend, path = engine
     hf = _hf(path)
@@ -229,8 +229,8 @@ def test_tree_rollouts_match_hf_and_use_the_prefix_cache(engine):
 
 def test_update_weights_pushes_the_policy(engine):
 
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.generation import SamplingParams, get_backend
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.generation import SamplingParams, get_backend
 
     backend, _ = engine
     new = build_tiny_model(seed=123)
@@ -253,8 +253,8 @@ def test_update_weights_pushes_a_lora_policy_merged(engine):
     """A peft LoRA policy reaches the engine merged (W + scaling * B @ A under the base names)."""
     pytest.importorskip("peft")
 
-    from rewardkit.data.tiny import load_tiny_tokenizer
-    from rewardkit.generation import SamplingParams, get_backend
+    from rewardlab.data.tiny import load_tiny_tokenizer
+    from rewardlab.generation import SamplingParams, get_backend
 
     backend, _ = engine
     policy, merged = _lora_policy_and_merged()
@@ -271,9 +271,9 @@ def test_lora_adapter_mode_samples_like_the_merged_policy():
     pytest.importorskip("peft")
     import torch
 
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.generation import SamplingParams, get_backend
-    from rewardkit.training.lora import add_lora, merged_weights
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.generation import SamplingParams, get_backend
+    from rewardlab.training.lora import add_lora, merged_weights
 
     tok = load_tiny_tokenizer()
     policy = add_lora(build_tiny_model(seed=7), r=4, dropout=0.0)
@@ -318,8 +318,8 @@ def test_sleep_mode_on_cpu_is_refused_in_one_line(tmp_path):
     """vLLM's sleep mode needs CUDA/ROCm/XPU: on CPU the backend says so before starting an engine."""
     import torch
 
-    from rewardkit.data.tiny import load_tiny_tokenizer
-    from rewardkit.generation import get_backend
+    from rewardlab.data.tiny import load_tiny_tokenizer
+    from rewardlab.generation import get_backend
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: sleep mode is tested by test_sleep_mode_frees_and_restores")
@@ -332,8 +332,8 @@ def test_sleep_mode_frees_and_restores(tmp_path):
     """Level 2 frees the engine's device memory; update_weights refills it and generation resumes exactly."""
     import torch
 
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer, save_tiny_model
-    from rewardkit.generation import SamplingParams, get_backend
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer, save_tiny_model
+    from rewardlab.generation import SamplingParams, get_backend
 
     path = save_tiny_model(tmp_path / "m")
     tok = load_tiny_tokenizer()
@@ -357,11 +357,11 @@ def test_sleep_mode_frees_and_restores(tmp_path):
 # -- server mode ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """``rewardkit rl serve-vllm`` of the tiny model on a free port; yields (url, model folder). The tiny
+    """``rewardlab rl serve-vllm`` of the tiny model on a free port; yields (url, model folder). The tiny
     tokenizer has no chat template: the server gets ChatML, for its chat-completions endpoint (the judge's
     ``openai`` backend)."""
-    from rewardkit.data.tiny import CHAT_TEMPLATE, save_tiny_model
-    from rewardkit.generation.vllm_server import launch_server
+    from rewardlab.data.tiny import CHAT_TEMPLATE, save_tiny_model
+    from rewardlab.generation.vllm_server import launch_server
 
     path = save_tiny_model(tmp_path_factory.mktemp("vllm-server-tiny"))
     log = tmp_path_factory.mktemp("vllm-server-log") / "server.log"
@@ -390,14 +390,14 @@ def server(tmp_path_factory):
 
 
 def _server_backend(url, tmp_path):
-    from rewardkit.data.tiny import load_tiny_tokenizer
-    from rewardkit.generation import get_backend
+    from rewardlab.data.tiny import load_tiny_tokenizer
+    from rewardlab.generation import get_backend
 
     return get_backend("vllm-server", None, load_tiny_tokenizer(), url=url, sync_dir=str(tmp_path / "sync"))
 
 
 def test_server_generates_what_hf_generates(server, tmp_path):
-    from rewardkit.generation import SamplingParams
+    from rewardlab.generation import SamplingParams
 
     url, path = server
     backend = _server_backend(url, tmp_path)
@@ -425,8 +425,8 @@ def test_judge_through_the_servers_chat_endpoint(server):
     """The judge's ``openai`` backend against the real server's ``/v1/chat/completions`` (messages through
     the server's chat template, the model name from ``/v1/models``): every row gets a judgment or its own
     error (the random tiny model writes no verdict), identical rows are asked once, usage is counted."""
-    from rewardkit.rewardmodels.judge import LLMJudge
-    from rewardkit.types import Record
+    from rewardlab.rewardmodels.judge import LLMJudge
+    from rewardlab.types import Record
 
     url, _ = server
     api = {"base_url": f"{url}/v1", "timeout": 120.0, "concurrency": 2}
@@ -442,7 +442,7 @@ def test_judge_through_the_servers_chat_endpoint(server):
     assert usage["failures"] == 0 and usage["cached"] == 1 and usage["requests"] == 4  # 3 chats + /v1/models
     assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= 3 * 2 * 8
     # the server's per-token log-probabilities come back (what soft scores read), one per token
-    from rewardkit.generation import SamplingParams
+    from rewardlab.generation import SamplingParams
 
     messages = [{"role": "user", "content": "1+1=?"}]
     [group] = judge.backend.generate([messages], SamplingParams(n=1, max_new_tokens=8, seed=2))
@@ -455,8 +455,8 @@ def test_server_disk_sync_pushes_the_policy_and_a_lora_policy_merged(server, tmp
     policy (greedy equal, log-probs equal to its forward pass), LoRA adapters merged."""
     pytest.importorskip("peft")
 
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-    from rewardkit.generation import SamplingParams, get_backend
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.generation import SamplingParams, get_backend
 
     url, _ = server
     backend = _server_backend(url, tmp_path)
@@ -479,11 +479,11 @@ def test_rl_trains_through_the_server(server, tmp_path):
     ~1) and, after training, the server decodes what the trained policy decodes."""
     from transformers import AutoModelForCausalLM
 
-    from rewardkit.data.tiny import load_tiny_tokenizer
-    from rewardkit.generation import SamplingParams, get_backend
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record
+    from rewardlab.data.tiny import load_tiny_tokenizer
+    from rewardlab.generation import SamplingParams, get_backend
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
+    from rewardlab.types import Record
 
     url, path = server
     cfg = load_config(
@@ -526,9 +526,9 @@ def test_rl_trains_through_the_server(server, tmp_path):
 def test_search_episodes_match_hf(tmp_path):
     """Search-agent episodes (the search demo's warm start: Search-R1's tags, the BM25 tool's passages as
     observations, up to 3 turns) through vLLM equal the hf backend's token for token."""
-    from rewardkit.demos import search as demo
-    from rewardkit.envs import build_env, run_episodes
-    from rewardkit.generation import SamplingParams, get_backend
+    from rewardlab.demos import search as demo
+    from rewardlab.envs import build_env, run_episodes
+    from rewardlab.generation import SamplingParams, get_backend
 
     flags = "--countries 40 --sft-countries 20 --heldout 10 --sft-steps 100 --sft-batch 16"
     args = demo.build_parser().parse_args(flags.split())

@@ -30,9 +30,9 @@ from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on
     socket_talker,
 )
 
-from rewardkit.envs import ToolEnv, Turn
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
+from rewardlab.envs import ToolEnv, Turn
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
 
 LIMITS = {"timeout": 5.0, "max_processes": 16, "parallelism": 2}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -237,7 +237,7 @@ def test_package_dirs_python_tool(env):
 def test_package_dirs_of_any_interpreter_are_found(tmp_path):
     """The rule is by name, wherever the directory lies (another interpreter's tree, a bundled one), and
     does not follow links or look inside what it hides."""
-    from rewardkit.verifiers.code.layout import package_dirs
+    from rewardlab.verifiers.code.layout import package_dirs
 
     for rel in (
         "lib/pypy3.10/site-packages/pkg",
@@ -265,7 +265,7 @@ def test_package_dirs_of_any_interpreter_are_found(tmp_path):
 def test_bwrap_backend_isolates_programs_too():
     """The same attacks against the bwrap backend's sandbox (as root it gets the same per-program
     namespaces); one batch of two programs at a time, as the code verifier and the python tool run them."""
-    from rewardkit.verifiers.code.sandbox import Sandbox, SandboxConfig, StdioTask
+    from rewardlab.verifiers.code.sandbox import Sandbox, SandboxConfig, StdioTask
 
     sandbox = Sandbox(SandboxConfig(backend="bwrap", parallelism=2, timeout=5.0))
     try:

@@ -8,9 +8,9 @@ from typing import ClassVar
 
 import pytest
 
-from rewardkit.scoring import Scorer, score_dataset, score_records, summarize
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import Verifier, get_verifier
+from rewardlab.scoring import Scorer, score_dataset, score_records, summarize
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import Verifier, get_verifier
 
 
 class SleepyVerifier(Verifier):

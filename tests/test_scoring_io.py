@@ -1,4 +1,4 @@
-"""`rewardkit score` and score_file: one row out per row in, malformed lines, resume, exit codes, loaders."""
+"""`rewardlab score` and score_file: one row out per row in, malformed lines, resume, exit codes, loaders."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from rewardkit.cli import main
-from rewardkit.data import sample_path
-from rewardkit.data.loaders import load_records
-from rewardkit.scoring import score_file
+from rewardlab.cli import main
+from rewardlab.data import sample_path
+from rewardlab.data.loaders import load_records
+from rewardlab.scoring import score_file
 
 
 def write_jsonl(path: Path, rows: list, extra_lines: dict[int, str] | None = None) -> Path:
@@ -90,7 +90,7 @@ def test_resume_after_killing_the_cli(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "rewardkit",
+        "rewardlab.cli",
         "score",
         str(src),
         "-o",
@@ -122,7 +122,7 @@ def test_cli_summary_and_exit_codes(tmp_path, capsys):
     assert summary["rows"] == 6 and summary["errors"] == {} and summary["rows_per_s"] > 0
     assert main(["score", str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"rewardkit score: error: input not found: {tmp_path / 'missing.jsonl'}"
+    assert err == f"rewardlab score: error: input not found: {tmp_path / 'missing.jsonl'}"
     assert main(["score", str(src), "-o", str(out), "--verifier", "nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert "unknown verifier 'nope'" in err and "\n" not in err
@@ -219,8 +219,8 @@ def test_loaders_jsonl_saved_dataset_parquet(tmp_path):
 
 
 def test_ifeval_runs_report_instruction_and_prompt_accuracy(tmp_path):
-    from rewardkit.data import sample_path
-    from rewardkit.scoring.io import score_file
+    from rewardlab.data import sample_path
+    from rewardlab.scoring.io import score_file
 
     out = tmp_path / "scored.jsonl"
     summary = score_file(sample_path("ifeval", "sample.jsonl"), out, "ifeval", workers=1, timeout=60)

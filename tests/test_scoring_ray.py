@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is optional: pip install 'rewardkit[ray]'")
+ray = pytest.importorskip("ray", reason="Ray is optional: pip install 'rewardlab[ray]'")
 
-from rewardkit.scoring import score_file, score_records  # noqa: E402
+from rewardlab.scoring import score_file, score_records  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray", reason="Ray is optional: pip install 'rewardkit[ray]'")
+pytest.importorskip("ray", reason="Ray is optional: pip install 'rewardlab[ray]'")
 
 RAY = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
 
@@ -47,7 +47,7 @@ def two_node_cluster(tmp_path, free_port, monkeypatch):
 
 @pytest.mark.slow
 def test_a_second_node_joins_and_scores(two_node_cluster, tmp_path):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     rows = [{"id": i, "completion": f"\\boxed{{{i % 7}}}", "reference": str(i % 5)} for i in range(2000)]
     src = tmp_path / "in.jsonl"
@@ -56,8 +56,8 @@ def test_a_second_node_joins_and_scores(two_node_cluster, tmp_path):
 import json, sys
 import ray
 ray.init(address={two_node_cluster!r}, log_to_driver=False)
-from rewardkit.scoring import Scorer
-from rewardkit.scoring.io import RowJob, input_items
+from rewardlab.scoring import Scorer
+from rewardlab.scoring.io import RowJob, input_items
 with Scorer("math", workers=2, engine="ray") as scorer:
     outputs = list(scorer.iter_outputs(input_items({str(src)!r}, None), RowJob()))
     print(json.dumps({{"nodes": len(set(scorer.ray_nodes)), "actors": len(scorer.ray_nodes), "rows": len(outputs)}}))
@@ -67,7 +67,7 @@ with Scorer("math", workers=2, engine="ray") as scorer:
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"nodes": 2, "actors": 2, "rows": 2000}
     # the CLI joins the same cluster and writes what the local engine writes
-    cli = [sys.executable, "-m", "rewardkit", "score", str(src), "--verifier", "math", "--no-progress"]
+    cli = [sys.executable, "-m", "rewardlab.cli", "score", str(src), "--verifier", "math", "--no-progress"]
     subprocess.run(
         [*cli, "-o", str(tmp_path / "ray.jsonl"), "--engine", "ray", "--ray-address", two_node_cluster],
         check=True,

@@ -1,4 +1,4 @@
-"""`rewardkit score` never loses data: the input is never the output, a resume continues only its own run,
+"""`rewardlab score` never loses data: the input is never the output, a resume continues only its own run,
 a malformed row is a row, workers die with their parent, and bad arguments are one line."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rewardkit.cli import main
-from rewardkit.scoring import score_file, score_records
-from rewardkit.types import Record
+from rewardlab.cli import main
+from rewardlab.scoring import score_file, score_records
+from rewardlab.types import Record
 
 
 def rows(n: int, reference_shift: int = 0) -> list[dict]:
@@ -34,7 +34,7 @@ def write(path: Path, items: list[dict]) -> Path:
 def one_line_error(capsys, code: int) -> str:
     assert code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("rewardkit score: error: "), err
+    assert err.count("\n") == 1 and err.startswith("rewardlab score: error: "), err
     return err
 
 
@@ -252,7 +252,7 @@ def test_a_missing_input_that_could_be_a_hub_name_is_one_line_and_quick(tmp_path
 # Processes and signals
 # ----------------------------------------------------------------------------------------------------------
 def _start_cli(src: Path, out: Path, workers: int = 2) -> subprocess.Popen:
-    command = [sys.executable, "-m", "rewardkit", "score", str(src), "-o", str(out), "--verifier", "math"]
+    command = [sys.executable, "-m", "rewardlab.cli", "score", str(src), "-o", str(out), "--verifier", "math"]
     command += ["--workers", str(workers), "--no-progress"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 60
@@ -291,7 +291,7 @@ def test_sigterm_stops_cleanly_and_the_run_resumes(tmp_path):
     workers = _workers_of(proc)
     proc.send_signal(signal.SIGTERM)  # to the parent only, as a job scheduler does
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 143 and b"rewardkit score: terminated" in err
+    assert proc.returncode == 143 and b"rewardlab score: terminated" in err
     assert b"Traceback" not in err
     assert _gone(workers, within=5)
     data = out.read_bytes()

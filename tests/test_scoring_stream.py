@@ -12,9 +12,9 @@ from typing import ClassVar
 import pytest
 from test_scoring import CrashingVerifier, SleepyVerifier, math_rows  # tests/ is on the path
 
-from rewardkit.scoring import Closed, QueueFull, Scorer, ScoringStream, score_records
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.base import Verifier
+from rewardlab.scoring import Closed, QueueFull, Scorer, ScoringStream, score_records
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.base import Verifier
 
 
 def _sleepy(n: int, seconds: float = 0.0) -> list[dict]:

@@ -1,5 +1,5 @@
 """The search tools (envs/search.py): a BM25 index over a local corpus, bounded queries, a read-only index,
-rankings equal to rank-bm25's, and ``rewardkit index build``."""
+rankings equal to rank-bm25's, and ``rewardlab index build``."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rewardkit.cli import main as cli_main
-from rewardkit.data import kb
-from rewardkit.envs import ToolEnv
-from rewardkit.envs.search import (
+from rewardlab.cli import main as cli_main
+from rewardlab.data import kb
+from rewardlab.envs import ToolEnv
+from rewardlab.envs.search import (
     BM25Params,
     SearchTool,
     build_index,
@@ -26,9 +26,9 @@ from rewardkit.envs.search import (
     format_passages,
     open_retriever,
 )
-from rewardkit.envs.tools import build_tool
-from rewardkit.errors import UserError
-from rewardkit.types import Record
+from rewardlab.envs.tools import build_tool
+from rewardlab.errors import UserError
+from rewardlab.types import Record
 
 
 def _write(path: Path, rows) -> Path:
@@ -144,7 +144,7 @@ def test_a_missing_or_corrupt_index_is_one_clear_error(corpus, tmp_path):
     with pytest.raises(UserError, match="corrupt search index"):
         SearchTool(index=str(index))
     index = build_index(corpus, tmp_path / "bad-manifest.bm25")
-    (index / "rewardkit-index.json").write_text("{", encoding="utf-8")
+    (index / "rewardlab-index.json").write_text("{", encoding="utf-8")
     with pytest.raises(UserError, match="not a search index, or a corrupt one"):
         SearchTool(index=str(index))
 
@@ -154,7 +154,7 @@ def test_index_build_command(corpus, tmp_path, capsys):
     out = tmp_path / "cli.bm25"
     assert cli_main(["index", "build", str(corpus), "--out", str(out)]) == 0
     assert "200 documents indexed" in capsys.readouterr().out
-    assert json.loads((out / "rewardkit-index.json").read_text())["params"]["method"] == "lucene"
+    assert json.loads((out / "rewardlab-index.json").read_text())["params"]["method"] == "lucene"
     assert hashlib.sha256(corpus.read_bytes()).hexdigest() == before  # the corpus is only read
     cache = tmp_path / "cache"
     assert cli_main(["index", "build", str(corpus), "--cache-dir", str(cache)]) == 0
@@ -175,7 +175,7 @@ def test_index_build_refuses_a_bad_corpus_in_one_line(tmp_path, rows, message):
     if rows is not None:
         _write(corpus, rows)
     proc = subprocess.run(
-        [sys.executable, "-m", "rewardkit", "index", "build", str(corpus)],
+        [sys.executable, "-m", "rewardlab.cli", "index", "build", str(corpus)],
         capture_output=True,
         text=True,
         env={**os.environ, "HF_DATASETS_OFFLINE": "1"},
@@ -244,7 +244,7 @@ def test_rankings_equal_rank_bm25(method, reference, scale, corpus_name):
 def test_a_search_r1_episode_reads_and_scores(corpus):
     """Search-R1's format: ``<search>`` calls (the ``tag`` format), ``<information>`` observations, and an
     ``<answer>`` that ends the episode; the ``qa`` verifier reads it, gated by the format reward."""
-    from rewardkit.verifiers.format.verifier import format_and_correct
+    from rewardlab.verifiers.format.verifier import format_and_correct
 
     knowledge = kb.generate(40, seed=1)
     question, answer = knowledge.questions[0]["prompt"], knowledge.questions[0]["reference"]["target"][0]
@@ -270,7 +270,7 @@ def test_a_search_r1_episode_reads_and_scores(corpus):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# rewardkit eval with the search tool
+# rewardlab eval with the search tool
 # ----------------------------------------------------------------------------------------------------------
 class ScriptedSearcher:
     """Searches the question verbatim, then answers with the capital the first passage names (Search-R1's
@@ -282,7 +282,7 @@ class ScriptedSearcher:
     def generate(self, prompts, params):
         import re
 
-        from rewardkit.generation.base import Generation
+        from rewardlab.generation.base import Generation
 
         out = []
         for prompt in prompts:
@@ -299,9 +299,9 @@ class ScriptedSearcher:
 
 
 def test_eval_reports_exact_match_and_retrieval_recall(corpus, tmp_path, tiny_tokenizer):
-    from rewardkit.envs import EnvConfig
-    from rewardkit.eval import EvalConfig, GenerationConfig, load_benchmark
-    from rewardkit.eval.runner import evaluate_backend
+    from rewardlab.envs import EnvConfig
+    from rewardlab.eval import EvalConfig, GenerationConfig, load_benchmark
+    from rewardlab.eval.runner import evaluate_backend
 
     questions = [q for q in kb.generate(40, seed=1).questions if q["hops"] == 1][
         :6
@@ -357,8 +357,8 @@ def test_eval_refuses_a_missing_index_before_loading_the_model(tmp_path, capsys)
 def test_retrieved_passages_carry_loss_mask_zero(corpus, tiny_tokenizer):
     """An episode's retrieved passages are observation tokens: loss mask 0 on exactly them, 1 on the model's
     search call and answer."""
-    from rewardkit.envs import EnvConfig, run_episodes
-    from rewardkit.generation import SamplingParams
+    from rewardlab.envs import EnvConfig, run_episodes
+    from rewardlab.generation import SamplingParams
 
     question = kb.generate(40, seed=1).questions[0]
     cfg = EnvConfig(

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from rewardkit.data import kb
-from rewardkit.demos import search as demo
-from rewardkit.verifiers.qa import has_answer
+from rewardlab.data import kb
+from rewardlab.demos import search as demo
+from rewardlab.verifiers.qa import has_answer
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_each_stage_asks_about_its_own_countries(tmp_path):
 def test_every_hop_retrieves_its_support_passage_and_the_answer(seed_kb):
     """The demonstrations' searches (the entity each hop names) find the passage of that hop, cut to the
     demo's word budget, and the last one holds the answer: what the policy must learn is reachable."""
-    from rewardkit.envs.search import SearchTool
+    from rewardlab.envs.search import SearchTool
 
     corpus, train, held = seed_kb
     tool = SearchTool(corpus=str(corpus), k=demo.TOP_K, max_words=demo.MAX_WORDS)
@@ -102,9 +102,9 @@ def test_the_shipped_reader_reads_but_has_never_searched():
     82.7% greedy); it has never seen Search-R1's tags."""
     from transformers import AutoModelForCausalLM
 
-    from rewardkit.demos.reader import PRETRAIN_SEED, reading_pair
-    from rewardkit.generation import SamplingParams, get_backend
-    from rewardkit.hub import load_tokenizer
+    from rewardlab.demos.reader import PRETRAIN_SEED, reading_pair
+    from rewardlab.generation import SamplingParams, get_backend
+    from rewardlab.hub import load_tokenizer
 
     model = AutoModelForCausalLM.from_pretrained(str(demo.READER))
     tokenizer = load_tokenizer(str(demo.READER))

@@ -1,5 +1,5 @@
-"""``rewardkit serve``: rewardkit's ``http:`` source and OpenRLHF's own client against a real server (a
-``rewardkit serve`` subprocess), the same rewards as ``rewardkit score``; bad requests answered 4xx in one
+"""``rewardlab serve``: rewardlab's ``http:`` source and OpenRLHF's own client against a real server (a
+``rewardlab serve`` subprocess), the same rewards as ``rewardlab score``; bad requests answered 4xx in one
 line while the server goes on; limits, auth, metrics, health; concurrent requests sharing one pool; a
 hostile row held to the timeout without stalling other requests; SIGTERM answering the request in flight."""
 
@@ -25,11 +25,11 @@ import pytest
 from fastapi.testclient import TestClient
 from http_servers import stop_process  # tests/http_servers.py (pytest puts tests/ on the path)
 
-from rewardkit.cli import main
-from rewardkit.scoring import Closed, Scorer, ScoringStream, score_records
-from rewardkit.serve.app import RewardServer, app_of, build_app
-from rewardkit.serve.protocols import completion_of, finite
-from rewardkit.types import Record, Result
+from rewardlab.cli import main
+from rewardlab.scoring import Closed, Scorer, ScoringStream, score_records
+from rewardlab.serve.app import RewardServer, app_of, build_app
+from rewardlab.serve.protocols import completion_of, finite
+from rewardlab.types import Record, Result
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = "\\boxed{" + "+".join(f"x^{{{k}}}" for k in range(10_000)) + "}"  # ~50 s in math-verify
@@ -71,11 +71,11 @@ def _read_line(proc: subprocess.Popen, timeout: float) -> str:
 
 
 def start_server(*flags: str) -> tuple[subprocess.Popen, str]:
-    """``rewardkit serve --verifier math`` on a free port; the process and its base URL, once it is ready."""
-    command = [sys.executable, "-m", "rewardkit", "serve", "--verifier", "math", "--port", "0", *flags]
+    """``rewardlab serve --verifier math`` on a free port; the process and its base URL, once it is ready."""
+    command = [sys.executable, "-m", "rewardlab.cli", "serve", "--verifier", "math", "--port", "0", *flags]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     line = _read_line(proc, timeout=60)
-    match = re.search(r"rewardkit serve: math at (http://127\.0\.0\.1:\d+) \(POST /score", line)
+    match = re.search(r"rewardlab serve: math at (http://127\.0\.0\.1:\d+) \(POST /score", line)
     if not match:
         stop_process(proc)
         raise AssertionError(f"no ready line: {line!r}")
@@ -111,7 +111,7 @@ def _metrics(c: TestClient, headers: dict | None = None) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The same rewards as `rewardkit score`, through rewardkit's and OpenRLHF's clients
+# The same rewards as `rewardlab score`, through rewardlab's and OpenRLHF's clients
 # ----------------------------------------------------------------------------------------------------------
 def test_http_source_round_trip_equals_local_scoring(server):
     local = score_records(ROWS, "math", workers=2, timeout=10)
@@ -260,7 +260,7 @@ def test_bearer_token(monkeypatch):
         assert c.post("/score", json=GOOD, headers=ok).json()["results"][0]["reward"] == 1.0
         assert c.get("/metrics", headers=ok).status_code == 200
         assert c.get("/health").status_code == 200  # load balancers probe without the token
-        assert _metrics(c, ok)['rewardkit_serve_requests_total{endpoint="/score",status="401"}'] == 3
+        assert _metrics(c, ok)['rewardlab_serve_requests_total{endpoint="/score",status="401"}'] == 3
     monkeypatch.delenv("RK_SERVE_TEST_TOKEN")
     with TestClient(build_app("math", workers=1, token_env="RK_SERVE_TEST_TOKEN")) as c:
         assert c.post("/score", json=GOOD).status_code == 200
@@ -282,16 +282,16 @@ def test_health_and_metrics():
         c.post("/get_reward", json={"query": ["Q? \\boxed{3}"], "prompts": ["Q? "], "labels": ["3"]})
         c.post("/score", content=b"{")
         m = _metrics(c)
-    assert m['rewardkit_serve_requests_total{endpoint="/score",status="200"}'] == 2
-    assert m['rewardkit_serve_requests_total{endpoint="/score",status="400"}'] == 1
-    assert m['rewardkit_serve_requests_total{endpoint="/get_reward",status="200"}'] == 1
-    assert m['rewardkit_serve_rows_total{endpoint="/score"}'] == 4
-    assert m['rewardkit_serve_rows_total{endpoint="/get_reward"}'] == 1
-    assert m['rewardkit_serve_row_errors_total{kind="no answer found"}'] == 2
-    assert m['rewardkit_serve_request_duration_seconds_count{endpoint="/score"}'] == 3
-    assert m['rewardkit_serve_request_duration_seconds_bucket{endpoint="/score",le="+Inf"}'] == 3
-    assert m["rewardkit_serve_pool_workers"] == 1 and m["rewardkit_serve_queued_rows"] == 0
-    assert m["rewardkit_serve_chunks_total"] == 3 and m["rewardkit_serve_chunk_rows_total"] == 5
+    assert m['rewardlab_serve_requests_total{endpoint="/score",status="200"}'] == 2
+    assert m['rewardlab_serve_requests_total{endpoint="/score",status="400"}'] == 1
+    assert m['rewardlab_serve_requests_total{endpoint="/get_reward",status="200"}'] == 1
+    assert m['rewardlab_serve_rows_total{endpoint="/score"}'] == 4
+    assert m['rewardlab_serve_rows_total{endpoint="/get_reward"}'] == 1
+    assert m['rewardlab_serve_row_errors_total{kind="no answer found"}'] == 2
+    assert m['rewardlab_serve_request_duration_seconds_count{endpoint="/score"}'] == 3
+    assert m['rewardlab_serve_request_duration_seconds_bucket{endpoint="/score",le="+Inf"}'] == 3
+    assert m["rewardlab_serve_pool_workers"] == 1 and m["rewardlab_serve_queued_rows"] == 0
+    assert m["rewardlab_serve_chunks_total"] == 3 and m["rewardlab_serve_chunk_rows_total"] == 5
 
 
 class _HeldSource:
@@ -389,7 +389,7 @@ def test_sigterm_answers_the_request_in_flight_then_exits_0():
         with ThreadPoolExecutor(1) as pool:
             request = pool.submit(_post, f"{url}/score", [{"completion": HOSTILE, "reference": "1"}, ROWS[0]])
             deadline = time.monotonic() + 20
-            while "rewardkit_serve_in_flight_requests 2" not in httpx.get(f"{url}/metrics").text:
+            while "rewardlab_serve_in_flight_requests 2" not in httpx.get(f"{url}/metrics").text:
                 assert time.monotonic() < deadline, "the request never arrived"
                 time.sleep(0.05)  # in flight: this /metrics request and the slow one
             proc.send_signal(signal.SIGTERM)
@@ -419,7 +419,7 @@ def test_sigterm_answers_the_request_in_flight_then_exits_0():
 def test_cli_errors_are_one_line_before_the_server_starts(argv, says, capsys):
     assert main(["serve", *argv, "--port", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("rewardkit serve: error:") and says in err, err
+    assert err.count("\n") == 1 and err.startswith("rewardlab serve: error:") and says in err, err
 
 
 def test_spare_workers_reach_the_pool():
@@ -437,12 +437,12 @@ def test_spare_workers_reach_the_pool():
 
 
 def test_a_reward_model_behind_the_server(rm_dir, one_torch_thread):
-    from rewardkit.rewardmodels.sources import reward_model_source
+    from rewardlab.rewardmodels.sources import reward_model_source
 
     rows = [{"prompt": "Q: 1+1? ", "completion": c, "verifier": "math"} for c in ("2", "two", "It is 2.")]
     local = score_records([dict(r, verifier=None) for r in rows], reward_model_source(rm_dir), workers=1)
     with TestClient(build_app(reward_model=rm_dir, workers=1)) as c:
         assert c.get("/health").json()["source"] == f"reward_model:{rm_dir}"
         results = c.post("/score", json={"records": rows}).json()["results"]
-    # A reward model scores every row: a row's verifier field is not read (as `rewardkit score --reward-model`).
+    # A reward model scores every row: a row's verifier field is not read (as `rewardlab score --reward-model`).
     assert [_hex(r["reward"]) for r in results] == [_hex(r.reward) for r in local] and local[0].error is None

@@ -1,5 +1,5 @@
-"""``rewardkit serve --ray-serve --replicas 2`` (its own local Ray instance, in a subprocess): the local
-engine's rewards through rewardkit's and OpenRLHF's protocols, requests spread over both replicas (each
+"""``rewardlab serve --ray-serve --replicas 2`` (its own local Ray instance, in a subprocess): the local
+engine's rewards through rewardlab's and OpenRLHF's protocols, requests spread over both replicas (each
 replica's ``/health`` names its process), and SIGTERM deleting the application and exiting 0."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import httpx
 import pytest
 from http_servers import stop_process  # tests/http_servers.py (pytest puts tests/ on the path)
 
-pytest.importorskip("ray.serve", reason="Ray Serve is optional: pip install 'rewardkit[serve]'")
+pytest.importorskip("ray.serve", reason="Ray Serve is optional: pip install 'rewardlab[serve]'")
 
-from rewardkit.scoring import score_records  # noqa: E402
+from rewardlab.scoring import score_records  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 ROWS = [{"id": i, "completion": f"so \\boxed{{{i % 7}}}", "reference": str(i % 5)} for i in range(40)]
@@ -38,13 +38,13 @@ def _read_line(proc: subprocess.Popen, timeout: float) -> str:
 
 @pytest.mark.slow
 def test_two_replicas_answer_as_local_scoring(free_port):
-    command = [sys.executable, "-m", "rewardkit", "serve", "--verifier", "math", "--ray-serve"]
+    command = [sys.executable, "-m", "rewardlab.cli", "serve", "--verifier", "math", "--ray-serve"]
     command += ["--replicas", "2", "--workers", "1", "--timeout", "5", "--port", str(free_port)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     try:
         line = _read_line(proc, timeout=120)
         assert re.match(
-            rf"rewardkit serve: math at http://127\.0\.0\.1:{free_port} \(Ray Serve, 2 replicas", line
+            rf"rewardlab serve: math at http://127\.0\.0\.1:{free_port} \(Ray Serve, 2 replicas", line
         ), (
             line,
             proc.poll(),

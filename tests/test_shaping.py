@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from rewardkit.rewardmodels import shaping as S
-from rewardkit.rewardmodels.shaping import functional as F
-from rewardkit.types import Record, Result
+from rewardlab.rewardmodels import shaping as S
+from rewardlab.rewardmodels.shaping import functional as F
+from rewardlab.types import Record, Result
 
 
 def close(a, b, tol=1e-5):
@@ -242,7 +242,7 @@ def test_build_from_cli_strings_and_yaml():
 
 
 def test_unknown_names_and_arguments():
-    from rewardkit.registry import UnknownNameError
+    from rewardlab.registry import UnknownNameError
 
     with pytest.raises(UnknownNameError):
         S.build_shaping("nope")

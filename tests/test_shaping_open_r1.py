@@ -3,7 +3,7 @@
 The reference functions below are transcribed from github.com/huggingface/open-r1, commit
 1416fa0cf21595d2083b399a2a0bbddd7f6e9563, ``src/open_r1/rewards.py`` (``get_repetition_penalty_reward``
 with ``language="en"``, and ``get_cosine_scaled_reward``, whose math-verify parsing is kept as written).
-rewardkit's formulas live in ``rewardmodels/shaping/functional.py``; they are reached here through the
+rewardlab's formulas live in ``rewardmodels/shaping/functional.py``; they are reached here through the
 function, the shaping transform (``--shape``) and the reward source (``--verifier`` / ``reward.sources``).
 """
 
@@ -16,10 +16,10 @@ import random
 import pytest
 import torch
 
-from rewardkit.rewardmodels import shaping as S
-from rewardkit.rewardmodels.shaping import functional as F
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import get_verifier
+from rewardlab.rewardmodels import shaping as S
+from rewardlab.rewardmodels.shaping import functional as F
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import get_verifier
 
 # --------------------------------------------------------------------------- open-r1, transcribed
 
@@ -261,7 +261,7 @@ def test_cosine_length_source_settings_and_errors(tiny_tokenizer):
 
 def test_sources_in_a_combined_rl_reward():
     """As open-r1 lists them: accuracy plus a repetition penalty, one weighted sum."""
-    from rewardkit.verifiers.combine import CombinedSource
+    from rewardlab.verifiers.combine import CombinedSource
 
     combined = CombinedSource(
         {"math": get_verifier("math"), "repetition": get_verifier("repetition_penalty")},
@@ -281,9 +281,9 @@ def test_shape_results_carries_texts():
 def test_rl_reward_pipeline_takes_both_forms():
     """In an RL run: ``repetition_penalty`` as a reward source beside ``math``, and as a sample shaping
     transform reading the completion texts; the run's config check accepts the source names."""
-    from rewardkit.generation.base import Generation
-    from rewardkit.rl.config import RLConfig, load_config, validate
-    from rewardkit.rl.rewards import RewardPipeline
+    from rewardlab.generation.base import Generation
+    from rewardlab.rl.config import RLConfig, load_config, validate
+    from rewardlab.rl.rewards import RewardPipeline
 
     cfg = RLConfig()
     cfg.reward.sources = []

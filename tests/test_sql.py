@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
-from rewardkit.verifiers.sql import SQLVerifier, compare_results, extract_sql, has_top_level_order_by
-from rewardkit.verifiers.sql.extract import first_keyword, split_statements
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
+from rewardlab.verifiers.sql import SQLVerifier, compare_results, extract_sql, has_top_level_order_by
+from rewardlab.verifiers.sql.extract import first_keyword, split_statements
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "sql")
 DB_ROOT = os.path.join(DATA, "databases")
@@ -140,7 +140,7 @@ def test_single_database_misses_exactly_the_coincidences():
 
 
 def test_sample_databases_rebuild_identically(tmp_path):
-    from rewardkit.data.sql import build
+    from rewardlab.data.sql import build
 
     build.build(str(tmp_path))
     for db_id in build.DATABASES:
@@ -357,10 +357,10 @@ def test_sample_on_duckdb_agrees_where_dialects_agree(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------- scoring engine
-def test_rewardkit_score_cli_on_the_sample(tmp_path):
-    """``rewardkit score --verifier sql`` through the scoring engine's worker processes."""
-    pytest.importorskip("rewardkit.scoring.engine")
-    from rewardkit.cli import main
+def test_rewardlab_score_cli_on_the_sample(tmp_path):
+    """``rewardlab score --verifier sql`` through the scoring engine's worker processes."""
+    pytest.importorskip("rewardlab.scoring.engine")
+    from rewardlab.cli import main
 
     rows = [json.loads(line) for line in read(os.path.join(DATA, "predictions.jsonl")).splitlines()][:24]
     src = tmp_path / "in.jsonl"
@@ -377,8 +377,8 @@ def test_rewardkit_score_cli_on_the_sample(tmp_path):
 
 
 def test_score_records_with_a_verifier_instance():
-    pytest.importorskip("rewardkit.scoring.engine")
-    from rewardkit.scoring import score_records
+    pytest.importorskip("rewardlab.scoring.engine")
+    from rewardlab.scoring import score_records
 
     records = load_predictions()[:12]
     results = score_records(records, SQLVerifier(db_root=DB_ROOT, test_suite=True), workers=0)
@@ -408,8 +408,8 @@ def test_reference_as_json_string_and_unknown_options():
 
 def test_agreement_with_spider_and_bird_logic(tmp_path):
     """The bench's faithful re-implementations of Spider test-suite ``result_eq`` and BIRD's set equality
-    agree with rewardkit on the sample, except the two documented cases (ORDER BY in a subquery, float
-    summation order), and rewardkit's BIRD configuration agrees with BIRD on every row."""
+    agree with rewardlab on the sample, except the two documented cases (ORDER BY in a subquery, float
+    summation order), and rewardlab's BIRD configuration agrees with BIRD on every row."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(

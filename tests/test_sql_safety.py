@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from rewardkit.types import Record
-from rewardkit.verifiers.sql import SQLVerifier
-from rewardkit.verifiers.sql.engines import Database, DuckDBEngine, QueryError, SQLiteEngine
+from rewardlab.types import Record
+from rewardlab.verifiers.sql import SQLVerifier
+from rewardlab.verifiers.sql.engines import Database, DuckDBEngine, QueryError, SQLiteEngine
 
 DB_ROOT = os.path.join(os.path.dirname(__file__), "..", "data", "sql", "databases")
 GOLD = "SELECT count(*) FROM city"

@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rewardkit.errors import UserError
-from rewardkit.training.config import REPORT_TO, ConfigError, dump, load, report_to_names
-from rewardkit.training.metrics import MetricsLogger, config_dict, read_metrics, tracker_scalars
-from rewardkit.training.trackers import TRACKERS, TensorBoardTracker, WandbTracker, mlflow_key
+from rewardlab.config import ConfigError, dump, load
+from rewardlab.errors import UserError
+from rewardlab.training.config import REPORT_TO, report_to_names
+from rewardlab.training.metrics import MetricsLogger, config_dict, read_metrics, tracker_scalars
+from rewardlab.training.trackers import TRACKERS, TensorBoardTracker, WandbTracker, mlflow_key
 
 CONFIG = {
     "model": "tiny",
@@ -165,7 +166,7 @@ def _read_wandb_files(run_dir: Path) -> tuple[dict[tuple[int, str], float], dict
     return metrics, config, ids
 
 
-def read_trackio(run_id: str, project: str = "rewardkit") -> tuple[list[dict], dict]:
+def read_trackio(run_id: str, project: str = "rewardlab") -> tuple[list[dict], dict]:
     from trackio.sqlite_storage import SQLiteStorage
 
     logs = SQLiteStorage.get_logs(project, run_id=run_id)
@@ -195,8 +196,8 @@ def _state(run_dir: Path) -> dict:
 
 # ---- config: report_to ------------------------------------------------------------------------------------
 def test_report_to_loads_as_a_list_of_names():
-    from rewardkit.rewardmodels.orm.config import ORMTrainConfig
-    from rewardkit.rl.config import load_config
+    from rewardlab.rewardmodels.orm.config import ORMTrainConfig
+    from rewardlab.rl.config import load_config
 
     assert set(TRACKERS) == {"tensorboard", "wandb", "trackio", "mlflow"}
     assert REPORT_TO == ("tensorboard", "wandb", "trackio", "mlflow", "none")
@@ -230,7 +231,7 @@ def test_report_to_loads_as_a_list_of_names():
 
 def test_no_tracker_library_is_imported_unless_named(tmp_path):
     code = (
-        "import sys; from rewardkit.training.metrics import MetricsLogger; import rewardkit.rl.config\n"
+        "import sys; from rewardlab.training.metrics import MetricsLogger; import rewardlab.rl.config\n"
         f"MetricsLogger({str(tmp_path)!r}, console=None, report_to='none').log(1, {{'loss': 1.0}})\n"
         "print(sorted(m for m in ('wandb', 'trackio', 'mlflow', 'tensorboard') if m in sys.modules))"
     )
@@ -256,7 +257,7 @@ def test_a_missing_package_is_a_one_line_error_and_tensorboard_a_silent_skip(tmp
 
 
 def test_an_rl_config_naming_a_missing_tracker_is_refused_before_the_model_loads(monkeypatch):
-    from rewardkit.rl.config import load_config, validate
+    from rewardlab.rl.config import load_config, validate
 
     monkeypatch.setattr(WandbTracker, "available", classmethod(lambda cls: False))
     with pytest.raises(
@@ -295,7 +296,7 @@ def test_wandb_offline_run_holds_the_jsonl_metrics_and_the_config(offline):
     metrics, config, ids = read_wandb(run, until=_expected(run))
     assert metrics == _expected(run)
     assert config == config_dict(CONFIG)
-    assert ids == [_state(run)["wandb"]["id"]] and _state(run)["wandb"]["project"] == "rewardkit"
+    assert ids == [_state(run)["wandb"]["id"]] and _state(run)["wandb"]["project"] == "rewardlab"
 
 
 def test_trackio_store_holds_the_jsonl_metrics_and_the_config(offline, trackio_dir):
@@ -305,7 +306,7 @@ def test_trackio_store_holds_the_jsonl_metrics_and_the_config(offline, trackio_d
     logs, config = read_trackio(_state(run)["trackio"]["id"])
     assert trackio_metrics(logs) == _expected(run)
     assert config == config_dict(CONFIG)
-    assert (trackio_dir / "rewardkit.db").is_file()
+    assert (trackio_dir / "rewardlab.db").is_file()
 
 
 def test_mlflow_run_holds_the_jsonl_metrics_and_the_config_as_params(offline):
@@ -363,7 +364,7 @@ def test_several_trackers_at_once_and_resume_continues_their_runs(offline, track
 # ---- real training runs -------------------------------------------------------------------------------------
 def test_orm_training_reports_to_mlflow_and_trackio(offline, trackio_dir, tiny_model_dir):
     pytest.importorskip("mlflow")
-    from rewardkit.rewardmodels.orm import ORMTrainConfig, synthetic_preferences, train_orm
+    from rewardlab.rewardmodels.orm import ORMTrainConfig, synthetic_preferences, train_orm
 
     out = offline / "orm-run"
     cfg = ORMTrainConfig(
@@ -390,7 +391,7 @@ def test_orm_training_reports_to_mlflow_and_trackio(offline, trackio_dir, tiny_m
 
 def test_sft_warm_start_logs_and_reports_to_mlflow(offline, tiny_model, tiny_tokenizer):
     pytest.importorskip("mlflow")
-    from rewardkit.rl.sft import SFTConfig, sft
+    from rewardlab.rl.sft import SFTConfig, sft
 
     pairs = [("1+1=", "2"), ("2+2=", "4"), ("3+3=", "6")]
     with pytest.raises(UserError, match="needs an output folder"):
@@ -411,9 +412,9 @@ def test_sft_warm_start_logs_and_reports_to_mlflow(offline, tiny_model, tiny_tok
 def test_rl_training_reports_to_tensorboard_and_wandb(offline, tiny_model, tiny_tokenizer):
     for package in ("tensorboard", "wandb"):
         pytest.importorskip(package)
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
+    from rewardlab.types import Record
 
     out = offline / "rl-run"
     cfg = load_config(

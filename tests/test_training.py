@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from rewardkit.training import CheckpointManager, MetricsLogger, build_scheduler, read_metrics
-from rewardkit.training.config import ConfigError, attribute_docs, load
-from rewardkit.training.optim import lr_multiplier
+from rewardlab.config import ConfigError, attribute_docs, load
+from rewardlab.training import CheckpointManager, MetricsLogger, build_scheduler, read_metrics
+from rewardlab.training.optim import lr_multiplier
 
 
 # ---- schedules: the formulas the trainers used before they shared one builder ----------------------------
@@ -111,9 +111,9 @@ def test_metrics_logger_events_and_resume(tmp_path, capsys):
 
 # ---- config convention ------------------------------------------------------------------------------------
 def test_flat_configs_load_yaml_and_overrides(tmp_path):
-    from rewardkit.rewardmodels.orm.config import ORMTrainConfig
-    from rewardkit.rewardmodels.prm.train import PRMTrainConfig
-    from rewardkit.rl.sft import SFTConfig
+    from rewardlab.rewardmodels.orm.config import ORMTrainConfig
+    from rewardlab.rewardmodels.prm.train import PRMTrainConfig
+    from rewardlab.rl.sft import SFTConfig
 
     for cls in (ORMTrainConfig, PRMTrainConfig, SFTConfig):
         docs = attribute_docs(cls)
@@ -131,8 +131,8 @@ def test_flat_configs_load_yaml_and_overrides(tmp_path):
 def test_rm_train_set_overrides_and_bad_keys(tmp_path, tiny_model_dir, capsys):
     import json
 
-    from rewardkit.cli import main
-    from rewardkit.rewardmodels.orm import synthetic_preferences
+    from rewardlab.cli import main
+    from rewardlab.rewardmodels.orm import synthetic_preferences
 
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in synthetic_preferences(16, seed=1)))
@@ -150,8 +150,8 @@ def test_rm_train_set_overrides_and_bad_keys(tmp_path, tiny_model_dir, capsys):
 
 # ---- exact resume of PRM training ----------------------------------------------------------------------
 def test_prm_training_resumes_exactly(tmp_path, tiny_model_dir):
-    from rewardkit.rewardmodels.prm.synthetic import make_arithmetic_examples
-    from rewardkit.rewardmodels.prm.train import PRMTrainConfig, train_prm
+    from rewardlab.rewardmodels.prm.synthetic import make_arithmetic_examples
+    from rewardlab.rewardmodels.prm.train import PRMTrainConfig, train_prm
 
     examples = make_arithmetic_examples(20, seed=3)
     torch.set_num_threads(1)
@@ -187,11 +187,11 @@ def test_prm_training_resumes_exactly(tmp_path, tiny_model_dir):
 
 # ---- one base training config: renamed fields still load, unsupported ones are refused ----------------------
 def test_every_trainer_config_shares_the_base_fields():
-    from rewardkit.rewardmodels.orm.config import ORMTrainConfig
-    from rewardkit.rewardmodels.prm.config import PRMTrainConfig
-    from rewardkit.rl.config import TrainConfig
-    from rewardkit.rl.sft import SFTConfig
-    from rewardkit.training.config import BaseTrainingConfig
+    from rewardlab.rewardmodels.orm.config import ORMTrainConfig
+    from rewardlab.rewardmodels.prm.config import PRMTrainConfig
+    from rewardlab.rl.config import TrainConfig
+    from rewardlab.rl.sft import SFTConfig
+    from rewardlab.training.config import BaseTrainingConfig
 
     base = {f.name for f in dataclasses.fields(BaseTrainingConfig)}
     assert {
@@ -212,7 +212,7 @@ def test_every_trainer_config_shares_the_base_fields():
     "cls_path, old, new",
     [
         (
-            "rewardkit.rl.sft:SFTConfig",
+            "rewardlab.rl.sft:SFTConfig",
             {"steps": 5, "batch_size": 4, "lr": 1e-3, "schedule": "constant", "log_every": 0},
             {
                 "max_steps": 5,
@@ -223,7 +223,7 @@ def test_every_trainer_config_shares_the_base_fields():
             },
         ),
         (
-            "rewardkit.rewardmodels.prm.config:PRMTrainConfig",
+            "rewardlab.rewardmodels.prm.config:PRMTrainConfig",
             {"batch_size": 4, "grad_accum": 2, "eval_every": 3, "log_every": 1, "tensorboard": False},
             {
                 "per_device_train_batch_size": 4,
@@ -233,11 +233,11 @@ def test_every_trainer_config_shares_the_base_fields():
                 "report_to": "none",
             },
         ),
-        ("rewardkit.rewardmodels.orm.config:ORMTrainConfig", {"tensorboard": False}, {"report_to": "none"}),
+        ("rewardlab.rewardmodels.orm.config:ORMTrainConfig", {"tensorboard": False}, {"report_to": "none"}),
     ],
 )
 def test_old_names_load_with_a_warning(cls_path, old, new):
-    from rewardkit.registry import lazy
+    from rewardlab.registry import lazy
 
     cls = lazy(cls_path)
     expected = cls(**new)
@@ -256,7 +256,7 @@ def test_old_names_load_with_a_warning(cls_path, old, new):
 
 
 def test_old_attribute_names_read_and_write_the_new_field():
-    from rewardkit.rl.sft import SFTConfig
+    from rewardlab.rl.sft import SFTConfig
 
     cfg = SFTConfig()
     with pytest.warns(FutureWarning, match="lr is deprecated: use learning_rate"):
@@ -269,27 +269,27 @@ def test_old_attribute_names_read_and_write_the_new_field():
 @pytest.mark.parametrize(
     "cls_path, values, message",
     [
-        ("rewardkit.rl.sft:SFTConfig", {"save_steps": 5}, "save_steps=5 is not supported"),
+        ("rewardlab.rl.sft:SFTConfig", {"save_steps": 5}, "save_steps=5 is not supported"),
         (
-            "rewardkit.rl.sft:SFTConfig",
+            "rewardlab.rl.sft:SFTConfig",
             {"report_to": ["tensorboard", "comet"]},
             "report_to: unknown value 'comet' \\(known: tensorboard, wandb, trackio, mlflow, none\\)",
         ),
-        ("rewardkit.rl.sft:SFTConfig", {"gradient_accumulation_steps": 2}, "not supported"),
+        ("rewardlab.rl.sft:SFTConfig", {"gradient_accumulation_steps": 2}, "not supported"),
         (
-            "rewardkit.rewardmodels.orm.config:ORMTrainConfig",
+            "rewardlab.rewardmodels.orm.config:ORMTrainConfig",
             {"report_to": "comet"},
             "report_to: unknown value 'comet'",
         ),
         (
-            "rewardkit.rewardmodels.prm.config:PRMTrainConfig",
+            "rewardlab.rewardmodels.prm.config:PRMTrainConfig",
             {"warmup_steps": 2, "warmup_ratio": 0.1},
             "both set",
         ),
     ],
 )
 def test_fields_a_trainer_cannot_honour_are_refused(cls_path, values, message):
-    from rewardkit.registry import lazy
+    from rewardlab.registry import lazy
 
     cls = lazy(cls_path)
     with pytest.raises(ConfigError, match=message) as info:
@@ -300,7 +300,7 @@ def test_fields_a_trainer_cannot_honour_are_refused(cls_path, values, message):
 
 
 def test_rm_train_old_flags_still_parse(tmp_path, capsys):
-    from rewardkit.cli import main
+    from rewardlab.cli import main
 
     args = ["rm", "train", "--type", "prm", "--model", str(tmp_path / "none"), "--train-file", "x.jsonl"]
     with pytest.warns(FutureWarning, match="batch_size is deprecated: use per_device_train_batch_size"):

@@ -8,11 +8,11 @@ import json
 import pytest
 import torch
 
-from rewardkit.generation import Generation, SamplingParams
-from rewardkit.generation import prefix_cache as pc
-from rewardkit.rl import core_algos as ca
-from rewardkit.rl.config import ConfigError, TreeConfig, load_config
-from rewardkit.rl.tree import grow_trees, tree_token_counts
+from rewardlab import core_algos as ca
+from rewardlab.generation import Generation, SamplingParams
+from rewardlab.generation import prefix_cache as pc
+from rewardlab.rl.config import ConfigError, TreeConfig, load_config
+from rewardlab.rl.tree import grow_trees, tree_token_counts
 
 # ------------------------------------------------------------------------------------------ branch points
 
@@ -129,7 +129,7 @@ def test_shared_prefix_weights_change_nothing_without_branches():
 
 @pytest.fixture()
 def backend(tiny_model, tiny_tokenizer):
-    from rewardkit.generation.hf import HFBackend
+    from rewardlab.generation.hf import HFBackend
 
     torch.manual_seed(0)
     return HFBackend(tiny_model.eval(), tiny_tokenizer)
@@ -233,9 +233,9 @@ def test_config_checks_the_group_size_and_defaults_off():
 
 @pytest.mark.parametrize("branch_at", ["entropy", "uniform"])
 def test_tree_run_trains_and_logs(tmp_path, branch_at):
-    from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.training.metrics import read_metrics
-    from rewardkit.types import Record
+    from rewardlab.rl.trainer import RLTrainer
+    from rewardlab.training.metrics import read_metrics
+    from rewardlab.types import Record
 
     prompts = [Record(id=i, prompt=f"{i}+{i}=", reference=str(2 * i)) for i in range(4)]
 

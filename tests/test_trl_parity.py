@@ -3,10 +3,10 @@
 A real ``trl.GRPOTrainer`` is built around the tiny Qwen2 model. TRL generates a batch and computes the
 group-normalised advantages in its ``_generate_and_score_completions`` (with a reward function returning
 fixed rewards, ``None`` included), and computes the loss in its ``_compute_loss`` (its own forward pass,
-log-probs, clipping, KL and normalisation). rewardkit computes the same quantities from the same batch with
-``rewardkit.rl.core_algos`` and its own forward pass; values and parameter gradients must agree within 1e-5.
+log-probs, clipping, KL and normalisation). rewardlab computes the same quantities from the same batch with
+``rewardlab.core_algos`` and its own forward pass; values and parameter gradients must agree within 1e-5.
 
-TRL loss_type -> rewardkit aggregation: ``grpo`` -> ``seq-mean-token-mean``; ``bnpo`` -> ``token-mean``;
+TRL loss_type -> rewardlab aggregation: ``grpo`` -> ``seq-mean-token-mean``; ``bnpo`` -> ``token-mean``;
 ``dr_grpo`` -> ``seq-mean-token-sum-norm`` with ``max_len = max_completion_length``; ``dapo`` ->
 ``token-mean`` with ``global_num_tokens`` = the generation batch's token count (``num_items_in_batch``).
 """
@@ -22,7 +22,7 @@ import torch
 trl = pytest.importorskip("trl", reason="trl (dev extra) is not installed")
 pytest.importorskip("datasets")
 
-from rewardkit.rl import core_algos as ca  # noqa: E402
+from rewardlab import core_algos as ca  # noqa: E402
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning"),
@@ -77,7 +77,7 @@ def _make_trainer(model, tokenizer, tmp_path, **overrides):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
+    from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
 
     torch.manual_seed(0)
     tokenizer = load_tiny_tokenizer()

@@ -1,6 +1,6 @@
-"""`rewardkit view`: the row index, hack flags, data of each source kind, the web app and the CLI.
+"""`rewardlab view`: the row index, hack flags, data of each source kind, the web app and the CLI.
 
-Every file is small and written to tmp_path; scored files come from the real `rewardkit score` and eval runs
+Every file is small and written to tmp_path; scored files come from the real `rewardlab score` and eval runs
 from the real `evaluate_completions`, so the viewer is checked against what the tools write.
 """
 
@@ -23,16 +23,16 @@ import pytest
 from fastapi.testclient import TestClient
 from http_servers import stop_process
 
-from rewardkit.cli import main
-from rewardkit.eval.metrics import pass_at_k_single
-from rewardkit.types import Record
-from rewardkit.verifiers import get_verifier
-from rewardkit.view import data as D
-from rewardkit.view import flags as F
-from rewardkit.view import rows as R
-from rewardkit.view.app import create_app
-from rewardkit.view.rows import MALFORMED, SCORED_COLUMNS, Column, Query, RowIndex, error_kind
-from rewardkit.view.sources import discover
+from rewardlab.cli import main
+from rewardlab.eval.metrics import pass_at_k_single
+from rewardlab.types import Record
+from rewardlab.verifiers import get_verifier
+from rewardlab.view import data as D
+from rewardlab.view import flags as F
+from rewardlab.view import rows as R
+from rewardlab.view.app import create_app
+from rewardlab.view.rows import MALFORMED, SCORED_COLUMNS, Column, Query, RowIndex, error_kind
+from rewardlab.view.sources import discover
 
 REPO = Path(__file__).resolve().parents[1]
 MATH_SAMPLE = REPO / "data" / "math" / "sample.jsonl"
@@ -557,7 +557,7 @@ def test_run_record_renames_fields_and_sets_the_default_verifier(tmp_path):
 # ----------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def eval_run(tmp_path_factory):
-    from rewardkit.eval import EvalConfig, evaluate_completions, load_benchmark, report
+    from rewardlab.eval import EvalConfig, evaluate_completions, load_benchmark, report
 
     run = tmp_path_factory.mktemp("eval") / "run"
     bench, problems = load_benchmark("sample:math500", limit=3)
@@ -826,7 +826,7 @@ def test_discover_and_the_index_page(tmp_path, scored, eval_run):
 def test_cli_missing_path_is_one_line_error(tmp_path, capsys):
     assert main(["view", str(tmp_path / "missing.jsonl"), "--no-browser"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("rewardkit view: error: ") and "missing.jsonl" in err[0]
+    assert len(err) == 1 and err[0].startswith("rewardlab view: error: ") and "missing.jsonl" in err[0]
 
 
 def test_cli_port_in_use_is_one_line_error(tmp_path, capsys):
@@ -837,7 +837,7 @@ def test_cli_port_in_use_is_one_line_error(tmp_path, capsys):
         port = taken.getsockname()[1]
         assert main(["view", str(path), "--port", str(port), "--no-browser"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("rewardkit view: error: cannot listen on")
+    assert len(err) == 1 and err[0].startswith("rewardlab view: error: cannot listen on")
     assert str(port) in err[0]
 
 
@@ -859,7 +859,7 @@ def _read_line(proc: subprocess.Popen, timeout: float) -> str:
 def test_cli_serves_a_real_server(tmp_path):
     path = _write(tmp_path / "rows.jsonl", [{"id": "a", "reward": 1.0}, {"id": "b", "reward": 0.0}])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rewardkit", "view", str(path), "--no-browser", "--port", "0"],
+        [sys.executable, "-m", "rewardlab.cli", "view", str(path), "--no-browser", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=REPO,

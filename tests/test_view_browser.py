@@ -1,5 +1,5 @@
-"""``rewardkit view`` in a real browser: the server as users start it (``python -m rewardkit view``), Debian's
-chromium driven by Playwright, on files the real commands wrote (``rewardkit score``, ``rewardkit eval``, a tiny
+"""``rewardlab view`` in a real browser: the server as users start it (``python -m rewardlab.cli view``), Debian's
+chromium driven by Playwright, on files the real commands wrote (``rewardlab score``, ``rewardlab eval``, a tiny
 CPU RL run logging ``rollouts.jsonl``) plus hand-written hostile and malformed rows and an RL run's
 entropy-collapse metrics.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from http_servers import stop_process
 
-from rewardkit.eval import load_benchmark
+from rewardlab.eval import load_benchmark
 
 pytestmark = pytest.mark.slow
 
@@ -68,9 +68,9 @@ RL_SCRIPT = textwrap.dedent(
     import sys
     import torch
     torch.set_num_threads(1)
-    from rewardkit.rl.config import load_config
-    from rewardkit.rl.trainer import RLTrainer
-    from rewardkit.types import Record
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.trainer import RLTrainer
+    from rewardlab.types import Record
 
     sys.path.insert(0, sys.argv[2])  # the tests folder: the rollout-log tests' digit-counting source
     from test_rl_rollout_log import DigitSource
@@ -123,7 +123,7 @@ def browser():
 def view_root(tmp_path_factory) -> Path:
     """One folder holding a scored file, an eval run, an RL run, a hostile file and a malformed one."""
     root = tmp_path_factory.mktemp("view")
-    py = [sys.executable, "-m", "rewardkit"]
+    py = [sys.executable, "-m", "rewardlab.cli"]
     completions = root.parent / "completions.jsonl"
     _, problems = load_benchmark("sample:gsm8k", limit=6)
     with completions.open("w") as f:
@@ -177,9 +177,9 @@ def view_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(browser, view_root):
-    """``rewardkit view ROOT`` on a free port; yields ``(base_url, {source name: source id})``."""
+    """``rewardlab view ROOT`` on a free port; yields ``(base_url, {source name: source id})``."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rewardkit", "view", str(view_root), "--no-browser", "--port", "0"],
+        [sys.executable, "-m", "rewardlab.cli", "view", str(view_root), "--no-browser", "--port", "0"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -191,7 +191,7 @@ def server(browser, view_root):
         match = re.search(r"at (http://\S+/)", line)
         if not match:
             proc.kill()
-            pytest.fail(f"rewardkit view printed {line!r}; stderr:\n{proc.stderr.read()}")
+            pytest.fail(f"rewardlab view printed {line!r}; stderr:\n{proc.stderr.read()}")
         url = match.group(1)
         with urllib.request.urlopen(url, timeout=10) as response:
             index = response.read().decode()

@@ -2,7 +2,7 @@
 JSON Schema, and the shaping rewards repetition and cosine length) behind one registry, and ``get_source``:
 a verifier or a reward server (``http:URL``) by name (every kind of source name is in ``verifiers/sources.py``).
 
-from rewardkit.verifiers import get_verifier
+from rewardlab.verifiers import get_verifier
 math = get_verifier("math", mode="strict")
 result = math.score(Record(completion="... \\boxed{42}", reference="42"))
 """
@@ -12,20 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rewardkit.verifiers.base import RewardSource, Verifier
-from rewardkit.verifiers.sources import VERIFIERS, build_source
+from rewardlab.verifiers.base import RewardSource, Verifier
+from rewardlab.verifiers.sources import VERIFIERS, build_source
 
-VERIFIERS.register("math", "rewardkit.verifiers.math:MathVerifier")
-VERIFIERS.register("code", "rewardkit.verifiers.code:CodeVerifier")
-VERIFIERS.register("sql", "rewardkit.verifiers.sql:SQLVerifier")
-VERIFIERS.register("ifeval", "rewardkit.verifiers.ifeval:IFEvalVerifier")
-VERIFIERS.register("format", "rewardkit.verifiers.format:FormatVerifier")
-VERIFIERS.register("choice", "rewardkit.verifiers.choice:ChoiceVerifier")
-VERIFIERS.register("qa", "rewardkit.verifiers.qa:QAVerifier")
-VERIFIERS.register("json", "rewardkit.verifiers.json:JSONVerifier")
+VERIFIERS.register("math", "rewardlab.verifiers.math:MathVerifier")
+VERIFIERS.register("code", "rewardlab.verifiers.code:CodeVerifier")
+VERIFIERS.register("sql", "rewardlab.verifiers.sql:SQLVerifier")
+VERIFIERS.register("ifeval", "rewardlab.verifiers.ifeval:IFEvalVerifier")
+VERIFIERS.register("format", "rewardlab.verifiers.format:FormatVerifier")
+VERIFIERS.register("choice", "rewardlab.verifiers.choice:ChoiceVerifier")
+VERIFIERS.register("qa", "rewardlab.verifiers.qa:QAVerifier")
+VERIFIERS.register("json", "rewardlab.verifiers.json:JSONVerifier")
 # open-r1's shaping rewards as sources: their formulas live with the shaping transforms (a floor above)
-VERIFIERS.register("repetition_penalty", "rewardkit.rewardmodels.shaping.sources:RepetitionPenaltySource")
-VERIFIERS.register("cosine_length", "rewardkit.rewardmodels.shaping.sources:CosineLengthSource")
+VERIFIERS.register("repetition_penalty", "rewardlab.rewardmodels.shaping.sources:RepetitionPenaltySource")
+VERIFIERS.register("cosine_length", "rewardlab.rewardmodels.shaping.sources:CosineLengthSource")
 
 
 def register_verifier(name: str, *, override: bool = False) -> Callable[[type[Verifier]], type[Verifier]]:
@@ -41,8 +41,8 @@ def get_verifier(name: str, **config: Any) -> Verifier:
 
 def get_source(name: str, **config: Any) -> Any:
     """The reward source a name gives outside an RL run: ``http:URL`` a reward server
-    (:mod:`rewardkit.verifiers.remote`), any other name a registered verifier. Every place that turns a user's
-    source name into a source calls this; the kinds of name are :mod:`rewardkit.verifiers.sources`'s table.
+    (:mod:`rewardlab.verifiers.remote`), any other name a registered verifier. Every place that turns a user's
+    source name into a source calls this; the kinds of name are :mod:`rewardlab.verifiers.sources`'s table.
 
     Raises:
         UnknownNameError: an unknown verifier name. ValueError, TypeError: bad settings.

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from rewardkit.types import Record, Result
+from rewardlab.types import Record, Result
 
 
 @runtime_checkable
@@ -36,7 +36,7 @@ class Verifier(ABC):
 
     name: ClassVar[str] = "verifier"
     runs_in_process: ClassVar[bool] = False
-    """How the scoring engine (``rewardkit.scoring``) runs this source. ``False`` (rule verifiers): records are
+    """How the scoring engine (``rewardlab.scoring``) runs this source. ``False`` (rule verifiers): records are
     sent in small batches to the engine's worker processes, which kill an item that overruns the per-item
     timeout. ``True``: the engine calls :meth:`score_batch` directly in the calling process with whole
     batches and adds no pool (for sources that are heavy or sandbox themselves: a code verifier running its
@@ -44,7 +44,7 @@ class Verifier(ABC):
     that are not ``Verifier`` subclasses are run in process unless they set ``runs_in_process = False``."""
 
     answer_votes: ClassVar[str | None] = None
-    """How ``rewardkit eval``'s maj@k groups the answers this verifier reports (``details["extracted"]``):
+    """How ``rewardlab eval``'s maj@k groups the answers this verifier reports (``details["extracted"]``):
     ``"math"`` (math equivalence), ``"exact"`` (equal text, case and spacing aside), ``None`` (no maj@k)."""
 
     def __init__(self, **config: Any) -> None:
@@ -52,9 +52,9 @@ class Verifier(ABC):
 
     @classmethod
     def summary_tallies(cls) -> dict[str, Any]:
-        """Fresh running summaries that ``rewardkit score`` adds to its summary when this verifier is the
+        """Fresh running summaries that ``rewardlab score`` adds to its summary when this verifier is the
         run's default source: ``key -> object`` with ``add(row)``, ``to_dict()`` and ``format()`` (see
-        :class:`rewardkit.scoring.summary.Summary`). None by default; IFEval reports its four accuracies."""
+        :class:`rewardlab.scoring.summary.Summary`). None by default; IFEval reports its four accuracies."""
         return {}
 
     @abstractmethod

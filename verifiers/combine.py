@@ -13,8 +13,8 @@ anything with ``score_batch`` and ``name``) and combines each record's part rewa
 The missing-reward contract, in every mode: a part returning ``Result(reward=None)`` (or NaN) with no
 error has no reward for that record, so the combined reward is ``None`` (an RL step excludes the sample);
 a part's error is reward 0 (or the reward it reported) with the error kept. It is used by the offline
-scorer (``rewardkit score``, ``format_and_correct``), by shaping (``WeightedSumSource`` is this type) and
-by the RL loop (:class:`rewardkit.rl.rewards.RewardSources` reads its per-part results). It imports no
+scorer (``rewardlab score``, ``format_and_correct``), by shaping (``WeightedSumSource`` is this type) and
+by the RL loop (:class:`rewardlab.rl.rewards.RewardSources` reads its per-part results). It imports no
 torch, so the format verifier's workers stay light.
 """
 
@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.types import Record, Result, result_reward
-from rewardkit.verifiers import get_source
-from rewardkit.verifiers.base import Verifier
+from rewardlab.types import Record, Result, result_reward
+from rewardlab.verifiers import get_source
+from rewardlab.verifiers.base import Verifier
 
 COMBINE_MODES = ("sum", "gate", "product", "min")
 
@@ -89,7 +89,7 @@ class PartScores:
     results: dict[str, list[Result]]
     """Each part's results, by part name, as the part returned them."""
     values: dict[str, list[float | None]]
-    """Each part's rewards as combined (:func:`rewardkit.types.result_reward`)."""
+    """Each part's rewards as combined (:func:`rewardlab.types.result_reward`)."""
 
 
 class CombinedSource(Verifier):

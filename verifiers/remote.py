@@ -1,11 +1,11 @@
 """The ``http:`` reward source: records posted in batches to a user's reward server, rewards read back.
 
 A source named ``http:URL`` (``http:http://127.0.0.1:8000/reward``; a bare ``http://...`` or ``https://...``
-is the same) is accepted wherever a verifier name is: ``rewardkit score --verifier``, ``rewardkit eval
+is the same) is accepted wherever a verifier name is: ``rewardlab score --verifier``, ``rewardlab eval
 --verifier``, RL's ``reward.sources[].name``; settings come from ``--config KEY=VALUE`` / ``kwargs``
 (:class:`HTTPSourceConfig`). The protocol (docs/remote.md):
 
-``protocol: rewardkit`` (default)
+``protocol: rewardlab`` (default)
     ``POST URL {"records": [{"id", "prompt", "completion", "reference", "metadata"}, ...]}``, answered with
     ``{"rewards": [float | null, ...]}`` or ``{"results": [{"reward": float | null, "details": {...},
     "error": str | null}, ...]}`` (``score`` is read where ``reward`` is absent: verl's ``compute_score``
@@ -17,7 +17,7 @@ is the same) is accepted wherever a verifier name is: ``rewardkit score --verifi
 Every failure is an error row, never a stopped run: a batch that fails after its retries (timeout, dropped
 connection, HTTP 5xx/429) gives each of its rows ``"reward server: <why>"``; an answer that is not JSON or
 has the wrong number of entries is an error for that batch's rows; an entry that is not a number is that
-row's error; ``null`` (or NaN) is a missing reward. Requests go through :class:`rewardkit.remote.HTTPClient`.
+row's error; ``null`` (or NaN) is a missing reward. Requests go through :class:`rewardlab.remote.HTTPClient`.
 """
 
 from __future__ import annotations
@@ -27,24 +27,24 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rewardkit.remote import Failed, HTTPClient
-from rewardkit.training.config import ConfigError, build
-from rewardkit.types import Record, Result, jsonable
+from rewardlab.config import ConfigError, build
+from rewardlab.remote import Failed, HTTPClient
+from rewardlab.types import Record, Result, jsonable
 
 PREFIXES = ("http:", "https:")
 """How an ``http:URL`` source name starts (a bare ``http://...`` / ``https://...`` URL is one too)."""
-PROTOCOLS = ("rewardkit", "openrlhf")
+PROTOCOLS = ("rewardlab", "openrlhf")
 ERROR_PREFIX = "reward server"
 """Every error of this source starts so (the summary groups errors by the text before the first colon)."""
 
 
 @dataclass
 class HTTPSourceConfig:
-    """Settings of an ``http:`` reward source (``--config KEY=VALUE`` of ``rewardkit score``, ``kwargs`` of an
+    """Settings of an ``http:`` reward source (``--config KEY=VALUE`` of ``rewardlab score``, ``kwargs`` of an
     RL reward source)."""
 
-    protocol: str = "rewardkit"
-    """Request and answer shape: ``rewardkit`` (records in, rewards or results out) or ``openrlhf``
+    protocol: str = "rewardlab"
+    """Request and answer shape: ``rewardlab`` (records in, rewards or results out) or ``openrlhf``
     (``query`` / ``prompts`` / ``labels`` in, ``rewards`` out)."""
     batch_size: int = 32
     """Records per request."""
@@ -98,7 +98,7 @@ def http_config(values: dict[str, Any] | None, where: str = "http source") -> HT
 
 def check_http_source(name: str, config: dict[str, Any] | None, where: str) -> None:
     """Checks an ``http:`` source's name and settings before a run starts (the ``http:URL`` kind's check in
-    :mod:`rewardkit.verifiers.sources`); ``where`` is the source's config path.
+    :mod:`rewardlab.verifiers.sources`); ``where`` is the source's config path.
 
     Raises:
         ConfigError: naming ``where.name`` (no URL) or ``where.kwargs`` (an unknown key or a bad value).
@@ -158,7 +158,7 @@ class HTTPRewardSource:
         return parse_answer(self.client.request("POST", "", body), len(batch))
 
 
-def request_body(records: Sequence[Record], protocol: str = "rewardkit") -> dict[str, Any]:
+def request_body(records: Sequence[Record], protocol: str = "rewardlab") -> dict[str, Any]:
     """The JSON request of a batch in ``protocol``."""
     if protocol == "openrlhf":
         return {

@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.registry import Registry, lazy
-from rewardkit.training.config import ConfigError
-from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.remote import PREFIXES as HTTP_PREFIXES
+from rewardlab.config import ConfigError
+from rewardlab.registry import Registry, lazy
+from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.remote import PREFIXES as HTTP_PREFIXES
 
 VERIFIERS: Registry[type[Verifier]] = Registry("verifier")
 """Verifier names (the built-ins are registered in ``verifiers/__init__.py``)."""
@@ -42,12 +42,12 @@ class SourceKind:
             prefix) or ``"none"`` (the name says nothing more: only the settings).
         check: Checks a name and its settings before anything loads (or its lazy ``"module:attr"``):
             ``check(name, config, where)`` raises ``ConfigError`` naming ``where.name`` / ``where.kwargs``.
-        run_only: Only an RL run's ``reward.sources`` may name it; elsewhere (``rewardkit score``, a row's
+        run_only: Only an RL run's ``reward.sources`` may name it; elsewhere (``rewardlab score``, a row's
             ``verifier``, a combined source's part) the name stays an unknown verifier.
         run_objects: Objects of the RL run the builder takes as keywords, each with what it is (said when
             the run does not give it).
         takes_config: Whether the source has settings (``kwargs``) at all.
-        scored_by_engine: RL scores it through a :class:`rewardkit.scoring.Scorer` (worker pool, per-item
+        scored_by_engine: RL scores it through a :class:`rewardlab.scoring.Scorer` (worker pool, per-item
             timeouts, ``reward.workers`` / ``reward.timeout``) rather than calling it directly.
         group: The heading the kind is listed under in the unknown-name message (``"label-free"``); empty:
             listed by its spelling after the groups.
@@ -96,7 +96,7 @@ def _check_reward_model(name: str, config: dict[str, Any], where: str) -> None:
 
 VERIFIER = SourceKind(
     spelling="verifiers",
-    build="rewardkit.verifiers:get_verifier",
+    build="rewardlab.verifiers:get_verifier",
     check=_check_verifier,
     scored_by_engine=True,
 )
@@ -106,7 +106,7 @@ SOURCE_KINDS: list[SourceKind] = [
     SourceKind(
         spelling="rm:PATH",
         prefixes=("rm:",),
-        build="rewardkit.rewardmodels.orm:RewardModelSource",
+        build="rewardlab.rewardmodels.orm:RewardModelSource",
         argument="rest",
         check=_check_reward_model,
         run_only=True,
@@ -115,7 +115,7 @@ SOURCE_KINDS: list[SourceKind] = [
     SourceKind(
         spelling="py:module:fn",
         prefixes=("py:",),
-        build="rewardkit.rl.rewards:python_source",
+        build="rewardlab.rl.rewards:python_source",
         argument="rest",
         check=_check_python,
         run_only=True,
@@ -123,14 +123,14 @@ SOURCE_KINDS: list[SourceKind] = [
     SourceKind(
         spelling="http:URL",
         prefixes=HTTP_PREFIXES,
-        build="rewardkit.verifiers.remote:HTTPRewardSource",
-        check="rewardkit.verifiers.remote:check_http_source",
+        build="rewardlab.verifiers.remote:HTTPRewardSource",
+        check="rewardlab.verifiers.remote:check_http_source",
         scored_by_engine=True,
     ),
     SourceKind(
         spelling="ttrl",
         names=("ttrl",),
-        build="rewardkit.rl.label_free:MajorityVoteSource",
+        build="rewardlab.rl.label_free:MajorityVoteSource",
         argument="none",
         run_only=True,
         group="label-free",
@@ -138,7 +138,7 @@ SOURCE_KINDS: list[SourceKind] = [
     SourceKind(
         spelling="self_certainty",
         names=("self_certainty",),
-        build="rewardkit.rl.label_free:SelfCertaintySource",
+        build="rewardlab.rl.label_free:SelfCertaintySource",
         argument="none",
         run_only=True,
         run_objects={"score_fn": "the policy: it runs inside an RL run"},

@@ -1,6 +1,6 @@
 """Builds the shipped code sample (``problems.jsonl`` and ``sample.jsonl``) from the problems below.
 
-All problems, tests and solutions here were written for rewardkit (Apache-2.0), in the style of HumanEval
+All problems, tests and solutions here were written for rewardlab (Apache-2.0), in the style of HumanEval
 (a ``check(candidate)`` test body and an entry point), MBPP (``test_list`` of asserts) and APPS /
 LiveCodeBench (stdin/stdout cases). Each problem has a correct solution and one or more wrong ones
 (wrong answer, exception, timeout), so that verdicts can be checked against a reference harness.

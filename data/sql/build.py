@@ -1,4 +1,4 @@
-"""Builds the shipped SQL sample databases deterministically: ``python -m rewardkit.data.sql.build``.
+"""Builds the shipped SQL sample databases deterministically: ``python -m rewardlab.data.sql.build``.
 
 Four small databases in Spider's layout (``databases/<db_id>/<db_id>.sqlite``), each with a second
 instance ``<db_id>_ts1.sqlite`` holding different rows of the same schema (for test-suite accuracy, as in

@@ -1,16 +1,16 @@
 """The shipped text-to-SQL sample: 50 questions in Spider format and labelled predicted completions.
 
-``python -m rewardkit.data.sql.questions`` writes:
+``python -m rewardlab.data.sql.questions`` writes:
 
 * ``questions.jsonl``: Spider format, one question a line: ``db_id``, ``question``, ``query`` (gold SQL);
-* ``predictions.jsonl``: rewardkit records to score with ``rewardkit score --verifier sql``: ``id``,
+* ``predictions.jsonl``: rewardlab records to score with ``rewardlab score --verifier sql``: ``id``,
   ``prompt``, ``completion`` (a model-style answer, usually with a ```sql fence), ``reference``
   (``{"db_id", "query"}``), ``metadata`` with ``expected`` (1 when the predicted query is semantically
   right: equal to gold on every database instance, 0 otherwise) and ``kind`` (what the prediction
   exercises: an equivalent rewrite, swapped columns, a wrong filter, a coincidental match that only the
   test-suite instance exposes, a hostile statement...).
 
-The labels are hand-made; tests check that rewardkit's test-suite verdict equals ``expected`` on all rows.
+The labels are hand-made; tests check that rewardlab's test-suite verdict equals ``expected`` on all rows.
 """
 
 from __future__ import annotations

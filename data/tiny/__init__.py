@@ -6,7 +6,7 @@
   weights. ``head_dim`` is 64 because vLLM's CPU attention kernels refuse smaller heads.
 * One trained model ships: ``models/qwen2-tiny-reader/`` (weights and tokenizer, loadable with
   ``from_pretrained``), a ``qwen2-tiny`` pretrained to read answers out of given passages, the search
-  demo's base (``rewardkit.demos.reader`` rebuilds it; ``pretraining.json`` there says how).
+  demo's base (``rewardlab.demos.reader`` rebuilds it; ``pretraining.json`` there says how).
 
 Everything that takes a model also takes any hub name or local path; these are only the offline defaults.
 """
@@ -107,7 +107,7 @@ def save_tiny_model(path: str | Path, name: str = "qwen2-tiny", seed: int = 0, *
     return str(path)
 
 
-def _write_shipped_files() -> None:  # run once by a developer: python -m rewardkit.data.tiny
+def _write_shipped_files() -> None:  # run once by a developer: python -m rewardlab.data.tiny
     TOKENIZER_DIR.mkdir(parents=True, exist_ok=True)
     build_char_tokenizer().save_pretrained(TOKENIZER_DIR)
 

@@ -1,11 +1,11 @@
-"""rewardkit's math verifier as OpenRLHF's remote reward model, in one script.
+"""rewardlab's math verifier as OpenRLHF's remote reward model, in one script.
 
-It starts ``rewardkit serve``'s app (:func:`rewardkit.serve.app.build_app`) on a free local port, then posts
+It starts ``rewardlab serve``'s app (:func:`rewardlab.serve.app.build_app`) on a free local port, then posts
 what OpenRLHF's trainer posts for ``--remote_rm_url`` (``SingleTurnAgentExecutor._fetch_rewards_via_http``
 in ``openrlhf/utils/agent.py``, OpenRLHF 0.11.2): ``{"query": [prompt + response], "prompts": [prompt],
 "labels": [label]}`` to ``/get_reward``, and reads ``rewards`` (and ``scores``, ``extra_logs``) back.
 
-With a real run, start the server once (``rewardkit serve --verifier math --host 0.0.0.0 --port 8000``) and
+With a real run, start the server once (``rewardlab serve --verifier math --host 0.0.0.0 --port 8000``) and
 give the trainer its URL::
 
     python -m openrlhf.cli.train_ppo_ray ... --remote_rm_url http://RM_HOST:8000/get_reward \\
@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import httpx
 import uvicorn
 
-from rewardkit.serve.app import build_app
+from rewardlab.serve.app import build_app
 
 PROMPT = (
     "<|im_start|>user\nWhat is 6 times 7? Put the answer in \\boxed{}.<|im_end|>\n<|im_start|>assistant\n"

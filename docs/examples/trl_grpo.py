@@ -1,14 +1,14 @@
-"""GRPO with TRL, rewarded by rewardkit's math verifier.
+"""GRPO with TRL, rewarded by rewardlab's math verifier.
 
-``reward_function("math")`` turns rewardkit's math verifier into a TRL reward function: TRL passes it the
+``reward_function("math")`` turns rewardlab's math verifier into a TRL reward function: TRL passes it the
 prompts, the completions and the dataset's ``solution`` column; it scores them in a warm worker pool (a row
 that hangs is cut at ``timeout`` seconds and scores 0) and returns one reward per completion. TRL logs them
-as ``rewards/math/mean``; the function adds ``rewardkit/math/errors`` (the fraction of rows the verifier
+as ``rewards/math/mean``; the function adds ``rewardlab/math/errors`` (the fraction of rows the verifier
 could not score, e.g. no answer found) and puts each row's extracted answer and error in TRL's completions
 table.
 
-Everything here runs offline on a CPU in seconds: the policy is rewardkit's tiny random Qwen2 model with a
-character-level tokenizer (``rewardkit.data.tiny``), so its answers are noise and its rewards mostly 0. For
+Everything here runs offline on a CPU in seconds: the policy is rewardlab's tiny random Qwen2 model with a
+character-level tokenizer (``rewardlab.data.tiny``), so its answers are noise and its rewards mostly 0. For
 a real run, load a real model and tokenizer and raise the lengths and steps.
 
     python docs/examples/trl_grpo.py --output-dir /tmp/trl-grpo --steps 2
@@ -24,9 +24,9 @@ from typing import Any
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
-from rewardkit.data.arithmetic import generate
-from rewardkit.data.tiny import build_tiny_model, load_tiny_tokenizer
-from rewardkit.integrations.trl import reward_function
+from rewardlab.data.arithmetic import generate
+from rewardlab.data.tiny import build_tiny_model, load_tiny_tokenizer
+from rewardlab.integrations.trl import reward_function
 
 
 def arithmetic_dataset(n: int) -> Dataset:
@@ -77,4 +77,4 @@ if __name__ == "__main__":
     args = parser.parse_args()
     for entry in main(args.output_dir, args.steps).state.log_history:
         if "loss" in entry:
-            print({k: v for k, v in entry.items() if k.startswith(("reward", "rewardkit", "loss"))})
+            print({k: v for k, v in entry.items() if k.startswith(("reward", "rewardlab", "loss"))})

@@ -1,9 +1,9 @@
-"""rewardkit's verifiers as verl's reward function, on a tiny batch (CPU only, no model, no Ray cluster).
+"""rewardlab's verifiers as verl's reward function, on a tiny batch (CPU only, no model, no Ray cluster).
 
-In a verl (0.9.1) run, point the custom reward function at rewardkit, on the command line::
+In a verl (0.9.1) run, point the custom reward function at rewardlab, on the command line::
 
     python -m verl.trainer.main_ppo ... \\
-        reward.custom_reward_function.path=pkg://rewardkit.integrations.verl \\
+        reward.custom_reward_function.path=pkg://rewardlab.integrations.verl \\
         reward.custom_reward_function.name=compute_score \\
         +reward.custom_reward_function.reward_kwargs.timeout=10 \\
         +reward.custom_reward_function.reward_kwargs.routes.my_gsm8k=math
@@ -12,17 +12,17 @@ or in the YAML::
 
     reward:
       custom_reward_function:
-        path: pkg://rewardkit.integrations.verl   # pkg://: imported by name, so Ray pickles it by reference
+        path: pkg://rewardlab.integrations.verl   # pkg://: imported by name, so Ray pickles it by reference
         name: compute_score                      # compute_score_batch for verl's BatchRewardManager
         reward_kwargs:                           # passed to every call
           workers: 4                             # worker processes per source
           timeout: 10                            # seconds per row; a slower row scores 0 with error "timeout"
           default_source: math                   # for data sources no route names (else an error row)
-          routes:                                # over rewardkit.integrations.verl.ROUTES
+          routes:                                # over rewardlab.integrations.verl.ROUTES
             my_gsm8k: {source: math, settings: {mode: gsm8k}, reference: text}
 
 Rows are routed by ``data_source``: verl's own names (``openai/gsm8k``, ``lighteval/MATH``,
-``searchR1_nq``, ``codecontests``, ...) go to rewardkit's ``math``, ``qa`` and ``code`` verifiers; each
+``searchR1_nq``, ``codecontests``, ...) go to rewardlab's ``math``, ``qa`` and ``code`` verifiers; each
 returns verl's dict form (``score``, ``acc``, ``pred``, ``error``, ...), which verl keeps in
 ``reward_extra_info``.
 
@@ -43,12 +43,12 @@ from omegaconf import OmegaConf
 from verl import DataProto
 from verl.trainer.ppo.reward import load_reward_manager
 
-from rewardkit.data.tiny import load_tiny_tokenizer
+from rewardlab.data.tiny import load_tiny_tokenizer
 
 CONFIG = {
     "reward": {
         "custom_reward_function": {
-            "path": "pkg://rewardkit.integrations.verl",
+            "path": "pkg://rewardlab.integrations.verl",
             "name": "compute_score",
             "reward_kwargs": {
                 "workers": 2,

@@ -1,4 +1,4 @@
-"""Takes the README's screenshots of ``rewardkit view`` on real outputs: the math sample scored by the real
+"""Takes the README's screenshots of ``rewardlab view`` on real outputs: the math sample scored by the real
 verifier, and the demo's eval run and GRPO run (``scripts/demo`` first).
 
     python docs/img/view_screenshots.py --demo runs/demo --seed 0
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from rewardkit.view.sources import discover
+from rewardlab.view.sources import discover
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).resolve().parent
@@ -31,7 +31,7 @@ def prepare(folder: Path, demo: Path, seed: int) -> dict[str, int]:
     cmd = [
         sys.executable,
         "-m",
-        "rewardkit",
+        "rewardlab.cli",
         "score",
         str(ROOT / "data/math/sample.jsonl"),
         "-o",
@@ -44,7 +44,7 @@ def prepare(folder: Path, demo: Path, seed: int) -> dict[str, int]:
 
 
 def serve(folder: Path) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "rewardkit", "view", str(folder), "--no-browser", "--port", "0"]
+    cmd = [sys.executable, "-m", "rewardlab.cli", "view", str(folder), "--no-browser", "--port", "0"]
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     line = server.stdout.readline()
     return server, line.rsplit(" at ", 1)[1].strip().rstrip("/")

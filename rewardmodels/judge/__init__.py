@@ -2,23 +2,23 @@
 majority voting and soft scores (a local model, or any OpenAI-compatible server: ``backend="openai"``), and a
 rule-verifier fallback that calls the judge only when rules cannot decide.
 
->>> from rewardkit.rewardmodels.judge import LLMJudge                         # doctest: +SKIP
+>>> from rewardlab.rewardmodels.judge import LLMJudge                         # doctest: +SKIP
 >>> judge = LLMJudge("Qwen/Qwen2.5-7B-Instruct", mode="score", k=5, temperature=0.7)  # doctest: +SKIP
 >>> judge.score_batch(records)                                                # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from rewardkit.rewardmodels.judge.fallback import FallbackVerifier
-from rewardkit.rewardmodels.judge.judge import (
+from rewardlab.rewardmodels.judge.fallback import FallbackVerifier
+from rewardlab.rewardmodels.judge.judge import (
     JudgeConfig,
     Judgment,
     LLMJudge,
     span_probability,
     verdict_probability,
 )
-from rewardkit.rewardmodels.judge.parse import KINDS, Verdict, VerdictError, parse_verdict, try_parse_verdict
-from rewardkit.rewardmodels.judge.templates import TEMPLATES, get_template, render
+from rewardlab.rewardmodels.judge.parse import KINDS, Verdict, VerdictError, parse_verdict, try_parse_verdict
+from rewardlab.rewardmodels.judge.templates import TEMPLATES, get_template, render
 
 __all__ = [
     "KINDS",

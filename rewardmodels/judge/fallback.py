@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rewardkit.rewardmodels.judge.judge import LLMJudge
-from rewardkit.types import Record, Result
-from rewardkit.verifiers import get_verifier
+from rewardlab.rewardmodels.judge.judge import LLMJudge
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import get_verifier
 
 
 def _undecided(result: Result) -> bool:
@@ -30,10 +30,10 @@ class FallbackVerifier:
 
     Args:
         primary: A verifier name (``"math"``) or any object with ``score_batch`` (and ``name``).
-        judge: An :class:`~rewardkit.rewardmodels.judge.judge.LLMJudge` (``binary`` mode, ideally with the
+        judge: An :class:`~rewardlab.rewardmodels.judge.judge.LLMJudge` (``binary`` mode, ideally with the
             ``math_equivalence`` template), or ``None`` to build one from ``judge_model``.
         judge_model: Model path / hub name for a judge built here.
-        judge_kwargs: :class:`~rewardkit.rewardmodels.judge.judge.JudgeConfig` fields and ``backend`` for a
+        judge_kwargs: :class:`~rewardlab.rewardmodels.judge.judge.JudgeConfig` fields and ``backend`` for a
             judge built here.
         primary_config: Keyword arguments of the primary verifier when given by name.
         undecided: Which primary results go to the judge (default: those with an error).

@@ -18,9 +18,9 @@ to writing it (the product of its tokens' probabilities), from which a soft scor
 binary, P(A) for pairwise (the other verdict taking the remaining mass), and the verdict's probability for
 scores. ``details["soft_score"]`` is its mean over samples; ``reward_from="soft"`` makes it the reward.
 
-Generation goes through the rollout backends of ``rewardkit.generation``: ``hf`` (transformers, CPU or
+Generation goes through the rollout backends of ``rewardlab.generation``: ``hf`` (transformers, CPU or
 GPU) or ``vllm``; an existing backend object can be passed to share a model with an RL run. ``openai``
-(:mod:`rewardkit.rewardmodels.judge.remote`) asks any OpenAI-compatible chat-completions server instead, with
+(:mod:`rewardlab.rewardmodels.judge.remote`) asks any OpenAI-compatible chat-completions server instead, with
 no local model or tokenizer: the prompts go as chat messages, and a request that fails for good makes its
 row ``"judge request failed: ..."``.
 """
@@ -33,13 +33,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.generation import SamplingParams, get_backend
-from rewardkit.remote import Failed
-from rewardkit.rewardmodels.judge.parse import KINDS, Verdict, try_parse_verdict
-from rewardkit.rewardmodels.judge.remote import ChatAPIBackend
-from rewardkit.rewardmodels.judge.templates import get_template, render
-from rewardkit.rewardmodels.prm.steps import char_to_token_index
-from rewardkit.types import Record, Result, message_text
+from rewardlab.generation import SamplingParams, get_backend
+from rewardlab.remote import Failed
+from rewardlab.rewardmodels.judge.parse import KINDS, Verdict, try_parse_verdict
+from rewardlab.rewardmodels.judge.remote import ChatAPIBackend
+from rewardlab.rewardmodels.judge.templates import get_template, render
+from rewardlab.rewardmodels.prm.steps import char_to_token_index
+from rewardlab.types import Record, Result, message_text
 
 REMOTE_BACKENDS = ("openai",)
 """Backends that send chat messages to a server (no local model or tokenizer)."""
@@ -149,7 +149,7 @@ class LLMJudge:
         tokenizer: Its tokenizer (loaded from ``model`` when it is a path; not used by ``openai``).
         config: A :class:`JudgeConfig`; keyword arguments override its fields.
         backend: ``"hf"``, ``"vllm"``, ``"openai"`` or a ready backend object.
-        backend_kwargs: Passed to ``get_backend`` (``openai``: :class:`~rewardkit.rewardmodels.judge.remote.
+        backend_kwargs: Passed to ``get_backend`` (``openai``: :class:`~rewardlab.rewardmodels.judge.remote.
             ChatAPIConfig` fields, or ``config=ChatAPIConfig(...)``).
     """
 

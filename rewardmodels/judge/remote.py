@@ -7,18 +7,18 @@ samples, ``temperature``, ``top_p``, ``max_tokens``, ``seed`` and, unless turned
 server that returns fewer than ``n`` choices (one that ignores ``n``) is asked again, one sample per request,
 until there are ``n``; ``n_per_request=False`` always sends ``k`` requests of one sample.
 
-* **Per-row errors**: a request that fails after its retries (:class:`rewardkit.remote.HTTPClient`: timeouts,
+* **Per-row errors**: a request that fails after its retries (:class:`rewardlab.remote.HTTPClient`: timeouts,
   connection errors, 429 and 5xx retried with backoff; other 4xx not) makes its row
   ``"judge request failed: <why>"``; the other rows are judged.
 * **Cache**: identical requests (the canonical JSON of URL and body) are sent once: within a batch, across
   batches, and with ``cache=PATH`` across runs (an SQLite file), so a repeated or resumed run does not pay
   twice. ``cache="off"`` sends every request.
 * **Usage**: :meth:`ChatAPIBackend.usage` totals prompt and completion tokens (as the server reports them),
-  requests, cache hits, retries and failures; ``rewardkit rm judge`` prints them and writes them into the run
+  requests, cache hits, retries and failures; ``rewardlab rm judge`` prints them and writes them into the run
   record.
 * **Soft scores**: with log-probabilities, each choice carries its tokens' text and log-probability
   (``logprobs.content[j].token`` / ``.logprob``); the verdict's probability is read from the tokens that
-  cover its characters (:func:`rewardkit.rewardmodels.judge.judge.span_probability`).
+  cover its characters (:func:`rewardlab.rewardmodels.judge.judge.span_probability`).
 * **API key**: read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``); unset means no
   ``Authorization`` header (local servers). Only the variable's name is ever part of a config or a record.
 """
@@ -30,12 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.remote import Failed, HTTPClient, RemoteError, ResponseCache, cache_key
+from rewardlab.remote import Failed, HTTPClient, RemoteError, ResponseCache, cache_key
 
 
 @dataclass
 class ChatAPIConfig:
-    """Settings of the judge's ``openai`` backend (each is a ``rewardkit rm judge`` flag)."""
+    """Settings of the judge's ``openai`` backend (each is a ``rewardlab rm judge`` flag)."""
 
     base_url: str = "http://127.0.0.1:8000/v1"
     """The server's OpenAI API root: requests go to ``{base_url}/chat/completions``."""
@@ -121,7 +121,7 @@ class ChatAPIBackend:
     def generate(
         self, prompts: Sequence[list[dict[str, str]]], params: Any
     ) -> list[list[ChatGeneration] | Failed]:
-        """``params.n`` generations per prompt, in order; :class:`~rewardkit.remote.Failed` for a prompt whose
+        """``params.n`` generations per prompt, in order; :class:`~rewardlab.remote.Failed` for a prompt whose
         request failed for good."""
         if not prompts:
             return []

@@ -4,7 +4,7 @@ Placeholders are ``{prompt}``, ``{response}``, ``{reference}`` (pointwise) and `
 ``{response_a}``, ``{response_b}``, ``{reference}`` (pairwise). Only these names are substituted, so a
 template may contain other braces (``\\boxed{}``) freely. The built-in templates follow the shape of
 MT-Bench's single-answer and pairwise grading prompts (Zheng et al., 2023): reason first, then a verdict
-in a fixed format that :mod:`rewardkit.rewardmodels.judge.parse` reads.
+in a fixed format that :mod:`rewardlab.rewardmodels.judge.parse` reads.
 """
 
 from __future__ import annotations

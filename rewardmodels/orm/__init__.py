@@ -2,7 +2,7 @@
 
 Python::
 
-    from rewardkit.rewardmodels.orm import ORMTrainConfig, train_orm, RewardModel, RewardModelSource
+    from rewardlab.rewardmodels.orm import ORMTrainConfig, train_orm, RewardModel, RewardModelSource
 
     summary = train_orm(ORMTrainConfig(model="Qwen/Qwen2.5-0.5B", train_file="prefs.jsonl", output_dir="rm"))
     rm = RewardModel("rm")                       # length-sorted dynamic batches within a token budget
@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# Lazy exports: ``rewardkit rm --help`` imports the config without paying for torch / transformers.
+# Lazy exports: ``rewardlab rm --help`` imports the config without paying for torch / transformers.
 _EXPORTS = {
     "ORMTrainConfig": "config",
     "build_text": "data",

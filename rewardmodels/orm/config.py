@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rewardkit.training.config import BaseTrainingConfig, Renamed, build
+from rewardlab.config import Renamed, build
+from rewardlab.training.config import BaseTrainingConfig
 
 
 def _report_to(tensorboard: Any) -> dict[str, Any]:
@@ -16,7 +17,7 @@ def _report_to(tensorboard: Any) -> dict[str, Any]:
 @dataclass
 class ORMTrainConfig(BaseTrainingConfig):
     """Everything ``train_orm`` needs. Field defaults follow TRL's ``RewardConfig`` / ``ModelConfig``; the
-    optimiser, schedule, logging and checkpoint fields are :class:`~rewardkit.training.config.BaseTrainingConfig`'s."""
+    optimiser, schedule, logging and checkpoint fields are :class:`~rewardlab.training.config.BaseTrainingConfig`'s."""
 
     DEPRECATED = {"tensorboard": Renamed("report_to", _report_to)}
 

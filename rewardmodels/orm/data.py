@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.data.loaders import read_rows
-from rewardkit.types import message_text
+from rewardlab.data.loaders import read_rows
+from rewardlab.types import message_text
 
 PAIRWISE_KEYS = ("chosen", "rejected")
 POINTWISE_KEYS = ("completion", "label")
@@ -24,7 +24,7 @@ POINTWISE_KEYS = ("completion", "label")
 
 def load_rows(path_or_name: str, split: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows of a JSONL / JSON / Parquet / CSV file, or of a ``datasets`` dataset (name or saved folder),
-    through the shared reader :func:`rewardkit.data.loaders.read_rows`; a dataset's split defaults to
+    through the shared reader :func:`rewardlab.data.loaders.read_rows`; a dataset's split defaults to
     ``"train"``."""
 
     default_split = None if Path(path_or_name).is_file() else "train"

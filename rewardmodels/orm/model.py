@@ -102,9 +102,9 @@ def disable_dropout(model) -> None:
 def add_lora(model, *, r: int = 16, alpha: int = 32, dropout: float = 0.05, target_modules: Any = None):
     """Wraps ``model`` in a peft LoRA adapter for sequence classification (the ``score`` head stays
     fully trainable: peft's ``SEQ_CLS`` task saves it as a module to save). Defaults are TRL's; the adapter
-    itself is :func:`rewardkit.training.lora.add_lora`'s, which the RL policy shares."""
+    itself is :func:`rewardlab.training.lora.add_lora`'s, which the RL policy shares."""
     # lazy: pulls in torch
-    from rewardkit.training.lora import add_lora as add_adapter
+    from rewardlab.training.lora import add_lora as add_adapter
 
     return add_adapter(
         model, task_type="SEQ_CLS", r=r, alpha=alpha, dropout=dropout, target_modules=target_modules

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.progress import progress_bar
-from rewardkit.types import Record, Result
+from rewardlab.progress import progress_bar
+from rewardlab.types import Record, Result
 
 from .data import build_text, encode, pad_batch
 from .model import load_reward_model

@@ -1,15 +1,15 @@
 """Training an outcome reward model: Bradley-Terry on preference pairs or BCE on labelled completions.
 
-A plain PyTorch loop on the shared training layer (:mod:`rewardkit.training`), so every step is visible:
+A plain PyTorch loop on the shared training layer (:mod:`rewardlab.training`), so every step is visible:
 micro-batches of pairs (chosen and rejected in one forward pass), gradient accumulation weighted by
 micro-batch size (the accumulated gradient equals the gradient of the mean over the whole optimizer batch),
 AdamW and a learning-rate schedule, evaluation every ``eval_steps``, checkpoints every ``save_steps`` that a
 later run resumes exactly (model, optimizer, scheduler, RNG states and the position in the data order).
 
 Files written to ``output_dir``: ``checkpoints/step-N/`` (``model/`` -- the model or LoRA adapter --,
-``trainer_state.pt``, ``config.yaml``; see :mod:`rewardkit.training.checkpoint`), ``metrics.jsonl`` (one
+``trainer_state.pt``, ``config.yaml``; see :mod:`rewardlab.training.checkpoint`), ``metrics.jsonl`` (one
 line per log / eval event), and the final model + tokenizer + ``rm_config.json`` at the top level (merged
-when LoRA is used), loadable by ``AutoModelForSequenceClassification`` and ``rewardkit rm score``.
+when LoRA is used), loadable by ``AutoModelForSequenceClassification`` and ``rewardlab rm score``.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.training import CheckpointManager, MetricsLogger, build_scheduler, optimizer_from_config
-from rewardkit.training import config as config_io
-from rewardkit.training.device import autocast, resolve_device, set_threads
-from rewardkit.training.loop import SupervisedRun, SupervisedState
-from rewardkit.training.optim import optimizer_step
+from rewardlab import config as config_io
+from rewardlab.training import CheckpointManager, MetricsLogger, build_scheduler, optimizer_from_config
+from rewardlab.training.device import autocast, resolve_device, set_threads
+from rewardlab.training.loop import SupervisedRun, SupervisedState
+from rewardlab.training.optim import optimizer_step
 
 from .config import ORMTrainConfig
 from .data import collate_pairwise, collate_pointwise, detect_kind, load_rows, tokenize_rows

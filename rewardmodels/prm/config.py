@@ -1,4 +1,4 @@
-"""The options of PRM training (``rewardkit rm train --type prm``), apart from the trainer so that the CLI
+"""The options of PRM training (``rewardlab rm train --type prm``), apart from the trainer so that the CLI
 builds its flags without importing torch."""
 
 from __future__ import annotations
@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.rewardmodels.prm.model import PRMConfig
-from rewardkit.training.config import BaseTrainingConfig, Renamed
+from rewardlab.config import Renamed
+from rewardlab.rewardmodels.prm.model import PRMConfig
+from rewardlab.training.config import BaseTrainingConfig
 
 
 def _report_to(tensorboard: Any) -> dict[str, Any]:
@@ -17,8 +18,8 @@ def _report_to(tensorboard: Any) -> dict[str, Any]:
 
 @dataclass
 class PRMTrainConfig(BaseTrainingConfig):
-    """Options of :func:`train_prm` (the ``rewardkit rm train --type prm`` flags); the optimiser, schedule,
-    logging and checkpoint fields are :class:`~rewardkit.training.config.BaseTrainingConfig`'s."""
+    """Options of :func:`train_prm` (the ``rewardlab rm train --type prm`` flags); the optimiser, schedule,
+    logging and checkpoint fields are :class:`~rewardlab.training.config.BaseTrainingConfig`'s."""
 
     DEPRECATED = {
         "batch_size": "per_device_train_batch_size",

@@ -4,7 +4,7 @@
 0.0 = wrong, a value in between = a soft label, ``None`` = not labelled). :func:`load_step_examples` reads
 JSONL (or a list of dicts) in any of these layouts, detected per row from its keys:
 
-``stepwise`` (TRL's stepwise supervision; what ``rewardkit rm label-steps`` writes)
+``stepwise`` (TRL's stepwise supervision; what ``rewardlab rm label-steps`` writes)
     ``{"prompt": str, "completions": [step, ...], "labels": [bool | float, ...]}``, optional
     ``reference`` / ``answer`` (the gold final answer) and ``id``.
 ``math_shepherd`` (Math-Shepherd, Wang et al. 2024)
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardkit.rewardmodels.prm.steps import MATH_SHEPHERD_TAG, split_steps
-from rewardkit.types import Record, jsonable
+from rewardlab.rewardmodels.prm.steps import MATH_SHEPHERD_TAG, split_steps
+from rewardlab.types import Record, jsonable
 
 FORMATS = ("stepwise", "math_shepherd", "prm800k", "processbench")
 
@@ -73,7 +73,7 @@ class StepExample:
         return row
 
     def to_record(self, joiner: str = "\n"):
-        """A :class:`~rewardkit.types.Record` whose completion is the steps joined by ``joiner`` and whose
+        """A :class:`~rewardlab.types.Record` whose completion is the steps joined by ``joiner`` and whose
         ``metadata["steps"]`` keeps the exact steps (so no re-splitting is needed)."""
 
         return Record(

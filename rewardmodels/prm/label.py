@@ -9,9 +9,9 @@ only its own final answer counts -- is checked by a verifier against the referen
 verified. ``labels`` in the output are the soft or hard ones (``label_type``); both are kept in
 ``soft_labels`` / ``hard_labels``.
 
-Generation goes through a rollout backend (``rewardkit.generation``: ``hf`` on CPU, ``vllm`` on GPU); all
+Generation goes through a rollout backend (``rewardlab.generation``: ``hf`` on CPU, ``vllm`` on GPU); all
 prefixes of all solutions are sent in one ``generate`` call with ``n=k`` so the backend batches them.
-Verification goes through :func:`rewardkit.scoring.score_records` (parallel workers, per-item timeout).
+Verification goes through :func:`rewardlab.scoring.score_records` (parallel workers, per-item timeout).
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.generation import SamplingParams, get_backend
-from rewardkit.progress import progress_bar
-from rewardkit.rewardmodels.prm.data import StepExample
-from rewardkit.scoring import score_records
-from rewardkit.types import Record
+from rewardlab.generation import SamplingParams, get_backend
+from rewardlab.progress import progress_bar
+from rewardlab.rewardmodels.prm.data import StepExample
+from rewardlab.scoring import score_records
+from rewardlab.types import Record
 
 
 @dataclass
 class LabelConfig:
-    """Options of :func:`label_steps` (the ``rewardkit rm label-steps`` flags)."""
+    """Options of :func:`label_steps` (the ``rewardlab rm label-steps`` flags)."""
 
     k: int = 8
     """Completions per step prefix (Math-Shepherd: N = 8)."""

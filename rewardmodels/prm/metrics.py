@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from rewardkit.rewardmodels.prm.data import first_error
+from rewardlab.rewardmodels.prm.data import first_error
 
 
 def predict_first_error(scores: Sequence[float], threshold: float = 0.5) -> int:
@@ -97,7 +97,7 @@ def evaluate_step_scores(
     group_by: str | None = None,
 ) -> dict[str, Any]:
     """Step metrics and ProcessBench metrics of ``scores`` against labelled ``examples``
-    (:class:`~rewardkit.rewardmodels.prm.data.StepExample`), overall and by ``metadata[group_by]``."""
+    (:class:`~rewardlab.rewardmodels.prm.data.StepExample`), overall and by ``metadata[group_by]``."""
 
     def compute(idx: list[int]) -> dict[str, Any]:
         sc = [scores[i] for i in idx]

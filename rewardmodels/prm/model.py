@@ -28,18 +28,18 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rewardkit.rewardmodels.prm.aggregate import aggregate
-from rewardkit.rewardmodels.prm.data import first_error
-from rewardkit.rewardmodels.prm.steps import MATH_SHEPHERD_TAG, record_steps
-from rewardkit.types import Record, Result
+from rewardlab.rewardmodels.prm.aggregate import aggregate
+from rewardlab.rewardmodels.prm.data import first_error
+from rewardlab.rewardmodels.prm.steps import MATH_SHEPHERD_TAG, record_steps
+from rewardlab.types import Record, Result
 
-CONFIG_FILE = "rewardkit_prm.json"
+CONFIG_FILE = "rewardlab_prm.json"
 HEADS = ("token", "lm")
 
 
 @dataclass
 class PRMConfig:
-    """How a PRM lays out its input and reads its output (saved next to the weights as ``rewardkit_prm.json``).
+    """How a PRM lays out its input and reads its output (saved next to the weights as ``rewardlab_prm.json``).
 
     Attributes:
         head: ``"token"`` (token-classification head) or ``"lm"`` (next-token "+"/"-" on a causal LM).
@@ -109,7 +109,7 @@ class StepScores:
         steps: The step texts.
         step_ends: Character offset in ``record.completion_text`` just past each step (-1 when the step
             came from ``metadata["steps"]`` and was not found in the text). Map to token positions with
-            :func:`rewardkit.rewardmodels.prm.steps.char_to_token_index`.
+            :func:`rewardlab.rewardmodels.prm.steps.char_to_token_index`.
     """
 
     scores: list[float] = field(default_factory=list)
@@ -312,7 +312,7 @@ class ProcessRewardModel:
         return results
 
     def score_examples(self, examples: Sequence[Any]) -> list[list[float]]:
-        """Step scores of :class:`~rewardkit.rewardmodels.prm.data.StepExample` objects."""
+        """Step scores of :class:`~rewardlab.rewardmodels.prm.data.StepExample` objects."""
         return self.score_encoded([self.encode(ex.prompt, ex.steps) for ex in examples])
 
     def split(self, record: Record):

@@ -103,7 +103,7 @@ def steps_from_list(steps: Sequence[str], *, joiner: str = "\n") -> tuple[str, S
 
 
 def record_steps(record: Any, *, separator: str = "\n", step_tag: str | None = MATH_SHEPHERD_TAG) -> Steps:
-    """The steps of a :class:`~rewardkit.types.Record`: ``metadata["steps"]`` when given (offsets are then
+    """The steps of a :class:`~rewardlab.types.Record`: ``metadata["steps"]`` when given (offsets are then
     found in the completion text by search, or -1 when a step is not in it), else the completion split by
     :func:`split_steps`."""
     text = record.completion_text

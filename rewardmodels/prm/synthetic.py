@@ -22,8 +22,8 @@ from __future__ import annotations
 import random
 import zlib
 
-from rewardkit.rewardmodels.prm.data import StepExample, write_step_examples
-from rewardkit.rewardmodels.prm.steps import MATH_SHEPHERD_TAG
+from rewardlab.rewardmodels.prm.data import StepExample, write_step_examples
+from rewardlab.rewardmodels.prm.steps import MATH_SHEPHERD_TAG
 
 TOUR_TABLE = {"max_value": 4, "max_delta": 1, "max_ops": 6}
 """The arithmetic of the shipped PRM tour data: numbers 0..4, +-1, 2 to 6 operations."""
@@ -208,7 +208,7 @@ def write_samples(folder: str) -> dict[str, int]:
     return counts
 
 
-if __name__ == "__main__":  # python -m rewardkit.rewardmodels.prm.synthetic data/prm
+if __name__ == "__main__":  # python -m rewardlab.rewardmodels.prm.synthetic data/prm
     import sys
 
     print(write_samples(sys.argv[1] if len(sys.argv) > 1 else "data/prm"))

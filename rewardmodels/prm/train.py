@@ -25,14 +25,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardkit.rewardmodels.prm.config import PRMTrainConfig
-from rewardkit.rewardmodels.prm.data import StepExample, load_step_examples
-from rewardkit.rewardmodels.prm.metrics import evaluate_step_scores
-from rewardkit.rewardmodels.prm.model import ProcessRewardModel, load_backbone
-from rewardkit.training import CheckpointManager, MetricsLogger, build_scheduler, optimizer_from_config
-from rewardkit.training import config as config_io
-from rewardkit.training.loop import SupervisedRun, SupervisedState
-from rewardkit.training.optim import optimizer_step
+from rewardlab import config as config_io
+from rewardlab.rewardmodels.prm.config import PRMTrainConfig
+from rewardlab.rewardmodels.prm.data import StepExample, load_step_examples
+from rewardlab.rewardmodels.prm.metrics import evaluate_step_scores
+from rewardlab.rewardmodels.prm.model import ProcessRewardModel, load_backbone
+from rewardlab.training import CheckpointManager, MetricsLogger, build_scheduler, optimizer_from_config
+from rewardlab.training.loop import SupervisedRun, SupervisedState
+from rewardlab.training.optim import optimizer_step
 
 
 @dataclass
@@ -111,7 +111,7 @@ def _load_model(config: PRMTrainConfig, checkpoint: Path | None) -> ProcessRewar
     source = str(checkpoint / MODEL_DIR) if checkpoint is not None else config.model
     if not source:
         raise ValueError("no model: set model to a base model or PRM path")
-    if (Path(source) / "rewardkit_prm.json").exists():
+    if (Path(source) / "rewardlab_prm.json").exists():
         return ProcessRewardModel.from_pretrained(source, device=config.device)
     tokenizer = AutoTokenizer.from_pretrained(source)
     backbone = load_backbone(source, config.head)

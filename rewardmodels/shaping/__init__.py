@@ -3,7 +3,7 @@
 Python::
 
     import torch
-    from rewardkit.rewardmodels.shaping import ShapingBatch, build_pipeline, functional as F
+    from rewardlab.rewardmodels.shaping import ShapingBatch, build_pipeline, functional as F
 
     pipe = build_pipeline(["group_norm", "clamp:-3,3"])
     out = pipe(ShapingBatch(rewards=torch.tensor([1.0, 0.0, 1.0, 1.0]), group=torch.tensor([0, 0, 1, 1])))
@@ -15,8 +15,8 @@ per sample ``[B]``; per group ``[B]`` + group ids ``[B]``; per step padded ``[B,
 (left-aligned, contiguous steps).
 
 Every reward transform of the project lives here, once: the RL loop's reward pipeline
-(:mod:`rewardkit.rl.rewards`) and its advantages (:mod:`rewardkit.rl.core_algos`) call these functions.
-Reward sources are combined by :class:`rewardkit.verifiers.combine.CombinedSource` (``WeightedSumSource``
+(:mod:`rewardlab.rl.rewards`) and its advantages (:mod:`rewardlab.core_algos`) call these functions.
+Reward sources are combined by :class:`rewardlab.verifiers.combine.CombinedSource` (``WeightedSumSource``
 here is that type).
 """
 

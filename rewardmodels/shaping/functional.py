@@ -12,8 +12,9 @@ Three levels of rewards, three tensor layouts:
   lists, :func:`unpad_steps` goes back). Every step function returns zeros at padded positions.
 
 This module is the one home of every reward transform of the project: the RL loop
-(:mod:`rewardkit.rl.rewards`, :mod:`rewardkit.rl.core_algos`) calls these functions rather than keeping
-copies. Where two callers need different constants (GRPO's eps 1e-6 vs TRL's 1e-4, a lone sample kept or
+(:mod:`rewardlab.rl.rewards`) calls these functions rather than keeping copies. Group statistics, group
+normalisation and returns are advantage math: their home is :mod:`rewardlab.core_algos` (a floor below),
+and they are re-exported here for the transforms that use them. Where two callers need different constants (GRPO's eps 1e-6 vs TRL's 1e-4, a lone sample kept or
 zeroed, a penalty factor) the function takes the difference as an explicit argument.
 
 Nothing here keeps state or changes its inputs; the one stateful transform (running whitening) keeps its
@@ -35,10 +36,12 @@ import math
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from rewardlab.core_algos.groups import GroupStats, group_index, group_normalize, group_stats
+from rewardlab.core_algos.returns import discounted_returns
 
 __all__ = [
     "L1_ALPHA",
@@ -169,158 +172,6 @@ def weighted_sum(components: dict[str, torch.Tensor], weights: dict[str, float])
 # --------------------------------------------------------------------------------------------------
 
 
-def _group_index(group: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
-    group = torch.as_tensor(group)
-    if group.dim() != 1 or group.numel() != n:
-        raise ValueError(f"group ids must be a 1-D tensor of length {n}, got shape {tuple(group.shape)}")
-    if n == 0:
-        return torch.zeros(0, dtype=torch.long), 0
-    _, inverse = torch.unique(group, return_inverse=True)
-    return inverse, int(inverse.max().item()) + 1
-
-
-def _contiguous_groups(values: torch.Tensor, group_size: int) -> torch.Tensor:
-    """``values [B]`` as ``[B // G, G]``: samples ``g*G .. g*G + G - 1`` form group ``g`` (TRL's and verl's
-    layout after ``repeat_interleave``)."""
-    if values.dim() != 1:
-        raise ValueError(f"scores must be 1-D (B,), got shape {tuple(values.shape)}")
-    if group_size < 1 or values.numel() % group_size:
-        raise ValueError(f"batch of {values.numel()} is not a whole number of groups of {group_size}")
-    return values.view(-1, group_size)
-
-
-def _masked_rowsum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Row sums over ``mask``; entries outside it add exactly 0 even when they hold inf/NaN."""
-    return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(dim=1)
-
-
-@dataclass(frozen=True)
-class GroupStats:
-    """Rewards laid out one group per row, and each group's statistics over its members.
-
-    ``values`` and ``members`` are ``[G, W]`` (``W``: the largest group; padding and samples whose ``valid``
-    is False are not members); ``count``, ``mean``, ``std`` (unbiased, as ``torch.std`` and TRL) and
-    ``degenerate`` are ``[G]``. A group is degenerate when it has fewer than two members or all its members'
-    rewards are equal: no group baseline can tell its samples apart.
-    """
-
-    values: torch.Tensor
-    members: torch.Tensor
-    count: torch.Tensor
-    mean: torch.Tensor
-    std: torch.Tensor
-    degenerate: torch.Tensor
-    index: tuple[torch.Tensor, torch.Tensor] | None
-    """``(row, column)`` of each sample in ``values``; ``None`` for contiguous groups (row-major order)."""
-
-    def to_samples(self, per_group: torch.Tensor) -> torch.Tensor:
-        """A ``[G, W]`` tensor laid out like ``values`` back to one value per sample, ``[B]``."""
-        if self.index is None:
-            return per_group.reshape(-1)
-        return per_group[self.index]
-
-
-def group_stats(
-    rewards: torch.Tensor,
-    group: torch.Tensor | None = None,
-    *,
-    group_size: int | None = None,
-    valid: torch.Tensor | None = None,
-) -> GroupStats:
-    """Per-group count, mean ``mu_g = sum_{i in g} r_i / n_g``, unbiased std
-    ``sigma_g = sqrt(sum_{i in g} (r_i - mu_g)^2 / (n_g - 1))`` and degeneracy, in ``rewards``' dtype.
-
-    Groups are given either by ids (``group [B]``, any values, any sizes, in any order; ``None``: the batch
-    is one group) or by ``group_size`` (contiguous groups of ``G``). Samples with ``valid`` False are left
-    out of every statistic.
-    """
-    rewards = torch.as_tensor(rewards)
-    if group_size is not None:
-        values = _contiguous_groups(rewards, group_size)
-        members = torch.ones_like(values, dtype=torch.bool)
-        if valid is not None:
-            members = _contiguous_groups(valid.bool(), group_size)
-        index = None
-    else:
-        n = rewards.numel()
-        ids = group if group is not None else torch.zeros(n, dtype=torch.long, device=rewards.device)
-        row, n_groups = _group_index(ids, n)
-        sizes = torch.bincount(row, minlength=n_groups)
-        order = torch.argsort(row, stable=True)
-        col = torch.empty_like(row)
-        col[order] = torch.arange(n, device=row.device) - (sizes.cumsum(0) - sizes)[row[order]]
-        width = max(int(sizes.max()) if n else 0, 1)
-        values = rewards.new_zeros(n_groups, width)
-        values[row, col] = rewards
-        members = torch.zeros(n_groups, width, dtype=torch.bool, device=values.device)
-        members[row, col] = True if valid is None else valid.bool()
-        index = (row, col)
-    count = members.sum(dim=1)
-    mean = _masked_rowsum(values, members) / count.clamp(min=1)
-    var = _masked_rowsum((values - mean[:, None]) ** 2, members) / (count - 1).clamp(min=1)
-    big = torch.finfo(values.dtype).max
-    gmax = torch.where(members, values, torch.full_like(values, -big)).amax(dim=1)
-    gmin = torch.where(members, values, torch.full_like(values, big)).amin(dim=1)
-    degenerate = (count < 2) | (gmax <= gmin)
-    return GroupStats(values, members, count, mean, var.sqrt(), degenerate, index)
-
-
-def group_normalize(
-    rewards: torch.Tensor,
-    group: torch.Tensor | None = None,
-    *,
-    group_size: int | None = None,
-    scale_by_std: bool = True,
-    std: torch.Tensor | float | None = None,
-    eps: float = 1e-4,
-    valid: torch.Tensor | None = None,
-    degenerate: str = "keep",
-    dtype: torch.dtype | None = torch.float64,
-) -> torch.Tensor:
-    """Group-relative rewards (GRPO / Dr. GRPO); the one implementation behind the ``group_norm`` shaping
-    transform and GRPO's advantages (:func:`rewardkit.rl.core_algos.group_normalized_advantages`).
-
-    ``r'_i = (r_i - mean_g) / (std_g + eps)`` with ``scale_by_std=True`` (GRPO, Shao et al. 2024; std is
-    the unbiased sample std, as ``torch.std`` and TRL compute it), or ``r'_i = r_i - mean_g`` with
-    ``scale_by_std=False`` (Dr. GRPO, Liu et al. 2025, which drops the std because it up-weights
-    too-easy and too-hard prompts). ``mean_g`` / ``std_g`` are over the (valid) samples sharing
-    ``group[i]`` (see :func:`group_stats` for ``group`` / ``group_size``). What the callers differ in is
-    explicit:
-
-    * ``eps``: 1e-4 here and in TRL; GRPO's advantages pass verl's 1e-6.
-    * ``std``: divide by this (e.g. the whole batch's std: REINFORCE++-baseline, TRL's
-      ``scale_rewards="batch"``) instead of each group's own.
-    * ``degenerate``: ``"keep"`` (shaping): a group of one sample keeps its raw reward (mean 0, std 1, no
-      eps, as verl does), since no baseline exists; an all-equal group is normalised like any other.
-      ``"zero"`` (advantages): a group with fewer than two valid samples or all-equal rewards gets exactly
-      0, whatever the reward scale: the mean of identical floats need not equal them
-      (0.1 + 0.1 + 0.1 != 0.3), and ``(r - mean) / (0 + eps)`` would turn the rounding error into a signal.
-    * ``dtype``: the precision of the statistics (float64 for shaping; ``None``: the rewards' own, as the
-      advantages keep).
-
-    Samples with ``valid`` False are left out of the statistics and get 0.
-    """
-    if degenerate not in ("keep", "zero"):
-        raise ValueError(f"unknown degenerate-group policy {degenerate!r} (known: keep, zero)")
-    rewards = torch.as_tensor(rewards)
-    out_dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
-    stats = group_stats(
-        rewards if dtype is None else rewards.to(dtype), group, group_size=group_size, valid=valid
-    )
-    centred = stats.values - stats.mean[:, None]
-    if scale_by_std:
-        divisor = stats.std[:, None] if std is None else torch.as_tensor(std, dtype=centred.dtype)
-        centred = centred / (divisor + eps)
-    if degenerate == "zero":
-        centred = torch.where(stats.degenerate[:, None], torch.zeros_like(centred), centred)
-    else:
-        centred = torch.where((stats.count <= 1)[:, None], stats.values, centred)
-    out = stats.to_samples(centred)
-    if valid is not None:
-        out = torch.where(valid.bool(), out, torch.zeros_like(out))
-    return out.to(out_dtype)
-
-
 def whiten(rewards: torch.Tensor, mean: float, var: float, *, eps: float = 1e-8) -> torch.Tensor:
     """Whitening with given moments: ``r' = (r - mean) / sqrt(var + eps)``."""
     return (rewards - mean) / math.sqrt(var + eps)
@@ -364,7 +215,7 @@ def kimi_length_penalty(
     correct = torch.as_tensor(correct).bool()
     if group is None:
         group = torch.zeros(lengths.numel(), dtype=torch.long)
-    inverse, n_groups = _group_index(group, lengths.numel())
+    inverse, n_groups = group_index(group, lengths.numel())
     lo = torch.full((n_groups,), math.inf, dtype=torch.float64).scatter_reduce(
         0, inverse, lengths, reduce="amin"
     )[inverse]
@@ -689,26 +540,6 @@ def min_form(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     so an RL loop that computes returns as the sum of future rewards gets ``G_t`` at every step.
     """
     return gao_delta(min_form_returns(rewards, mask), mask)
-
-
-def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
-    """Reward-to-go along the last dimension: ``G_t = sum_{s >= t} gamma^(s - t) r_s`` over the masked
-    positions (outside the mask rewards count as 0 and returns are 0).
-
-    The one implementation of returns: per response token (REINFORCE++ and ``step_return`` advantages,
-    ``mask`` = the response mask) and per step (:func:`step_returns`). With ``gamma = 1`` it is the sum of
-    future rewards.
-    """
-    mask = mask.to(rewards.dtype)
-    rewards = rewards * mask
-    if gamma == 1.0:
-        return torch.flip(torch.cumsum(torch.flip(rewards, [-1]), -1), [-1]) * mask
-    returns = torch.zeros_like(rewards)
-    running = torch.zeros_like(rewards[..., 0])
-    for t in reversed(range(rewards.shape[-1])):
-        running = rewards[..., t] + gamma * running
-        returns[..., t] = running
-    return returns * mask
 
 
 def step_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:

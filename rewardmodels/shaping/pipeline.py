@@ -2,7 +2,7 @@
 
 A pipeline step reads and writes a :class:`ShapingBatch`, which holds the per-sample rewards and whatever
 context the transforms need (group ids, lengths, correctness, truncation, per-step rewards). Every step
-wraps one pure function of :mod:`rewardkit.rewardmodels.shaping.functional`.
+wraps one pure function of :mod:`rewardlab.rewardmodels.shaping.functional`.
 
 Spec syntax (one string per ``--shape`` flag, or one item of a YAML list)::
 
@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from rewardkit.estimators import ADVANTAGE_ESTIMATORS, estimator_traits
-from rewardkit.registry import Registry
+from rewardlab.core_algos.estimators import ADVANTAGE_ESTIMATORS, estimator_traits
+from rewardlab.registry import Registry
 
 from . import functional as F
 
@@ -370,7 +370,7 @@ class CosineLength(Shaping):
     """open-r1's cosine length-scaled reward (``get_cosine_scaled_reward``; Yeo et al., 2025), replacing the
     reward: correct from ``max_value_correct`` at length 0 down to ``min_value_correct`` at ``max_len``, wrong
     from ``min_value_wrong`` up to ``max_value_wrong``; ``exceed`` (a number) past ``max_len``, ``None``:
-    open-r1's cosine continues. Lengths are the batch's (characters in ``rewardkit score`` as open-r1 counts
+    open-r1's cosine continues. Lengths are the batch's (characters in ``rewardlab score`` as open-r1 counts
     them, tokens in an RL run). Correct = ``batch.correct`` or ``r >= correct_threshold``."""
 
     renamed: ClassVar[dict[str, str]] = {
@@ -711,7 +711,7 @@ def conflicts_with_estimator(
     """Why a sample shaping pipeline and an advantage estimator should not be combined, or ``None``.
 
     Protects against normalising twice: the estimators that centre by group (the trait
-    :attr:`rewardkit.estimators.EstimatorTraits.centres_by_group`, registered with each estimator) already
+    :attr:`rewardlab.core_algos.estimators.EstimatorTraits.centres_by_group`, registered with each estimator) already
     subtract a group baseline (and GRPO divides by the group std), so a ``group_norm`` shaping before them
     normalises the rewards a second time: under GRPO the second pass is nearly a no-op (a
     wasted step whose eps and lone-sample rule differ from the estimator's), under RLOO, Dr. GRPO and

@@ -1,4 +1,4 @@
-"""Shaping applied to scored rows (``rewardkit score --shape ...``), and weighted sums of reward sources.
+"""Shaping applied to scored rows (``rewardlab score --shape ...``), and weighted sums of reward sources.
 
 :func:`shape_results` turns ``(records, results)`` into a :class:`ShapingBatch`, runs a pipeline and writes
 the shaped reward back, keeping the raw one in ``details["shaping"]``. Context comes from the rows:
@@ -11,7 +11,7 @@ the shaped reward back, keeping the raw one in ``details["shaping"]``. Context c
 * per-step rewards: ``details["step_rewards"]`` (or ``step_scores``) of the result;
 * texts: the completion text of each row (``repetition_penalty``);
 * components: ``details["components"]`` (``{name: {"reward": x, ...}}`` or ``{name: x}``), as written by
-  :class:`WeightedSumSource` (:class:`rewardkit.verifiers.combine.CombinedSource`).
+  :class:`WeightedSumSource` (:class:`rewardlab.verifiers.combine.CombinedSource`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from rewardkit.types import INVALID_LINE_KINDS, Record, Result, as_reward, error_kind, jsonable
-from rewardkit.verifiers.combine import CombinedSource
+from rewardlab.types import INVALID_LINE_KINDS, Record, Result, as_reward, error_kind, jsonable
+from rewardlab.verifiers.combine import CombinedSource
 
 from .functional import pad_steps, unpad_steps
 from .pipeline import ShapingBatch, ShapingPipeline, build_pipeline
@@ -155,7 +155,7 @@ def shape_results(
 
 WeightedSumSource = CombinedSource
 """A weighted sum of named reward sources, ``CombinedSource({name: source}, {name: weight})``: the one
-combined-source type (:class:`rewardkit.verifiers.combine.CombinedSource`) under its shaping name. Each
+combined-source type (:class:`rewardlab.verifiers.combine.CombinedSource`) under its shaping name. Each
 result's ``details["components"]`` is what :func:`results_to_batch` reads back."""
 
 
@@ -167,10 +167,10 @@ def shape_jsonl(
     field_map: dict[str, str] | None = None,
     tokenizer: Any | None = None,
 ) -> list[float]:
-    """Shapes a scored JSONL file (rows with ``reward``, ``details``, ``error``, as ``rewardkit score``
+    """Shapes a scored JSONL file (rows with ``reward``, ``details``, ``error``, as ``rewardlab score``
     writes them) in place, or into ``output``; returns the shaped rewards of the scored rows.
 
-    This is how ``rewardkit score --shape ...`` works: scoring streams rows to the file, then shaping runs
+    This is how ``rewardlab score --shape ...`` works: scoring streams rows to the file, then shaping runs
     over all of them at once (group statistics need every sample of a group). Rows that are not scored
     records (invalid input lines: ``invalid JSON`` / ``invalid UTF-8`` errors) are copied unchanged.
     """

@@ -2,8 +2,8 @@
 
 The same formulas as the shaping transforms of the same names (:mod:`.functional`), for where a reward
 *source* is wanted: an RL run's ``reward.sources`` (``{name: repetition_penalty, weight: 1}`` beside
-``math``, as open-r1 lists its reward functions), ``rewardkit score --verifier cosine_length``, a combined
-source's part. Both are verifiers (registered by name in ``rewardkit.verifiers``), so they never raise and
+``math``, as open-r1 lists its reward functions), ``rewardlab score --verifier cosine_length``, a combined
+source's part. Both are verifiers (registered by name in ``rewardlab.verifiers``), so they never raise and
 run in the scoring engine's workers.
 
 * ``repetition_penalty`` reads only the completion: ``max_penalty * (1 - distinct n-grams / n-grams)``.
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.types import Record, Result, as_reward
-from rewardkit.verifiers import get_source
-from rewardkit.verifiers.base import Verifier, verifier_error
+from rewardlab.types import Record, Result, as_reward
+from rewardlab.verifiers import get_source
+from rewardlab.verifiers.base import Verifier, verifier_error
 
 from . import functional as F
 

@@ -1,8 +1,8 @@
 """The ``choice`` verifier: multiple-choice answers (a letter A-J, or an option's text) against the gold letter."""
 
-from rewardkit.verifiers.choice.options import Choices, normalize_text, parse_choices
-from rewardkit.verifiers.choice.reading import Statement, read_statements
-from rewardkit.verifiers.choice.verifier import ChoiceConfig, ChoiceVerifier
+from rewardlab.verifiers.choice.options import Choices, normalize_text, parse_choices
+from rewardlab.verifiers.choice.reading import Statement, read_statements
+from rewardlab.verifiers.choice.verifier import ChoiceConfig, ChoiceVerifier
 
 __all__ = [
     "ChoiceConfig",

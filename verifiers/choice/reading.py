@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rewardkit.verifiers.choice.options import Choices, normalize_text
+from rewardlab.verifiers.choice.options import Choices, normalize_text
 
 
 @dataclass(frozen=True)

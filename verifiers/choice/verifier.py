@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.choice.options import Choices, ReferenceError, parse_choices
-from rewardkit.verifiers.choice.reading import Statement, read_statements
-from rewardkit.verifiers.response import final_response
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.choice.options import Choices, ReferenceError, parse_choices
+from rewardlab.verifiers.choice.reading import Statement, read_statements
+from rewardlab.verifiers.response import final_response
 
 
 @dataclass(frozen=True)

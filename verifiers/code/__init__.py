@@ -1,6 +1,6 @@
 """Code execution verifier and its sandbox (``get_verifier("code")``); see ``docs/code.md``."""
 
-from rewardkit.verifiers.code.sandbox import (
+from rewardlab.verifiers.code.sandbox import (
     FunctionTask,
     RunReport,
     Sandbox,
@@ -8,7 +8,7 @@ from rewardkit.verifiers.code.sandbox import (
     SandboxLimits,
     StdioTask,
 )
-from rewardkit.verifiers.code.verifier import (
+from rewardlab.verifiers.code.verifier import (
     CodeConfig,
     CodeVerifier,
     TestSpec,

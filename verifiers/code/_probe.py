@@ -5,7 +5,7 @@
 directory of the installation (to hide them), and for each allowed package the top-level entries of
 site-packages that make it importable: the package directory or module file, the other entries its
 distribution installs (``numpy.libs``, its ``.dist-info``) and those of the distributions it requires.
-Standard library only: it runs in the sandbox's interpreter, which may not be rewardkit's.
+Standard library only: it runs in the sandbox's interpreter, which may not be rewardlab's.
 """
 
 from __future__ import annotations

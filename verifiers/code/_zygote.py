@@ -1,8 +1,8 @@
 """The sandbox side of the code verifier: a warm "zygote" interpreter and the workers it forks.
 
-This file runs as a script (``python -I -S _zygote.py CONFIG_FD SOCKET_FD``), never imported by rewardkit
+This file runs as a script (``python -I -S _zygote.py CONFIG_FD SOCKET_FD``), never imported by rewardlab
 itself: it must stay light (standard library only) because every sandboxed program is a fork of it, and
-it runs where neither rewardkit nor any site-packages is visible (``sys.path``: the standard library and
+it runs where neither rewardlab nor any site-packages is visible (``sys.path``: the standard library and
 the allowed packages, see ``layout.py``). Its configuration comes through a descriptor, not ``argv``.
 
 Start-up, native backend: the host-side process enters new mount, IPC, UTS and network namespaces, builds
@@ -710,7 +710,7 @@ def _disable_network() -> None:
 
     def hook(event: str, args: tuple) -> None:
         if event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"):
-            raise PermissionError("network access is disabled in the rewardkit sandbox")
+            raise PermissionError("network access is disabled in the rewardlab sandbox")
 
     sys.addaudithook(hook)
 
@@ -755,12 +755,12 @@ def _guard_files(workdir: str) -> None:
 
     def hook(event: str, args: tuple) -> None:
         if event in _OPEN_EVENTS and not allowed(event, args[0]):
-            raise PermissionError(f"{event}: outside the rewardkit sandbox's files")
+            raise PermissionError(f"{event}: outside the rewardlab sandbox's files")
         if event.startswith("ctypes.") or event in _ESCAPE_EVENTS:
-            raise PermissionError(f"{event} is refused in the rewardkit sandbox (rlimit backend)")
+            raise PermissionError(f"{event} is refused in the rewardlab sandbox (rlimit backend)")
         if event == "import" and args[0] == "_posixsubprocess":  # a fresh copy of the unpatched module
             raise PermissionError(
-                "import _posixsubprocess is refused in the rewardkit sandbox (rlimit backend)"
+                "import _posixsubprocess is refused in the rewardlab sandbox (rlimit backend)"
             )
 
     _refuse_fork_exec()
@@ -772,7 +772,7 @@ def _refuse_fork_exec() -> None:
     so that importing subprocess still works and starting a program fails."""
 
     def fork_exec(*args, **kwargs):
-        raise PermissionError("starting programs is refused in the rewardkit sandbox (rlimit backend)")
+        raise PermissionError("starting programs is refused in the rewardlab sandbox (rlimit backend)")
 
     _posixsubprocess.fork_exec = fork_exec
 

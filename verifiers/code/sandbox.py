@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from rewardkit.verifiers.code.layout import SITE, Layout, build_layout
+from rewardlab.verifiers.code.layout import SITE, Layout, build_layout
 
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
 INSIDE_ZYGOTE = "/rk_zygote.py"  # where the root shows the zygote script (not the project's path)

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.code.sandbox import (
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.code.sandbox import (
     FunctionOutcome,
     FunctionTask,
     RunReport,
@@ -39,7 +39,7 @@ from rewardkit.verifiers.code.sandbox import (
 @dataclass
 class CodeConfig(SandboxLimits):
     """Options of the ``code`` verifier (keyword arguments of ``get_verifier("code", ...)``): every field of
-    :class:`~rewardkit.verifiers.code.sandbox.SandboxLimits` (limits and isolation of each program, defined
+    :class:`~rewardlab.verifiers.code.sandbox.SandboxLimits` (limits and isolation of each program, defined
     there once) and the fields below."""
 
     partial: bool = False

@@ -10,7 +10,7 @@ rule failed, and every rule is a config option. ``mode="regex"`` scores arbitrar
 Many RLVR recipes gate correctness on the format (a right answer outside ``<answer>`` tags scores 0), which
 stops the policy from dropping the format once it is correct. :func:`format_and_correct` builds that pairing:
 the format verifier, plus a correctness verifier scored on the text inside the answer block, combined by
-:class:`rewardkit.verifiers.combine.CombinedSource` (``CombinedVerifier`` here is that type).
+:class:`rewardlab.verifiers.combine.CombinedSource` (``CombinedVerifier`` here is that type).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.base import RewardSource, Verifier
-from rewardkit.verifiers.combine import CombinedSource, resolve_part
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.base import RewardSource, Verifier
+from rewardlab.verifiers.combine import CombinedSource, resolve_part
 
 _COMBINE_KEYS = ("correct", "correct_config", "combine", "format_weight", "correct_weight")
 _FLAGS = {"DOTALL": re.DOTALL, "MULTILINE": re.MULTILINE, "IGNORECASE": re.IGNORECASE, "VERBOSE": re.VERBOSE}
@@ -114,7 +114,7 @@ class FormatVerifier(Verifier):
 
     ``details`` has ``checks`` (each rule and whether it held), ``failed`` (the rules that did not) and
     the extracted ``answer``. Use :func:`extract_answer` to get the answer text for a correctness verifier,
-    or :class:`rewardkit.verifiers.format.CombinedVerifier` for "format and correct" rewards.
+    or :class:`rewardlab.verifiers.format.CombinedVerifier` for "format and correct" rewards.
     """
 
     name = "format"

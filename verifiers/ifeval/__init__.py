@@ -1,6 +1,6 @@
 """IFEval instruction-following verifier: Google's 25 instruction types, strict and loose.
 
-from rewardkit.verifiers import get_verifier
+from rewardlab.verifiers import get_verifier
 ifeval = get_verifier("ifeval")                      # reward = fraction of instructions followed
 result = ifeval.score(Record(prompt=..., completion=..., reference={
     "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}))
@@ -9,7 +9,7 @@ ifeval_summary([result, ...])                        # IFEval's prompt/instructi
 
 from __future__ import annotations
 
-from rewardkit.verifiers.ifeval.instructions import (
+from rewardlab.verifiers.ifeval.instructions import (
     INSTRUCTION_IDS,
     INSTRUCTIONS,
     Instruction,
@@ -18,8 +18,8 @@ from rewardkit.verifiers.ifeval.instructions import (
     build_instruction,
     register_instruction,
 )
-from rewardkit.verifiers.ifeval.summary import IFEvalTally, ifeval_summary
-from rewardkit.verifiers.ifeval.verifier import IFEvalConfig, IFEvalVerifier, check_response, instruction_spec
+from rewardlab.verifiers.ifeval.summary import IFEvalTally, ifeval_summary
+from rewardlab.verifiers.ifeval.verifier import IFEvalConfig, IFEvalVerifier, check_response, instruction_spec
 
 __all__ = [
     "INSTRUCTIONS",

@@ -1,6 +1,6 @@
-"""IFEval accuracies of a scored file: ``python -m rewardkit.verifiers.ifeval scored.jsonl [--json]``.
+"""IFEval accuracies of a scored file: ``python -m rewardlab.verifiers.ifeval scored.jsonl [--json]``.
 
-Reads the output of ``rewardkit score ... --verifier ifeval`` and prints prompt- and instruction-level
+Reads the output of ``rewardlab score ... --verifier ifeval`` and prints prompt- and instruction-level
 accuracy, strict and loose (``--json``: the full :func:`ifeval_summary`, per instruction and category).
 """
 
@@ -10,14 +10,14 @@ import argparse
 import json
 import sys
 
-from rewardkit.verifiers.ifeval.summary import IFEvalTally
+from rewardlab.verifiers.ifeval.summary import IFEvalTally
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m rewardkit.verifiers.ifeval", description=__doc__.splitlines()[0]
+        prog="python -m rewardlab.verifiers.ifeval", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("scored", help="JSONL written by `rewardkit score --verifier ifeval`")
+    parser.add_argument("scored", help="JSONL written by `rewardlab score --verifier ifeval`")
     parser.add_argument("--json", action="store_true", help="print the full summary as JSON")
     args = parser.parse_args(argv)
     tally = IFEvalTally()

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rewardkit.registry import Registry
-from rewardkit.verifiers.ifeval import text as T
+from rewardlab.registry import Registry
+from rewardlab.verifiers.ifeval import text as T
 
 RELATIONS = ("less than", "at least")
 CONSTRAINED_RESPONSE_OPTIONS = ("My answer is yes.", "My answer is no.", "My answer is maybe.")

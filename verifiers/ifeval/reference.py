@@ -1,7 +1,7 @@
 """Google's IFEval reference checks, as lm-eval ships them, made runnable offline for cross-checks.
 
 lm-eval (``pip install --no-deps lm-eval``: its IFEval files need only nltk, langdetect and
-immutabledict, all rewardkit dependencies) carries a copy of Google's ``instruction_following_eval``
+immutabledict, all rewardlab dependencies) carries a copy of Google's ``instruction_following_eval``
 under ``lm_eval/tasks/ifeval``. Two things stop it from running here as it is:
 
 - importing ``lm_eval.tasks`` pulls in lm-eval's whole task machinery (requests, evaluate, ...): the
@@ -23,7 +23,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from rewardkit.runtime import StandInModules
+from rewardlab.runtime import StandInModules
 
 _LOADED: dict[str, Any] = {}
 
@@ -34,7 +34,7 @@ def install_punkt_tab(root: str | os.PathLike | None = None) -> Path:
     import nltk
     from punkt.data import load_module
 
-    root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="rewardkit-nltk-"))
+    root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="rewardlab-nltk-"))
     target = root / "tokenizers" / "punkt_tab" / "english"
     target.mkdir(parents=True, exist_ok=True)
     model = load_module("english")

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from rewardkit.types import Result
+from rewardlab.types import Result
 
 
 def _parts(result: Any) -> tuple[dict[str, Any] | None, str | None]:
@@ -32,8 +32,8 @@ def _ratio(a: int, b: int) -> float | None:
 class IFEvalTally:
     """Running IFEval accuracies, fed one result (or output row) at a time, for streaming summaries.
 
-    ``add`` takes a :class:`~rewardkit.types.Result` or a dict with ``details`` and ``error`` (an
-    output row of ``rewardkit score``); rows that are not IFEval results (no ``details.instructions``
+    ``add`` takes a :class:`~rewardlab.types.Result` or a dict with ``details`` and ``error`` (an
+    output row of ``rewardlab score``); rows that are not IFEval results (no ``details.instructions``
     and no error) are ignored. ``to_dict()`` is :func:`ifeval_summary`'s answer; ``format()`` gives
     the lines a CLI prints.
     """

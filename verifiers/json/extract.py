@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.verifiers.response import final_response
+from rewardlab.verifiers.response import final_response
 
 FENCE = "```"
 JSON_FENCE_LANGS = frozenset({"", "json"})

@@ -33,7 +33,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema.exceptions import ValidationError, best_match, relevance
 
-from rewardkit.verifiers.json.extract import canonical
+from rewardlab.verifiers.json.extract import canonical
 
 DRAFTS: dict[str, type[Any]] = {
     "2020-12": jsonschema.Draft202012Validator,

@@ -15,10 +15,10 @@ from typing import Any
 
 import referencing.exceptions
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.json.extract import Extraction, extract_json
-from rewardkit.verifiers.json.schema import (
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.json.extract import Extraction, extract_json
+from rewardlab.verifiers.json.schema import (
     DRAFTS,
     SchemaCache,
     SchemaProblem,
@@ -157,7 +157,7 @@ class JSONVerifier(Verifier):
         self.__init__(**state["config"])
 
     def read(self, text: str, *, allow_prose: bool | None = None) -> Extraction:
-        """The JSON value ``text`` commits to (see :mod:`rewardkit.verifiers.json.extract`)."""
+        """The JSON value ``text`` commits to (see :mod:`rewardlab.verifiers.json.extract`)."""
         return extract_json(
             text,
             allow_prose=self.settings.allow_prose if allow_prose is None else allow_prose,

@@ -3,10 +3,10 @@ and equivalence on top of math-verify and sympy. See ``docs/math.md``."""
 
 from __future__ import annotations
 
-from rewardkit.verifiers.math.answer import extract_answer, read_answer
-from rewardkit.verifiers.math.extract import EXTRACTORS, MODES
-from rewardkit.verifiers.math.normalize import normalize_answer, parse_number
-from rewardkit.verifiers.math.verifier import MathConfig, MathVerifier
+from rewardlab.verifiers.math.answer import extract_answer, read_answer
+from rewardlab.verifiers.math.extract import EXTRACTORS, MODES
+from rewardlab.verifiers.math.normalize import normalize_answer, parse_number
+from rewardlab.verifiers.math.verifier import MathConfig, MathVerifier
 
 __all__ = [
     "EXTRACTORS",

@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rewardkit.verifiers.math.extract import (
+from rewardlab.verifiers.math.extract import (
     Span,
     answer_is_spans,
     brace_map,
@@ -43,8 +43,8 @@ from rewardkit.verifiers.math.extract import (
     gsm8k_spans,
     resolve_mode,
 )
-from rewardkit.verifiers.math.normalize import malformed, malformed_command, strip_wrappers
-from rewardkit.verifiers.response import response_start
+from rewardlab.verifiers.math.normalize import malformed, malformed_command, strip_wrappers
+from rewardlab.verifiers.response import response_start
 
 EXPLICIT_KINDS = ("answer_tag", "boxed", "gsm8k", "answer_is")
 # When two explicit answers overlap (``The answer is \boxed{5}``), they are one statement: the higher kind.

@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import sympy
 
-from rewardkit.verifiers.math.extract import NEGATION, brace_map
+from rewardlab.verifiers.math.extract import NEGATION, brace_map
 
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"))
 _TEXT_CMD = re.compile(

@@ -37,12 +37,12 @@ import math_verify.parser
 import math_verify.utils
 from math_verify.errors import TimeoutException
 
-from rewardkit.runtime import in_scoring_worker
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.math.answer import Candidate, Reading, box_groups, read_answer
-from rewardkit.verifiers.math.extract import BOX_RULES, extract_gsm8k, resolve_mode
-from rewardkit.verifiers.math.normalize import (
+from rewardlab.runtime import in_scoring_worker
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.math.answer import Candidate, Reading, box_groups, read_answer
+from rewardlab.verifiers.math.extract import BOX_RULES, extract_gsm8k, resolve_mode
+from rewardlab.verifiers.math.normalize import (
     PERCENT_REFUSAL,
     NumericAnswer,
     compact,
@@ -377,7 +377,7 @@ class MathVerifier(Verifier):
         details.update(
             extracted=pred.raw,
             extracted_by=pred.extracted_by,
-            # where the answer sits in the completion text, [start, end) (rewardkit view highlights it)
+            # where the answer sits in the completion text, [start, end) (rewardlab view highlights it)
             extracted_span=[reading.answer.start, reading.answer.end],
             normalized=pred.normalized,
         )

@@ -3,15 +3,15 @@
 The answer reader (:func:`read_answer`) is public: search agents in Search-R1's format reuse it.
 """
 
-from rewardkit.verifiers.qa.answer import AnswerReading, Candidate, read_answer
-from rewardkit.verifiers.qa.normalize import (
+from rewardlab.verifiers.qa.answer import AnswerReading, Candidate, read_answer
+from rewardlab.verifiers.qa.normalize import (
     exact_match,
     f1_score,
     has_answer,
     normalize_answer,
     normalize_unicode,
 )
-from rewardkit.verifiers.qa.verifier import QAConfig, QAVerifier, gold_aliases
+from rewardlab.verifiers.qa.verifier import QAConfig, QAVerifier, gold_aliases
 
 __all__ = [
     "AnswerReading",

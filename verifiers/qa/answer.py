@@ -25,8 +25,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rewardkit.verifiers.qa.normalize import normalize_answer
-from rewardkit.verifiers.response import THINK_OPEN, response_start
+from rewardlab.verifiers.qa.normalize import normalize_answer
+from rewardlab.verifiers.response import THINK_OPEN, response_start
 
 READ_MODES = ("tagged", "any")
 METHODS = ("answer_tag", "answer_line", "boxed", "whole")

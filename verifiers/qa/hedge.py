@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from rewardkit.verifiers.qa.normalize import contains_tokens
+from rewardlab.verifiers.qa.normalize import contains_tokens
 
 # Separators of listed alternatives: punctuation, "or", "and", "and/or", "versus".
 LIST_SEPARATOR = re.compile(r"[,;/|&\n]|\b(?:and/or|or|and|versus|vs)\b\.?", re.IGNORECASE)

@@ -5,7 +5,7 @@ Pipeline for one record (docs/qa.md):
 1. **Gold**: the reference as a list of aliases (a string, a list, ``{"answers": [...]}`` or verl's
    Search-R1 ``{"target": [...]}``); aliases that normalise to nothing ("The", "?") are ignored, since they
    equal every empty answer and occur in every answer.
-2. **Read** the answer (:func:`rewardkit.verifiers.qa.answer.read_answer`): an ``<answer>`` block, an answer
+2. **Read** the answer (:func:`rewardlab.verifiers.qa.answer.read_answer`): an ``<answer>`` block, an answer
    line or a box after the last ``</think>``, else (``read="any"``) the whole response.
 3. **Figures**: SQuAD v1.1's EM and F1 (max over aliases) and DPR's has-answer, on the normalised answer:
    ``details["em"]`` / ``["f1"]`` are exactly the official script's numbers for the answer as read.
@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from rewardkit.types import Record, Result
-from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.qa.answer import READ_MODES, AnswerReading, read_answer
-from rewardkit.verifiers.qa.hedge import hedge_word, listed_hedge
-from rewardkit.verifiers.qa.normalize import NORMALIZATIONS, contains_tokens, normalized, token_f1
+from rewardlab.types import Record, Result
+from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.qa.answer import READ_MODES, AnswerReading, read_answer
+from rewardlab.verifiers.qa.hedge import hedge_word, listed_hedge
+from rewardlab.verifiers.qa.normalize import NORMALIZATIONS, contains_tokens, normalized, token_f1
 
 MODES = ("em", "f1", "contains")
 REFERENCE_KEYS = ("answers", "target", "answer")

@@ -10,11 +10,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.types import Record, Result, jsonable
-from rewardkit.verifiers.base import Verifier
-from rewardkit.verifiers.sql.compare import compare_results, normalize_rows
-from rewardkit.verifiers.sql.engines import Database, DuckDBEngine, QueryError, QueryOutput, SQLiteEngine
-from rewardkit.verifiers.sql.extract import (
+from rewardlab.types import Record, Result, jsonable
+from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.sql.compare import compare_results, normalize_rows
+from rewardlab.verifiers.sql.engines import Database, DuckDBEngine, QueryError, QueryOutput, SQLiteEngine
+from rewardlab.verifiers.sql.extract import (
     SQL_FENCE_LANGS,
     extract_sql,
     first_keyword,

@@ -1,5 +1,0 @@
-import sys
-
-from rewardkit.cli import main
-
-sys.exit(main())

@@ -1,0 +1,1001 @@
+"""The scoring engine: records through reward sources in worker processes, with a per-item timeout that fires.
+
+Design:
+
+- A *source* is a verifier name, a :class:`~rewardlab.verifiers.Verifier`, or any object with
+  ``score_batch(records)`` and ``name``. Rows choose their own verifier through ``Record.verifier``; the
+  source given to the engine is the default.
+- A *job* says what an item is and what comes back: :class:`RecordJob` (Records in, Results out: the API and
+  RL runs) or ``scoring.io.RowJob`` (raw JSONL lines in, finished output lines out: ``rewardlab score``, so
+  that parsing and serialising happen in the workers, not in the one process that reads and writes).
+- Sources with ``runs_in_process = False`` (rule verifiers: math, SQL, IFEval...) are scored in a pool of
+  worker processes the engine manages itself. Items travel in chunks sized to about ``CHUNK_SECONDS`` of
+  work, and results come back in batches, so a fast verifier costs two messages per chunk, not per row. The
+  per-item timeout needs no message: each worker writes the position and start time of its current item to
+  shared memory, and when that item has run longer than ``timeout`` the parent kills the worker
+  (``SIGKILL``: this stops C-level loops in sympy or bignum arithmetic that ``signal.alarm`` cannot
+  interrupt). The item gets ``error="timeout"``, a fresh worker replaces the old one, and the chunk's other
+  unreported items are queued again. A worker that dies (segfault, OOM) costs one item
+  (``error="worker crashed: ..."``), never the run. Workers die with their parent, even on SIGKILL.
+- Sources with ``runs_in_process = True`` (reward models on a GPU, a code verifier with its own sandbox) get
+  ``score_batch`` called in this process with batches of ``batch_size``: no pool, their own timeouts.
+- Results come back in input order (a bounded reorder buffer: at most ``window`` items are read ahead of
+  the oldest unfinished one), so a file can be written and flushed row by row while the pool runs.
+- A *feed* (``rewardlab.scoring.stream``) runs one long-lived run over rows that other threads submit: the
+  feed yields :data:`IDLE` while it is momentarily empty (the run waits instead of ending), a
+  :class:`Wakeup` handle wakes the engine's wait when a row arrives, and outputs come back unordered, as
+  ``(index, output)`` pairs, each as soon as its row is done.
+
+Workers are forked (where the platform allows): a worker, or the replacement of a killed one, starts in
+milliseconds with the parent's sources already built and warmed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from rewardlab.progress import track
+from rewardlab.registry import UnknownNameError
+from rewardlab.runtime import mark_scoring_worker
+from rewardlab.scoring import ray_engine
+from rewardlab.scoring.chunks import ChunkSizer
+from rewardlab.types import Record, Result, jsonable, result_reward
+from rewardlab.verifiers import get_source
+from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.remote import is_remote
+
+BUILD_GRACE_S = 120.0
+"""Extra seconds a worker may take to build a source (imports) before its first record's clock starts."""
+
+CHUNK_SECONDS = 0.05
+"""Work per chunk once the engine knows how long a source's items take: long enough that the two messages
+per chunk cost little, short enough that workers finish together and output keeps flowing."""
+
+MAX_CHUNK = 512
+"""Most items in one chunk."""
+
+REPORT_EVERY_S = 0.05
+"""A worker sends the results it has at least this often, so slow chunks still stream."""
+
+STRAGGLER_S = 0.05
+"""An item that has used this much CPU time is a straggler: with ``spare_workers``, its worker drops to the
+lowest CPU priority and a fresh worker takes its place (rule verifiers score a typical row in milliseconds)."""
+
+
+class _Idle:
+    def __repr__(self) -> str:
+        return "IDLE"
+
+
+IDLE: Any = _Idle()
+"""What a feed yields when it has no item right now but more may come: the run waits (on its
+:class:`Wakeup`) instead of ending; in-process partial batches are scored first."""
+
+
+class Wakeup:
+    """A self-pipe that another thread sets to wake the engine's wait (``multiprocessing.connection.wait``
+    takes its ``fileno``) when it has fed a row; setting it never blocks."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+
+    def fileno(self) -> int:
+        return self._read
+
+    def set(self) -> None:
+        if self._write < 0:  # closed: its run has stopped
+            return
+        with contextlib.suppress(BlockingIOError):  # a full pipe is readable already
+            os.write(self._write, b"\0")
+
+    def clear(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._read, 4096):
+                pass
+
+    def close(self) -> None:
+        """Closes the pipe (once: a closed descriptor's number may belong to another file later)."""
+        for fd in (self._read, self._write):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._read = self._write = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sources
+# ----------------------------------------------------------------------------------------------------------
+@dataclass
+class _Source:
+    """A resolved source: the object, how to rebuild it in a worker, and whether it goes to the pool."""
+
+    key: str
+    obj: Any
+    spec: tuple
+    pooled: bool
+
+
+def _spec_of(obj: Any) -> tuple:
+    """A picklable recipe for rebuilding ``obj`` in a worker (a Verifier from its class and config)."""
+
+    if isinstance(obj, Verifier):
+        return ("class", type(obj), dict(obj.config))
+    return ("object", obj)
+
+
+def _build(spec: tuple) -> Any:
+    if spec[0] == "class":
+        return spec[1](**spec[2])
+    if spec[0] == "name":
+        return resolve_source(spec[1], spec[2])
+    return spec[1]
+
+
+def _is_pooled(obj: Any) -> bool:
+    default = not isinstance(obj, Verifier)
+    return not bool(getattr(obj, "runs_in_process", default))
+
+
+def resolve_source(source: Any, config: dict[str, Any] | None = None) -> Any:
+    """The source object for a name (a verifier, or ``http:URL`` for a reward server; built with ``config``), a
+    Verifier, or any ``score_batch`` object.
+
+    Raises:
+        UnknownNameError: for an unknown verifier name.
+        TypeError: for an object without ``score_batch``. ValueError: bad settings of a named source.
+    """
+    if isinstance(source, str):
+        return get_source(source, **(config or {}))
+    if not callable(getattr(source, "score_batch", None)):
+        raise TypeError(f"a reward source needs score_batch(records); got {type(source).__name__}")
+    return source
+
+
+def _call_score_batch(obj: Any, records: Sequence[Record], *, json_safe: bool = True) -> list[Result]:
+    """``obj.score_batch(records)`` that never raises and always returns one Result per record.
+
+    ``json_safe``: details made JSON-safe here (callers that serialise them anyway do it only on failure)."""
+    try:
+        results = list(obj.score_batch(records))
+    except Exception as exc:
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return [Result.failure(f"source error: {last}") for _ in records]
+    if len(results) != len(records):
+        return [
+            Result.failure(f"source error: score_batch returned {len(results)} results for {len(records)}")
+            for _ in records
+        ]
+    return [_clean(r, json_safe) for r in results]
+
+
+def _clean(result: Any, json_safe: bool = True) -> Result:
+    """A result with a float reward, or ``None`` for a missing one (``None`` or NaN from the source, with no
+    error: a failure's reward is 0), and (``json_safe``) JSON-safe details (sympy objects, sets... become
+    strings/lists). A reward that is not a number is a source error."""
+    if not isinstance(result, Result):
+        return Result.failure(f"source error: returned {type(result).__name__}, not Result")
+    try:
+        reward = result_reward(result)
+    except (TypeError, ValueError):
+        value = result.reward
+        return Result.failure(f"source error: reward is {type(value).__name__} {value!r:.80}, not a number")
+    details = result.details or {}
+    return Result(reward=reward, details=jsonable(details) if json_safe else details, error=result.error)
+
+
+def as_record(item: Any, index: int) -> Record:
+    """``item`` as a :class:`Record` (dicts through ``Record.from_dict``); a missing id becomes ``index``."""
+    if isinstance(item, Record):
+        record = item
+    elif isinstance(item, dict):
+        record = Record.from_dict(item)
+    else:
+        raise TypeError(f"expected a Record or a dict, got {type(item).__name__}")
+    if record.id is None:
+        record.id = index
+    return record
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Jobs: what an item is and what comes back for it
+# ----------------------------------------------------------------------------------------------------------
+@dataclass
+class Done:
+    """What :meth:`Job.prepare` returns for an item whose output is known without scoring (a malformed row)."""
+
+    output: Any
+
+
+class Job:
+    """How the engine turns items into outputs; the engine itself only schedules, times out and orders.
+
+    ``prepare`` runs in the calling process and routes an item (the name of its verifier, ``None`` for the
+    default, or :class:`Done`); ``run`` scores one item in a worker; ``run_batch`` scores many in the calling
+    process (sources with ``runs_in_process``); ``failure`` is the output of an item the engine gave up on
+    (``timeout``, ``worker crashed``, ``unknown verifier``). Jobs are pickled to the workers.
+    """
+
+    def prepare(self, item: Any, index: int) -> tuple[str | None, Any] | Done:
+        raise NotImplementedError
+
+    def run(self, source: Any, index: int, payload: Any) -> Any:
+        return self.run_batch(source, [(index, payload)])[0]
+
+    def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
+        raise NotImplementedError
+
+    def failure(self, index: int, payload: Any, error: str, **details: Any) -> Any:
+        raise NotImplementedError
+
+
+class RecordJob(Job):
+    """Records (or dicts) in, :class:`Result` objects out: the Python API and RL runs."""
+
+    def prepare(self, item: Any, index: int) -> tuple[str | None, Any] | Done:
+        try:
+            record = as_record(item, index)
+        except TypeError as exc:
+            return Done(Result.failure(f"invalid record: {exc}"))
+        problem = verifier_field_problem(record.verifier)
+        if problem:
+            return Done(Result.failure(problem))
+        return record.verifier, record
+
+    def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
+        return _call_score_batch(source, [record for _, record in items])
+
+    def failure(self, index: int, payload: Any, error: str, **details: Any) -> Any:
+        return Result.failure(error, **details)
+
+
+def verifier_field_problem(value: Any) -> str | None:
+    """Why a row's ``verifier`` field can't name a verifier (``None`` when it can, or is absent)."""
+    if value is None or (isinstance(value, str) and value):
+        return None
+    return f"invalid record: 'verifier' must be a verifier name, got {type(value).__name__} {value!r:.80}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Worker processes
+# ----------------------------------------------------------------------------------------------------------
+def _die_with_parent(parent_pid: int, main_thread: bool) -> None:
+    """Makes this worker end when the process that started it ends, however it ends (SIGKILL included)."""
+    forked_by_it = os.getppid() == parent_pid  # not so under forkserver: the server forked this worker
+    if forked_by_it and main_thread and sys.platform.startswith("linux"):
+        # The kernel sends SIGKILL when the forking thread exits: also during a C-level loop holding the GIL.
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+            if os.getppid() != parent_pid:  # the parent died before the signal was armed
+                os._exit(1)
+            return
+
+    def watch() -> None:  # elsewhere (another thread, forkserver, not Linux): poll for the parent
+        while _alive(parent_pid):
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _worker_main(
+    conn: Connection, progress: Any, inherited: dict[str, Any], parent_pid: int, main_thread: bool
+) -> None:
+    """Worker loop: take a chunk, score its items one by one, send results in batches.
+
+    ``progress`` is shared memory: ``[position in the chunk, start time of that item, the worker's CPU time
+    then]`` (CLOCK_MONOTONIC, shared by all processes on Linux). The parent reads it to time out the current
+    item (and tell a straggler) without a message per item; results go back at most every
+    ``REPORT_EVERY_S`` and at the end of the chunk.
+    """
+    _die_with_parent(parent_pid, main_thread)
+    mark_scoring_worker()
+    # Ctrl-C reaches the whole process group: the parent handles it (keeps what it wrote, kills workers);
+    # workers ignoring it avoids a traceback per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sources = dict(inherited)  # forked: the parent's sources, already built and warmed
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        key, spec, job, items = message
+        if key not in sources:
+            progress[1] = time.monotonic() + BUILD_GRACE_S  # imports are not the first item's time
+            try:
+                sources[key] = _build(spec)
+            except Exception as exc:
+                last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                conn.send([(i, job.failure(i, p, f"source error: {last}")) for i, p in items])
+                continue
+        _run_chunk(conn, progress, sources[key], job, items)
+
+
+def _run_chunk(conn: Connection, progress: Any, source: Any, job: Job, items: list[tuple[int, Any]]) -> None:
+    batch: list[tuple[int, Any]] = []
+    last_send = time.monotonic()
+    for position, (index, payload) in enumerate(items):
+        # Start before position: the parent reads the position first, so it never pairs it with an older start.
+        progress[2] = time.process_time()
+        progress[1] = time.monotonic()
+        progress[0] = position
+        batch.append((index, job.run(source, index, payload)))
+        if time.monotonic() - last_send >= REPORT_EVERY_S:
+            conn.send(batch)
+            batch, last_send = [], time.monotonic()
+    conn.send(batch)
+
+
+class _Worker:
+    """One worker process and the chunk it is working through."""
+
+    def __init__(self, ctx: Any, inherited: dict[str, Any]) -> None:
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        # [position in the chunk, wall start of that item, the worker's CPU time at that start]
+        self.progress = ctx.RawArray("d", [0.0, time.monotonic() + BUILD_GRACE_S, 0.0])
+        main_thread = threading.current_thread() is threading.main_thread()
+        args = (child_conn, self.progress, inherited, os.getpid(), main_thread)
+        self.process = ctx.Process(target=_worker_main, args=args, daemon=True)
+        # Frozen objects are never scanned by the garbage collector: a forked worker then does not copy (and
+        # walk) every page of the parent's heap at its first full collection, which costs more than scoring.
+        gc.freeze()
+        try:
+            self.process.start()
+        finally:
+            gc.unfreeze()
+        child_conn.close()
+        self.conn = parent_conn
+        self.ready = False
+        self.source: _Source | None = None
+        self.chunk: list[tuple[int, Any]] = []
+        self.waiting: set[int] = set()  # indices of the chunk without a result yet
+        self.sent_at = 0.0
+        self.demoted = False
+        self.paused = False
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting)
+
+    def send(self, source: _Source, job: Job, items: list[tuple[int, Any]]) -> None:
+        self.source, self.chunk, self.waiting = source, items, {index for index, _ in items}
+        self.sent_at = time.monotonic()
+        self.progress[2] = self.cpu_seconds() or 0.0  # until the worker writes its own
+        self.progress[1] = self.sent_at
+        self.progress[0] = 0
+        self.conn.send((source.key, source.spec, job, items))
+
+    def current(self) -> tuple[int, Any, float] | None:
+        """(index, payload, start) of the item the worker is on, or ``None`` when it already reported it."""
+        position = int(self.progress[0])
+        start = self.progress[1]
+        index, payload = self.chunk[min(position, len(self.chunk) - 1)]
+        return (index, payload, start) if index in self.waiting else None
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the worker process has used (``None`` where the platform cannot tell)."""
+        try:  # Linux: the process's CPU-time clock, read from outside (MAKE_PROCESS_CPUCLOCK(pid, SCHED))
+            return time.clock_gettime((~self.process.pid << 3) | 2)
+        except (OSError, AttributeError, TypeError):
+            return None
+
+    def item_cpu_seconds(self) -> float | None:
+        """CPU time the worker has used on its current item (``None`` where the platform cannot tell)."""
+        total = self.cpu_seconds()
+        return None if total is None else total - self.progress[2]
+
+    def demote(self) -> None:
+        """The lowest CPU priority for the rest of the worker's life (an unprivileged process cannot raise it
+        again): its item is a straggler, and the other workers and the parent come first."""
+        self.demoted = True
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, self.process.pid, 19)
+
+    def pause(self, paused: bool) -> None:
+        """Stops (SIGSTOP) or continues (SIGCONT) the worker; its item's clock runs on either way."""
+        if paused != self.paused:
+            self.paused = paused
+            with contextlib.suppress(OSError):
+                os.kill(self.process.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
+    def kill(self, *, wait: bool = True) -> None:
+        """SIGKILL; ``wait=False`` leaves the exit to be reaped later (:meth:`reaped`): on a loaded machine a
+        killed low-priority process can take a while to exit, and the engine must not wait for it."""
+        with contextlib.suppress(Exception):
+            self.process.kill()
+            if wait:
+                self.process.join(timeout=5)
+        self.conn.close()
+
+    def reaped(self) -> bool:
+        """Whether a killed worker has exited (and is reaped, so it leaves no zombie)."""
+        with contextlib.suppress(Exception):
+            self.process.join(timeout=0)
+            return not self.process.is_alive()
+        return True
+
+    def stop(self) -> None:
+        self.pause(False)
+        with contextlib.suppress(Exception):
+            self.conn.send(None)
+        self.process.join(timeout=2)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=2)
+        self.conn.close()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The scorer
+# ----------------------------------------------------------------------------------------------------------
+class Scorer:
+    """Scores records with a source, keeping a warm worker pool between calls (one per RL run).
+
+    Args:
+        source: The default reward source: a verifier name, a Verifier, or any object with ``score_batch``
+            and ``name``. A record whose ``verifier`` field names another verifier is scored by that one
+            (built with default settings, once).
+        workers: Worker processes for pooled sources (``runs_in_process = False``). ``0`` scores in this
+            process with no timeout (debugging).
+        timeout: Seconds one record may take in a worker before it is killed and gets ``error="timeout"``.
+        engine: ``"local"`` (this machine's processes) or ``"ray"`` (Ray actors; needs ``pip install ray``).
+        config: Settings for the default source when it is given by name (``get_verifier(name, **config)``).
+        chunk_size: Records in a worker's first chunk; later chunks are sized to about ``CHUNK_SECONDS`` of
+            work from the time items took so far (fast items travel in large chunks, slow ones alone).
+        batch_size: Records per ``score_batch`` call for in-process sources.
+        window: Records read ahead of the oldest unfinished one (bounds the reorder buffer; by default at
+            least ``batch_size``, so that in-process batches fill).
+        mp_context: multiprocessing start method for workers (default ``fork`` where available, else
+            ``spawn``; ``forkserver`` preloads the source's module in the server).
+        ray_address: Ray cluster to join with ``engine="ray"`` (``None``: the one already initialised in this
+            process, else a local one with ``workers`` CPUs).
+        spare_workers: How many stragglers (items that used more than :data:`STRAGGLER_S` of CPU time) may
+            hold workers beyond ``workers``. A straggler's worker drops to the lowest CPU priority and a fresh
+            worker takes its place at once; the straggler's worker stops after its chunk (or its timeout).
+            Timeouts are wall-clock, so a hostile row then costs its timeout in time, not a worker and CPU
+            that other rows need: a server that takes untrusted rows from many clients keeps answering the
+            others (``rewardlab serve --spare-workers``). The price: under such a flood, a legitimate row that
+            needs more CPU than ``STRAGGLER_S`` shares the stragglers' CPU and may reach its timeout (an
+            error row where a plain pool gives a reward; never a wrong reward).
+
+    Use as a context manager, or call :meth:`close`::
+
+        with Scorer("math", workers=2, timeout=5) as scorer:
+            results = scorer.score(records)
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        *,
+        workers: int = 1,
+        timeout: float = 10.0,
+        engine: str = "local",
+        config: dict[str, Any] | None = None,
+        chunk_size: int = 16,
+        batch_size: int = 256,
+        window: int | None = None,
+        mp_context: str | None = None,
+        ray_address: str | None = None,
+        spare_workers: int = 0,
+    ) -> None:
+        if engine not in ("local", "ray"):
+            raise ValueError(f"unknown engine {engine!r} (known: local, ray)")
+        if workers < 0:
+            raise ValueError("workers must be >= 0")
+        if spare_workers < 0:
+            raise ValueError("spare_workers must be >= 0")
+        if timeout is None or not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout}")
+        self.workers = workers
+        self.spare_workers = spare_workers if workers else 0
+        self.timeout = float(timeout)
+        self.engine = engine
+        self.ray_address = ray_address
+        self.chunk_size = max(1, chunk_size)
+        self.batch_size = max(1, batch_size)
+        self.window = window or max(4096, 4 * max(1, workers) * MAX_CHUNK, self.batch_size)
+        if mp_context is None:
+            # fork: a worker (or a replacement for a killed one) starts in milliseconds with everything the
+            # parent imported and built, and scripts need no ``if __name__ == "__main__"`` guard. Workers only
+            # run the verifier (no torch, no threads), so forking a parent that holds threads is safe here.
+            methods = multiprocessing.get_all_start_methods()
+            mp_context = "fork" if "fork" in methods else "spawn"
+        self._ctx = multiprocessing.get_context(mp_context)
+        obj = resolve_source(source, config)
+        name = source if isinstance(source, str) else getattr(obj, "name", type(obj).__name__)
+        spec = ("name", source, dict(config or {})) if isinstance(source, str) else _spec_of(obj)
+        self.default = _Source(key=f"default:{name}", obj=obj, spec=spec, pooled=_is_pooled(obj))
+        self.default_name = name
+        self._by_name: dict[str, _Source | str] = {}
+        self._pool: list[_Worker] = []
+        self._dying: list[_Worker] = []  # killed, not yet exited
+        self._sizers: dict[str, ChunkSizer] = {}  # by source key
+        self._warmed = False
+        self._ray: Any = None  # the Ray actors (engine="ray")
+        self.ray_nodes: list[str] = []  # the Ray node of each actor
+        self._closed = False
+        self._owner_pid = os.getpid()
+        if mp_context == "forkserver":
+            # Workers fork from a server that already imported the engine and the source's module.
+            modules = ["rewardlab.scoring.engine", type(obj).__module__]
+            with contextlib.suppress(Exception):
+                self._ctx.set_forkserver_preload([m for m in modules if m and m != "__main__"])
+
+    # -- routing ------------------------------------------------------------------------------------------
+    def _source_for(self, name: str | None) -> _Source | str:
+        """The source a row's ``verifier`` names, or an error message when it names none that loads."""
+        if not name or name == self.default_name:
+            return self.default
+        if is_remote(name):  # an input row must not send rows to a server of its choosing
+            return (
+                f"invalid record: a row's 'verifier' cannot name a reward server ({name!r:.80}); "
+                "pass it as the run's source"
+            )
+        if name not in self._by_name:
+            try:
+                obj = resolve_source(name)
+                self._by_name[name] = _Source(
+                    key=f"name:{name}", obj=obj, spec=("name", name, {}), pooled=_is_pooled(obj)
+                )
+            except UnknownNameError:
+                self._by_name[name] = f"unknown verifier: {name!r}"
+            except Exception as exc:
+                last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                self._by_name[name] = f"source error: verifier {name!r} failed to load: {last}"
+        return self._by_name[name]
+
+    # -- public API ---------------------------------------------------------------------------------------
+    def score(self, records: Iterable[Record | dict]) -> list[Result]:
+        """One result per record, in order."""
+        return list(self.iter_scores(records))
+
+    def iter_scores(self, records: Iterable[Record | dict]) -> Iterator[Result]:
+        """Results in input order, yielded as soon as every earlier record is done (streams large inputs)."""
+        return self.iter_outputs(records, RecordJob())
+
+    @classmethod
+    def warm_single_worker(cls, spec: tuple, timeout: float) -> Scorer:
+        """A one-worker scorer of the source ``spec`` describes, its worker forked now (a Ray actor's)."""
+        scorer = cls(_build(spec), workers=1, timeout=timeout, chunk_size=16)
+        scorer._ensure_pool()
+        return scorer
+
+    def iter_outputs(self, items: Iterable[Any], job: Job, first_index: int = 0) -> Iterator[Any]:
+        """``job``'s outputs for ``items``, in input order (``iter_scores`` is this with :class:`RecordJob`).
+
+        Items are numbered from ``first_index`` (a resumed file's rows keep their positions)."""
+        if self._closed:
+            raise RuntimeError("Scorer is closed")
+        if self.engine == "ray":
+            return ray_engine.iter_outputs_ray(self, items, job, first_index)
+        return self._iter_local(items, job, first_index)
+
+    @property
+    def pool_size(self) -> int:
+        """Worker processes running now (``workers``, plus spares while stragglers hold workers)."""
+        return len(self._pool)
+
+    def close(self) -> None:
+        """Stops the worker processes. In a process forked from the one that built this scorer it only
+        forgets them: they are the parent's, and stopping them would stop the parent's scoring."""
+        if os.getpid() != self._owner_pid:
+            self._pool, self._ray, self._closed = [], None, True
+            return
+        for worker in self._pool:
+            worker.stop()
+        for worker in self._dying:
+            worker.kill()
+        self._pool, self._dying = [], []
+        if self._ray is not None:
+            ray_engine.close_actors(self)
+        self._closed = True
+
+    def __enter__(self) -> Scorer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:
+            pass
+
+    # -- local engine -------------------------------------------------------------------------------------
+    def iter_unordered(
+        self,
+        feed: Iterable[Any],
+        job: Job,
+        *,
+        wakeup: Wakeup | None = None,
+        on_chunk: Callable[[int], None] | None = None,
+        group_of: Callable[[int], Any] | None = None,
+    ) -> Iterator[tuple[int, Any]]:
+        """``(index, output)`` for the items of ``feed`` (numbered from 0 in the order read), each as soon as
+        its item is done: the engine of :class:`~rewardlab.scoring.stream.ScoringStream`.
+
+        ``feed`` may yield :data:`IDLE` when it has nothing right now: the run then waits for a worker, a
+        deadline or ``wakeup`` (set it after feeding an item), and ends only when ``feed`` does.
+        ``on_chunk(rows)`` is called for every chunk sent to a worker and every in-process batch.
+        ``group_of(index)``: items of different groups (a stream's requests) never share a chunk, so that a
+        slow item holds back only its own group's items, which wait for it anyway.
+
+        Raises:
+            ValueError: with ``engine="ray"`` (streaming runs on the local engine only).
+        """
+        if self._closed:
+            raise RuntimeError("Scorer is closed")
+        if self.engine == "ray":
+            raise ValueError("streaming (iter_unordered, ScoringStream) needs engine='local'")
+        run = _Run(iter(feed), job, 0, ordered=False, wakeup=wakeup, on_chunk=on_chunk, group_of=group_of)
+        return self._iter_run(run)
+
+    def _iter_local(self, items: Iterable[Any], job: Job, first_index: int = 0) -> Iterator[Any]:
+        yield from self._iter_run(_Run(iter(items), job, first_index))
+
+    def _iter_run(self, run: _Run) -> Iterator[Any]:
+        try:
+            while True:
+                self._read(run)
+                if run.ordered:
+                    while run.next_out in run.done:
+                        yield run.done.pop(run.next_out)
+                        run.next_out += 1
+                else:  # next_out counts what was yielded, so the window and the end test hold as ordered
+                    for index in list(run.done):
+                        yield index, run.done.pop(index)
+                        run.next_out += 1
+                if run.exhausted and run.next_out == run.n_read:
+                    return
+                if any(run.pooled.values()) or any(w.busy for w in self._pool):
+                    self._dispatch(run)
+                    self._poll(run)
+                elif run.idle:
+                    self._poll(run)  # nothing to do: sleep until a row is fed (or a deadline, a dead worker)
+        finally:
+            # An abandoned generator (exception, break, Ctrl-C) leaves workers mid-chunk: replace them.
+            if any(w.busy for w in self._pool):
+                for worker in self._pool:
+                    worker.kill()
+                self._pool = []
+
+    def _read(self, run: _Run) -> None:
+        """Reads items up to the window, routes them, and scores the in-process ones when a batch is full."""
+        while not run.exhausted and run.n_read - run.next_out < self.window:
+            try:
+                item = next(run.items)
+            except StopIteration:
+                run.exhausted = True
+                break
+            run.idle = item is IDLE
+            if run.idle:
+                break
+            index = run.n_read
+            run.n_read += 1
+            routed = run.job.prepare(item, index)
+            if isinstance(routed, Done):
+                run.done[index] = routed.output
+                continue
+            name, payload = routed
+            source = self._source_for(name)
+            if isinstance(source, str):
+                run.done[index] = run.job.failure(index, payload, source)
+            elif source.pooled and self.workers > 0:
+                run.sources[source.key] = source
+                run.pooled.setdefault(source.key, deque()).append((index, payload))
+            else:
+                run.sources[source.key] = source
+                bucket = run.in_process.setdefault(source.key, [])
+                bucket.append((index, payload))
+                if len(bucket) >= (self.batch_size if not source.pooled else 1):
+                    self._run_in_process(run, source.key)
+        if run.exhausted or run.idle or run.n_read - run.next_out >= self.window:
+            # Nothing more will arrive before the oldest rows finish (or the feed has nothing right now):
+            # score partial batches now.
+            for key in list(run.in_process):
+                self._run_in_process(run, key)
+
+    def _run_in_process(self, run: _Run, key: str) -> None:
+        items = run.in_process.pop(key)
+        if run.on_chunk is not None:
+            run.on_chunk(len(items))
+        outputs = run.job.run_batch(run.sources[key].obj, items)
+        for (index, _), output in zip(items, outputs, strict=True):
+            run.done[index] = output
+
+    def _ensure_pool(self) -> None:
+        """Forks the workers the pool lacks: ``workers`` that no straggler holds (stragglers' workers, at most
+        ``spare_workers``, are extra)."""
+        if not self._pool and not self._warmed and self._ctx.get_start_method() == "fork":
+            # Forked workers inherit what the parent has built (e.g. the LaTeX parser's caches): warm once here
+            # instead of once per worker, and again after every worker a timeout replaces.
+            self._warmed = True
+            warmup = getattr(self.default.obj, "warmup", None)
+            if self.default.pooled and callable(warmup):
+                with contextlib.suppress(Exception):
+                    warmup()
+        regular = sum(not worker.demoted for worker in self._pool)
+        wanted = min(self.workers + self.spare_workers, len(self._pool) + self.workers - regular)
+        while len(self._pool) < wanted:
+            self._pool.append(_Worker(self._ctx, self._inherited()))
+
+    def _schedule_stragglers(self) -> None:
+        """Demotes the workers whose item has used more than ``STRAGGLER_S`` of CPU, and runs the stragglers
+        least CPU first, ``workers`` at a time (the others paused): a slow but legitimate row (some math rows
+        take 0.1-0.4 s in a fresh worker) gets its turn before the hostile rows that have used more, and
+        these take little CPU while they wait for their timeouts (least-attained-service scheduling)."""
+        now = time.monotonic()
+        for worker in self._pool:
+            if not worker.demoted and _straggling(worker, now):
+                worker.demote()
+        stragglers = [worker for worker in self._pool if worker.demoted and worker.busy]
+        stragglers.sort(key=lambda worker: worker.item_cpu_seconds() or 0.0)
+        for rank, worker in enumerate(stragglers):
+            worker.pause(rank >= max(1, self.workers))
+
+    def _inherited(self) -> dict[str, Any]:
+        """Sources a forked worker starts with (its copy of the parent's objects); none for spawned workers."""
+        if self._ctx.get_start_method() != "fork":
+            return {}
+        named = [s for s in self._by_name.values() if isinstance(s, _Source)]
+        return {s.key: s.obj for s in [self.default, *named] if s.pooled}
+
+    def _sizer(self, key: str) -> ChunkSizer:
+        if key not in self._sizers:
+            self._sizers[key] = ChunkSizer(CHUNK_SECONDS, self.chunk_size, MAX_CHUNK)
+        return self._sizers[key]
+
+    def _chunk_size(self, key: str, pending: int) -> int:
+        """Items for the next chunk: about CHUNK_SECONDS of work, and a fair share of what is left."""
+        share = -(-pending // max(1, self.workers))
+        return max(1, min(self._sizer(key).size(), share))
+
+    def _dispatch(self, run: _Run) -> None:
+        pending = sum(len(bucket) for bucket in run.pooled.values())
+        if self.spare_workers:
+            self._schedule_stragglers()
+        self._ensure_pool()
+        for worker in list(self._pool):
+            if not worker.ready or worker.busy:
+                continue
+            if worker.demoted:  # its chunk is done, and it keeps the lowest priority for good
+                self._pool.remove(worker)
+                self._kill(worker)
+                continue
+            buckets = [(bucket[0][0], key) for key, bucket in run.pooled.items() if bucket]
+            if not buckets:
+                return
+            key = min(buckets)[1]  # the source holding the oldest waiting item: output order moves on
+            bucket = run.pooled[key]
+            size = min(len(bucket), self._chunk_size(key, pending))
+            if run.group_of is not None:
+                size = _same_group(bucket, size, run.group_of)
+            chunk = [bucket.popleft() for _ in range(size)]
+            try:
+                worker.send(run.sources[key], run.job, chunk)
+            except (OSError, EOFError):
+                bucket.extendleft(reversed(chunk))
+                worker.waiting = set()
+                continue
+            if run.on_chunk is not None:
+                run.on_chunk(len(chunk))
+
+    def _poll(self, run: _Run) -> None:
+        """Waits for worker messages (or the next deadline), records results, kills overrunning workers."""
+        if self._dying:
+            self._dying = _reap(self._dying)
+        now = time.monotonic()
+        deadlines = [w.progress[1] + self.timeout - now for w in self._pool if w.busy]
+        if self.spare_workers:  # look again when an item may have become a straggler, or to rotate them
+            deadlines += [_straggler_check_in(w, now) for w in self._pool if w.busy]
+        wait_for = min(max(0.0, min(deadlines)), 1.0) if deadlines else 1.0
+        handles: list[Any] = []
+        for worker in self._pool:
+            handles.extend((worker.conn, worker.process.sentinel))
+        if run.wakeup is not None:
+            handles.append(run.wakeup)
+        readable = set(wait(handles, timeout=wait_for))
+        if run.wakeup is not None and run.wakeup in readable:
+            run.wakeup.clear()  # the fed rows are read next, before the next wait
+        for worker in list(self._pool):
+            if worker.conn in readable:
+                self._drain(worker, run)
+            if worker.process.sentinel in readable or not worker.process.is_alive():
+                self._drain(worker, run)  # results sent before it died are still in the pipe
+                worker.process.join(timeout=1)  # reap it, so the exit code is known
+                self._replace(worker, run, f"worker crashed: exit code {worker.process.exitcode}")
+        now = time.monotonic()
+        for worker in list(self._pool):
+            current = worker.current() if worker.busy else None
+            if current is not None and now - current[2] > self.timeout:
+                self._replace(worker, run, "timeout")
+
+    def _kill(self, worker: _Worker) -> None:
+        worker.kill(wait=False)
+        self._dying.append(worker)
+
+    def _drain(self, worker: _Worker, run: _Run) -> None:
+        try:
+            while worker.conn.poll():
+                message = worker.conn.recv()
+                if isinstance(message, tuple):  # ("ready",)
+                    worker.ready = True
+                    continue
+                had_work = worker.busy
+                for index, output in message:
+                    if index in worker.waiting:
+                        worker.waiting.discard(index)
+                        run.done[index] = output
+                if had_work and not worker.busy:
+                    self._learn_speed(worker)
+        except (EOFError, OSError):
+            pass
+
+    def _learn_speed(self, worker: _Worker) -> None:
+        assert worker.source is not None
+        self._sizer(worker.source.key).observe(time.monotonic() - worker.sent_at, len(worker.chunk))
+
+    def _replace(self, worker: _Worker, run: _Run, error: str) -> None:
+        """Kills ``worker``: its current item fails with ``error``, its other unreported items are re-queued,
+        and a fresh worker takes its place."""
+        current = worker.current() if worker.busy else None
+        if current is not None:
+            index, payload, _ = current
+            details = {"timeout_s": self.timeout} if error == "timeout" else {}
+            run.done[index] = run.job.failure(index, payload, error, **details)
+            worker.waiting.discard(index)
+            # A slow item makes its source's chunks small, so one hostile row does not hold many others.
+            self._sizer(worker.source.key).per_item = self.timeout  # type: ignore[union-attr]
+        rest = [(index, payload) for index, payload in worker.chunk if index in worker.waiting]
+        if rest and worker.source is not None:
+            run.pooled.setdefault(worker.source.key, deque()).extendleft(reversed(rest))
+        worker.waiting = set()
+        self._kill(worker)
+        i = self._pool.index(worker)
+        if worker.demoted:  # a straggler's worker: a fresh one took its place when it was demoted
+            del self._pool[i]
+        else:
+            self._pool[i] = _Worker(self._ctx, self._inherited())
+
+
+def _reap(dying: list[_Worker]) -> list[_Worker]:
+    """The killed workers that have not exited yet."""
+    return [worker for worker in dying if not worker.reaped()]
+
+
+def _straggler_check_in(worker: _Worker, now: float) -> float:
+    """Seconds until ``worker``'s item may be a straggler (a demoted one's: until the stragglers rotate)."""
+    if worker.demoted:
+        return STRAGGLER_S
+    wall = STRAGGLER_S - (now - worker.progress[1])
+    cpu = worker.item_cpu_seconds()
+    return max(wall if cpu is None else STRAGGLER_S - cpu, 0.005)
+
+
+def _straggling(worker: _Worker, now: float) -> bool:
+    """Whether ``worker``'s current item has used more than :data:`STRAGGLER_S` of CPU time (of wall time
+    where CPU time cannot be read)."""
+    current = worker.current() if worker.busy else None
+    if current is None or now - current[2] <= STRAGGLER_S:
+        return False
+    cpu = worker.item_cpu_seconds()
+    return cpu is None or cpu > STRAGGLER_S
+
+
+def _same_group(bucket: deque[tuple[int, Any]], size: int, group_of: Callable[[int], Any]) -> int:
+    """How many of the first ``size`` items of ``bucket`` belong to the first one's group."""
+    group = group_of(bucket[0][0])
+    for i in range(1, size):
+        if group_of(bucket[i][0]) != group:
+            return i
+    return size
+
+
+class _Run:
+    """The state of one ``iter_outputs`` (or ``iter_unordered``) call: what was read, what is waiting where,
+    what is done.
+
+    ``ordered``: outputs in input order (else as done, ``next_out`` counting those yielded); ``idle``: the
+    feed's last answer was :data:`IDLE`; ``wakeup``: waited on with the workers; ``on_chunk``: told the
+    size of every chunk sent to a worker and every in-process batch; ``group_of``: items of different groups
+    go in different chunks."""
+
+    def __init__(
+        self,
+        items: Iterator[Any],
+        job: Job,
+        first_index: int,
+        *,
+        ordered: bool = True,
+        wakeup: Wakeup | None = None,
+        on_chunk: Callable[[int], None] | None = None,
+        group_of: Callable[[int], Any] | None = None,
+    ) -> None:
+        self.items = items
+        self.job = job
+        self.ordered = ordered
+        self.idle = False
+        self.wakeup = wakeup
+        self.on_chunk = on_chunk
+        self.group_of = group_of
+        self.done: dict[int, Any] = {}
+        self.sources: dict[str, _Source] = {}
+        self.pooled: dict[str, deque[tuple[int, Any]]] = {}  # waiting for a worker, by source key
+        self.in_process: dict[str, list[tuple[int, Any]]] = {}  # waiting for a batch, by source key
+        self.n_read = self.next_out = first_index
+        self.exhausted = False
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One-call helpers
+# ----------------------------------------------------------------------------------------------------------
+def score_records(
+    records: Iterable[Record | dict] | Any,
+    source: Any,
+    *,
+    workers: int = 1,
+    timeout: float = 10.0,
+    progress: bool | None = False,
+    engine: str = "local",
+    config: dict[str, Any] | None = None,
+    chunk_size: int = 16,
+) -> list[Result]:
+    """Scores ``records`` (Records, dicts, or a ``datasets.Dataset``) with ``source``: one Result per record, in order.
+
+    See :class:`Scorer` for the arguments; ``progress`` shows a bar (``None``: only on a terminal).
+    """
+    total = len(records) if hasattr(records, "__len__") else None
+    with Scorer(
+        source, workers=workers, timeout=timeout, engine=engine, config=config, chunk_size=chunk_size
+    ) as s:
+        return list(track(s.iter_scores(records), f"score[{s.default_name}]", total=total, enabled=progress))
+
+
+def score_dataset(dataset: Any, source: Any, **kwargs: Any) -> Any:
+    """A copy of a ``datasets.Dataset`` with ``reward``, ``error`` and ``details`` (a JSON string) columns."""
+    import json
+
+    results = score_records(dataset, source, **kwargs)
+    out = dataset
+    for column in ("reward", "error", "details"):
+        if column in out.column_names:
+            out = out.remove_columns(column)
+    out = out.add_column("reward", [r.reward for r in results])
+    out = out.add_column("error", [r.error for r in results])
+    return out.add_column("details", [json.dumps(r.details, ensure_ascii=False) for r in results])
