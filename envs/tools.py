@@ -22,7 +22,7 @@ from typing import Any
 
 from rewardlab.envs.base import EpisodeState
 from rewardlab.registry import Registry, lazy
-from rewardlab.verifiers.code.sandbox import Sandbox, SandboxConfig, StdioTask
+from rewardlab.verifiers.code.sandbox import Sandbox, SandboxConfig, StdioTask, zygote_frame
 from rewardlab.verifiers.sql.engines import QueryError
 from rewardlab.verifiers.sql.verifier import SQLVerifier
 
@@ -200,7 +200,7 @@ class PythonTool(Tool):
         elif report.exit_code not in (0, None):
             error = "exception"
             # the traceback's last lines, without the sandbox runner's own frames (host paths)
-            lines = [ln for ln in report.stderr.strip().splitlines() if ln.strip() and "_zygote.py" not in ln]
+            lines = [ln for ln in report.stderr.strip().splitlines() if ln.strip() and not zygote_frame(ln)]
             tail = lines[-3:]
             note = "\n".join(tail) or f"exit code {report.exit_code}"
         elif report.signal:

@@ -219,6 +219,35 @@ def test_host_details_python_tool(env):
     assert call_tool(env, [host_details(NEEDLES)]) == ["clean"]
 
 
+def test_zygote_is_compiled_from_its_source(tmp_path, monkeypatch):
+    """The zygote's folder is compiled from source at each start, like the script it was: a ``.pyc`` found
+    there (compiled on the host, as pip compiles an installation: it holds host paths) is never loaded
+    into the memory programs are forked from, and none is written."""
+    import importlib.util
+    import marshal
+
+    from rewardlab.verifiers.code import sandbox as sandbox_module
+
+    folder = tmp_path / "zygote"
+    shutil.copytree(sandbox_module.ZYGOTE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = folder / "state.py"
+    planted = compile(source.read_text() + f"\nPLANTED = {str(folder)!r}\n", str(source), "exec")
+    stat = source.stat()
+    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+    header += (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + stat.st_size.to_bytes(4, "little")
+    cached = importlib.util.cache_from_source(str(source))  # a valid cache entry for the unchanged source
+    os.makedirs(os.path.dirname(cached))
+    with open(cached, "wb") as f:
+        f.write(header + marshal.dumps(planted))
+    monkeypatch.setattr(sandbox_module, "ZYGOTE", str(folder))
+    probe = "import sys\nprint(hasattr(sys.modules['rk_zygote.state'], 'PLANTED'))\n"
+    for backend in ("native", "rlimit"):
+        with sandbox_module.Sandbox(sandbox_module.SandboxConfig(backend=backend, parallelism=1)) as sandbox:
+            report = sandbox.run([sandbox_module.StdioTask(probe)])[0]
+        assert report.stdout == b"False\n", (backend, report)
+    assert os.listdir(os.path.dirname(cached)) == [os.path.basename(cached)]
+
+
 # ----------------------------------------------------------------------------------------------------------
 # package directories of any interpreter, hub caches
 # ----------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Process sandbox for untrusted programs: warm workers fork one supervised process per program.
 
-The parent side lives here; the sandbox side is ``_zygote.py`` (run as a script, standard library only),
-and what a program sees of the host is ``layout.py``'s. Isolation, strongest available first (what was
+The parent side lives here; the sandbox side is the folder ``zygote/`` (standard library only, mounted
+read-only in the root, started as ``python -I -S zygote/__main__.py``), and what a program sees of the host
+is ``layout.py``'s. Isolation, strongest available first (what was
 used is in :attr:`Sandbox.info` and every result's details):
 
 * ``native`` backend as root (the default here): the zygote, an isolated interpreter (``-I -S``) whose
@@ -47,8 +48,10 @@ from typing import Any
 
 from rewardlab.verifiers.code.layout import SITE, Layout, build_layout
 
-ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
-INSIDE_ZYGOTE = "/rk_zygote.py"  # where the root shows the zygote script (not the project's path)
+ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote")
+"""The zygote's folder: its modules and nothing else (no data, nothing of rewardlab)."""
+INSIDE_ZYGOTE = "/rk_zygote"  # where the root shows the zygote's folder (not the project's path)
+ZYGOTE_MAIN = "__main__.py"  # run as a script, by path: never cached as bytecode, its folder not on sys.path
 DEFAULT_PACKAGES = ("numpy",)
 """Packages importable in the sandbox by default: competitive-programming, HumanEval and MBPP solutions use
 the standard library, and numpy now and then. Neither ships a dataset."""
@@ -250,11 +253,11 @@ class Sandbox:
             "pid_namespace": bool(self.config.pid_namespace),
             "drop_privileges": bool(self.config.private_uids),
         }
-        script = ZYGOTE
+        script = os.path.join(ZYGOTE, ZYGOTE_MAIN)
         prefix: list[str] = []
         if backend == "bwrap":  # started inside the root: nothing of the host's paths goes in
             zconf.update(entered=True, inside_bwrap=True)
-            script, prefix = INSIDE_ZYGOTE, self._bwrap_argv(layout)
+            script, prefix = f"{INSIDE_ZYGOTE}/{ZYGOTE_MAIN}", self._bwrap_argv(layout)
         else:  # every host path under one key, which the zygote leaves behind once inside its root
             zconf["host"] = {
                 "root": self._root,
@@ -574,6 +577,12 @@ def _parents_to_create(layout: Layout) -> list[str]:
             parent = os.path.dirname(parent)
         found += [d for d in reversed(chain) if d not in found]
     return found
+
+
+def zygote_frame(line: str) -> bool:
+    """Whether a line of a program's traceback names a file of the zygote (the runner's own frames above
+    the program's; host paths under the rlimit backend), which a report shown to a model leaves out."""
+    return f'"{INSIDE_ZYGOTE}/' in line or f'"{ZYGOTE}{os.sep}' in line
 
 
 def _zygote_env() -> dict[str, str]:

@@ -4,7 +4,7 @@ Two test styles (see ``docs/code.md``):
 
 * function tests (HumanEval / MBPP): a test body and an entry point, or a list of ``assert`` lines. The
   solution is loaded in a *candidate* process; the tests run in a separate *judge* process that calls the
-  candidate's functions over a socket and sees only plain data back (``_zygote.py``). The verdict is the
+  candidate's functions over a socket and sees only plain data back (``zygote/``). The verdict is the
   judge's, so exiting early, printing "All tests passed", redefining helpers or patching builtins in the
   solution cannot change it.
 * stdin/stdout cases (APPS / CodeContests / LiveCodeBench): each case is one sandboxed run; the parent
