@@ -19,8 +19,11 @@ from collections import Counter
 
 import numpy as np
 
+from rewardlab.eval.aggregate import compute_metrics, default_ks
+from rewardlab.eval.config import EvalConfig
 from rewardlab.eval.metrics import maj_at_k_matrix, vote_share
-from rewardlab.eval.runner import EvalConfig, Sample, compute_metrics, default_ks, group_answers
+from rewardlab.eval.samples import Sample
+from rewardlab.verifiers.math import group_answers
 
 FORMS = {  # equivalent spellings of a few answers, as completions write them
     "1/2": ["1/2", "0.5", "\\frac{1}{2}", "\\dfrac{1}{2}"],
@@ -101,7 +104,7 @@ def main() -> None:
 
     group_answers(["\\sqrt{2}", "2^{1/2}"])  # import math-verify / sympy before either clock starts
     start = time.perf_counter()
-    fast = compute_metrics(data, ks, config, with_maj=True, with_best_of=True)
+    fast = compute_metrics(data, ks, config, votes=group_answers, with_best_of=True)
     fast_s = time.perf_counter() - start
     print(f"rewardlab (vectorised):  {fast_s:7.2f} s")
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rewardlab.data import sample_path
 from rewardlab.data.loaders import read_rows as read_all_rows
+from rewardlab.extras import require
 from rewardlab.hub import hub_problem
-from rewardlab.verifiers import VERIFIERS
+from rewardlab.verifiers import VERIFIERS, Verifier
 
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -246,8 +247,7 @@ def read_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
 
 
 def _hub_rows(bench: Benchmark, split: str | None) -> list[dict[str, Any]]:
-    from datasets import load_dataset
-
+    datasets = require("datasets", extra="data", what=f"benchmark {bench.name!r} from the hub")
     problem = hub_problem(datasets_offline=True)
     if problem:
         sample = f", or use its shipped sample: sample:{bench.name}" if bench.sample_file else ""
@@ -255,7 +255,7 @@ def _hub_rows(bench: Benchmark, split: str | None) -> list[dict[str, Any]]:
             f"benchmark {bench.name!r} comes from the hub ({bench.hub_name}), and {problem}: "
             f"give its rows with --data{sample}"
         )
-    dataset = load_dataset(bench.hub_name, bench.hub_config, split=split or bench.split)
+    dataset = datasets.load_dataset(bench.hub_name, bench.hub_config, split=split or bench.split)
     return [dict(row) for row in dataset]
 
 
@@ -302,6 +302,19 @@ def _answer_votes(verifier: str) -> str | None:
         return VERIFIERS.get(verifier).answer_votes
     except Exception:  # an unknown name fails later, where the verifier is built, with its own message
         return None
+
+
+def answer_grouping(bench: Benchmark) -> Callable[[Sequence[str | None]], list[int | None]] | None:
+    """How maj@k groups the benchmark's extracted answers, asked of its verifier
+    (:meth:`rewardlab.verifiers.Verifier.group_answers`: math equivalence for the math verifier, equal text
+    for the others); ``None`` when the benchmark has no maj@k (``answer_votes`` unset). A verifier name the
+    registry does not know (``http:``) groups by equal text, the base class's rule."""
+    if not bench.answer_votes:
+        return None
+    try:
+        return VERIFIERS.get(bench.verifier).group_answers
+    except Exception:  # not a registered verifier class: the base rule
+        return Verifier.group_answers
 
 
 def custom_benchmark(name: str, verifier: str, field_map: dict[str, str] | None = None) -> Benchmark:

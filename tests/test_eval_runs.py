@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from rewardlab.eval import EvalConfig, evaluate_completions, load_benchmark
-from rewardlab.eval.runner import group_answers
+from rewardlab.verifiers.math import group_answers
 
 
 def test_shipped_math_samples_load():

@@ -128,7 +128,7 @@ def test_a_saved_checkpoint_keeps_the_tiny_tokenizers_spaces(tmp_path):
     """Beside a Qwen2 config, AutoTokenizer builds Qwen2Tokenizer from the saved files, whose pre-tokenizer
     drops the character-level vocabulary's spaces; load_tokenizer (the policy and eval loaders') does not."""
     from rewardlab.data.tiny import load_tiny_tokenizer, save_tiny_model
-    from rewardlab.eval.runner import _load_model
+    from rewardlab.eval.generate import load_model
     from rewardlab.hub import load_tokenizer
     from rewardlab.rl.policy import load_policy
 
@@ -137,5 +137,5 @@ def test_a_saved_checkpoint_keeps_the_tiny_tokenizers_spaces(tmp_path):
     expected = load_tiny_tokenizer()(text)["input_ids"]
     assert load_tokenizer(folder)(text)["input_ids"] == expected
     assert load_tokenizer(folder).decode(expected) == text
-    assert _load_model(folder, "hf")[1](text)["input_ids"] == expected
+    assert load_model(folder, "hf")[1](text)["input_ids"] == expected
     assert load_policy(folder)[1](text)["input_ids"] == expected

@@ -25,6 +25,13 @@ def verifier_error(exc: BaseException) -> Result:
     return Result.failure(f"verifier error: {last}")
 
 
+def group_texts(answers: Sequence[str | None]) -> list[int | None]:
+    """Classes of answers that are the same text, case and spacing aside (a multiple-choice letter, a short
+    answer), ids in order of first appearance; ``None`` stays ``None``."""
+    ids: dict[str, int] = {}
+    return [None if a is None else ids.setdefault(" ".join(a.lower().split()), len(ids)) for a in answers]
+
+
 class Verifier(ABC):
     """Base class of rule-based verifiers.
 
@@ -45,7 +52,8 @@ class Verifier(ABC):
 
     answer_votes: ClassVar[str | None] = None
     """How ``rewardlab eval``'s maj@k groups the answers this verifier reports (``details["extracted"]``):
-    ``"math"`` (math equivalence), ``"exact"`` (equal text, case and spacing aside), ``None`` (no maj@k)."""
+    ``"math"`` (math equivalence), ``"exact"`` (equal text, case and spacing aside), ``None`` (no maj@k).
+    The grouping itself is :meth:`group_answers`."""
 
     def __init__(self, **config: Any) -> None:
         self.config = config
@@ -56,6 +64,13 @@ class Verifier(ABC):
         run's default source: ``key -> object`` with ``add(row)``, ``to_dict()`` and ``format()`` (see
         :class:`rewardlab.scoring.summary.Summary`). None by default; IFEval reports its four accuracies."""
         return {}
+
+    @classmethod
+    def group_answers(cls, answers: Sequence[str | None]) -> list[int | None]:
+        """maj@k's classes of this verifier's extracted answers (``None``: no answer, no vote), ids in order
+        of first appearance. Here :func:`group_texts` (``answer_votes="exact"``); the math verifier
+        overrides it with math equivalence."""
+        return group_texts(answers)
 
     @abstractmethod
     def verify(self, record: Record) -> Result:

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from rewardlab.eval import metrics as M
-from rewardlab.eval.runner import group_answers
 from rewardlab.view import flags as F
 from rewardlab.view.rows import MALFORMED, SCORED_COLUMNS, Column, Query, RowIndex, parse_line
 from rewardlab.view.sources import Source, read_json
@@ -275,6 +274,8 @@ def _split(text: str, span: tuple[int, int] | None) -> list[dict[str, Any]]:
 
 def problem_metrics(index: RowIndex, ks: list[int]) -> list[dict[str, Any]]:
     """pass@k and maj@k of every problem of an eval run's samples (the run's own metric functions)."""
+    # lazy: math-verify and sympy take seconds to import; only this page groups answers
+    from rewardlab.verifiers.math import group_answers
 
     ids = index.column("id")
     correct = np.array([c == "true" for c in index.column("correct")], dtype=bool)

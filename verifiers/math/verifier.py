@@ -421,6 +421,14 @@ class MathVerifier(Verifier):
         """The effective settings, for logs and reports."""
         return asdict(self.settings)
 
+    @classmethod
+    def group_answers(cls, answers: Sequence[str | None]) -> list[int | None]:
+        """maj@k's classes of extracted answers by math equivalence (:func:`.grouping.group_answers`)."""
+        # lazy: grouping.py builds on this module's MathVerifier (an import cycle at module level)
+        from rewardlab.verifiers.math.grouping import group_answers
+
+        return group_answers(answers)
+
 
 _OR = re.compile(r"\bor\b", re.IGNORECASE)
 
