@@ -8,15 +8,18 @@
     summary = score_file("in.jsonl", "out.jsonl", "math", resume=True)  # what `rewardlab score` does
     stream = ScoringStream(Scorer("math", workers=2))                  # many threads, one warm pool
     results = stream.submit(records).result()                           # answered as its rows finish
+    pool = WarmPool("math", workers=2, stream=True)                     # built on first use, never raises
+    rewards = [r.reward for r in pool.score_batch(batch)]
 
 See ``docs/scoring.md``.
 """
 
 from __future__ import annotations
 
-from rewardlab.scoring.engine import Scorer, resolve_source, score_dataset, score_records
+from rewardlab.scoring.engine import Scorer, score_dataset, score_records
 from rewardlab.scoring.io import score_file
-from rewardlab.scoring.pooled import ScorerSource
+from rewardlab.scoring.pool import WarmPool
+from rewardlab.scoring.sources import resolve_source
 from rewardlab.scoring.stream import Closed, QueueFull, ScoringStream
 from rewardlab.scoring.summary import Summary, summarize
 
@@ -24,9 +27,9 @@ __all__ = [
     "Closed",
     "QueueFull",
     "Scorer",
-    "ScorerSource",
     "ScoringStream",
     "Summary",
+    "WarmPool",
     "resolve_source",
     "score_dataset",
     "score_file",

@@ -1,13 +1,19 @@
 """The scoring engine: records through reward sources in worker processes, with a per-item timeout that fires.
 
+This module schedules: :class:`Scorer` reads items, routes them, sends chunks to workers, polls, times out,
+replaces workers and orders the outputs. What it schedules lives beside it: sources in
+:mod:`~rewardlab.scoring.sources`, jobs in :mod:`~rewardlab.scoring.jobs`, the worker processes in
+:mod:`~rewardlab.scoring.workers`.
+
 Design:
 
 - A *source* is a verifier name, a :class:`~rewardlab.verifiers.Verifier`, or any object with
   ``score_batch(records)`` and ``name``. Rows choose their own verifier through ``Record.verifier``; the
   source given to the engine is the default.
-- A *job* says what an item is and what comes back: :class:`RecordJob` (Records in, Results out: the API and
-  RL runs) or ``scoring.io.RowJob`` (raw JSONL lines in, finished output lines out: ``rewardlab score``, so
-  that parsing and serialising happen in the workers, not in the one process that reads and writes).
+- A *job* says what an item is and what comes back: :class:`~rewardlab.scoring.jobs.RecordJob` (Records in,
+  Results out: the API and RL runs) or ``scoring.io.RowJob`` (raw JSONL lines in, finished output lines out:
+  ``rewardlab score``, so that parsing and serialising happen in the workers, not in the one process that
+  reads and writes).
 - Sources with ``runs_in_process = False`` (rule verifiers: math, SQL, IFEval...) are scored in a pool of
   worker processes the engine manages itself. Items travel in chunks sized to about ``CHUNK_SECONDS`` of
   work, and results come back in batches, so a fast verifier costs two messages per chunk, not per row. The
@@ -23,8 +29,8 @@ Design:
   the oldest unfinished one), so a file can be written and flushed row by row while the pool runs.
 - A *feed* (``rewardlab.scoring.stream``) runs one long-lived run over rows that other threads submit: the
   feed yields :data:`IDLE` while it is momentarily empty (the run waits instead of ending), a
-  :class:`Wakeup` handle wakes the engine's wait when a row arrives, and outputs come back unordered, as
-  ``(index, output)`` pairs, each as soon as its row is done.
+  :class:`~rewardlab.scoring.workers.Wakeup` handle wakes the engine's wait when a row arrives, and outputs
+  come back unordered, as ``(index, output)`` pairs, each as soon as its row is done.
 
 Workers are forked (where the platform allows): a worker, or the replacement of a killed one, starts in
 milliseconds with the parent's sources already built and warmed.
@@ -33,33 +39,23 @@ milliseconds with the parent's sources already built and warmed.
 from __future__ import annotations
 
 import contextlib
-import gc
+import json
 import math
 import multiprocessing
 import os
-import signal
-import sys
-import threading
 import time
-import traceback
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from collections.abc import Callable, Iterable, Iterator
+from multiprocessing.connection import wait
 from typing import Any
 
 from rewardlab.progress import track
-from rewardlab.registry import UnknownNameError
-from rewardlab.runtime import mark_scoring_worker
 from rewardlab.scoring import ray_engine
 from rewardlab.scoring.chunks import ChunkSizer
-from rewardlab.types import Record, Result, jsonable, result_reward
-from rewardlab.verifiers import get_source
-from rewardlab.verifiers.base import Verifier
-from rewardlab.verifiers.remote import is_remote
-
-BUILD_GRACE_S = 120.0
-"""Extra seconds a worker may take to build a source (imports) before its first record's clock starts."""
+from rewardlab.scoring.jobs import Done, Job, RecordJob
+from rewardlab.scoring.sources import Source, SourceTable, build_spec, default_source
+from rewardlab.scoring.workers import Wakeup, Worker
+from rewardlab.types import Record, Result
 
 CHUNK_SECONDS = 0.05
 """Work per chunk once the engine knows how long a source's items take: long enough that the two messages
@@ -68,8 +64,6 @@ per chunk cost little, short enough that workers finish together and output keep
 MAX_CHUNK = 512
 """Most items in one chunk."""
 
-REPORT_EVERY_S = 0.05
-"""A worker sends the results it has at least this often, so slow chunks still stream."""
 
 STRAGGLER_S = 0.05
 """An item that has used this much CPU time is a straggler: with ``spare_workers``, its worker drops to the
@@ -84,378 +78,6 @@ class _Idle:
 IDLE: Any = _Idle()
 """What a feed yields when it has no item right now but more may come: the run waits (on its
 :class:`Wakeup`) instead of ending; in-process partial batches are scored first."""
-
-
-class Wakeup:
-    """A self-pipe that another thread sets to wake the engine's wait (``multiprocessing.connection.wait``
-    takes its ``fileno``) when it has fed a row; setting it never blocks."""
-
-    def __init__(self) -> None:
-        self._read, self._write = os.pipe()
-        os.set_blocking(self._read, False)
-        os.set_blocking(self._write, False)
-
-    def fileno(self) -> int:
-        return self._read
-
-    def set(self) -> None:
-        if self._write < 0:  # closed: its run has stopped
-            return
-        with contextlib.suppress(BlockingIOError):  # a full pipe is readable already
-            os.write(self._write, b"\0")
-
-    def clear(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self._read, 4096):
-                pass
-
-    def close(self) -> None:
-        """Closes the pipe (once: a closed descriptor's number may belong to another file later)."""
-        for fd in (self._read, self._write):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self._read = self._write = -1
-
-    def __del__(self) -> None:
-        self.close()
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Sources
-# ----------------------------------------------------------------------------------------------------------
-@dataclass
-class _Source:
-    """A resolved source: the object, how to rebuild it in a worker, and whether it goes to the pool."""
-
-    key: str
-    obj: Any
-    spec: tuple
-    pooled: bool
-
-
-def _spec_of(obj: Any) -> tuple:
-    """A picklable recipe for rebuilding ``obj`` in a worker (a Verifier from its class and config)."""
-
-    if isinstance(obj, Verifier):
-        return ("class", type(obj), dict(obj.config))
-    return ("object", obj)
-
-
-def _build(spec: tuple) -> Any:
-    if spec[0] == "class":
-        return spec[1](**spec[2])
-    if spec[0] == "name":
-        return resolve_source(spec[1], spec[2])
-    return spec[1]
-
-
-def _is_pooled(obj: Any) -> bool:
-    default = not isinstance(obj, Verifier)
-    return not bool(getattr(obj, "runs_in_process", default))
-
-
-def resolve_source(source: Any, config: dict[str, Any] | None = None) -> Any:
-    """The source object for a name (a verifier, or ``http:URL`` for a reward server; built with ``config``), a
-    Verifier, or any ``score_batch`` object.
-
-    Raises:
-        UnknownNameError: for an unknown verifier name.
-        TypeError: for an object without ``score_batch``. ValueError: bad settings of a named source.
-    """
-    if isinstance(source, str):
-        return get_source(source, **(config or {}))
-    if not callable(getattr(source, "score_batch", None)):
-        raise TypeError(f"a reward source needs score_batch(records); got {type(source).__name__}")
-    return source
-
-
-def _call_score_batch(obj: Any, records: Sequence[Record], *, json_safe: bool = True) -> list[Result]:
-    """``obj.score_batch(records)`` that never raises and always returns one Result per record.
-
-    ``json_safe``: details made JSON-safe here (callers that serialise them anyway do it only on failure)."""
-    try:
-        results = list(obj.score_batch(records))
-    except Exception as exc:
-        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        return [Result.failure(f"source error: {last}") for _ in records]
-    if len(results) != len(records):
-        return [
-            Result.failure(f"source error: score_batch returned {len(results)} results for {len(records)}")
-            for _ in records
-        ]
-    return [_clean(r, json_safe) for r in results]
-
-
-def _clean(result: Any, json_safe: bool = True) -> Result:
-    """A result with a float reward, or ``None`` for a missing one (``None`` or NaN from the source, with no
-    error: a failure's reward is 0), and (``json_safe``) JSON-safe details (sympy objects, sets... become
-    strings/lists). A reward that is not a number is a source error."""
-    if not isinstance(result, Result):
-        return Result.failure(f"source error: returned {type(result).__name__}, not Result")
-    try:
-        reward = result_reward(result)
-    except (TypeError, ValueError):
-        value = result.reward
-        return Result.failure(f"source error: reward is {type(value).__name__} {value!r:.80}, not a number")
-    details = result.details or {}
-    return Result(reward=reward, details=jsonable(details) if json_safe else details, error=result.error)
-
-
-def as_record(item: Any, index: int) -> Record:
-    """``item`` as a :class:`Record` (dicts through ``Record.from_dict``); a missing id becomes ``index``."""
-    if isinstance(item, Record):
-        record = item
-    elif isinstance(item, dict):
-        record = Record.from_dict(item)
-    else:
-        raise TypeError(f"expected a Record or a dict, got {type(item).__name__}")
-    if record.id is None:
-        record.id = index
-    return record
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Jobs: what an item is and what comes back for it
-# ----------------------------------------------------------------------------------------------------------
-@dataclass
-class Done:
-    """What :meth:`Job.prepare` returns for an item whose output is known without scoring (a malformed row)."""
-
-    output: Any
-
-
-class Job:
-    """How the engine turns items into outputs; the engine itself only schedules, times out and orders.
-
-    ``prepare`` runs in the calling process and routes an item (the name of its verifier, ``None`` for the
-    default, or :class:`Done`); ``run`` scores one item in a worker; ``run_batch`` scores many in the calling
-    process (sources with ``runs_in_process``); ``failure`` is the output of an item the engine gave up on
-    (``timeout``, ``worker crashed``, ``unknown verifier``). Jobs are pickled to the workers.
-    """
-
-    def prepare(self, item: Any, index: int) -> tuple[str | None, Any] | Done:
-        raise NotImplementedError
-
-    def run(self, source: Any, index: int, payload: Any) -> Any:
-        return self.run_batch(source, [(index, payload)])[0]
-
-    def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
-        raise NotImplementedError
-
-    def failure(self, index: int, payload: Any, error: str, **details: Any) -> Any:
-        raise NotImplementedError
-
-
-class RecordJob(Job):
-    """Records (or dicts) in, :class:`Result` objects out: the Python API and RL runs."""
-
-    def prepare(self, item: Any, index: int) -> tuple[str | None, Any] | Done:
-        try:
-            record = as_record(item, index)
-        except TypeError as exc:
-            return Done(Result.failure(f"invalid record: {exc}"))
-        problem = verifier_field_problem(record.verifier)
-        if problem:
-            return Done(Result.failure(problem))
-        return record.verifier, record
-
-    def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
-        return _call_score_batch(source, [record for _, record in items])
-
-    def failure(self, index: int, payload: Any, error: str, **details: Any) -> Any:
-        return Result.failure(error, **details)
-
-
-def verifier_field_problem(value: Any) -> str | None:
-    """Why a row's ``verifier`` field can't name a verifier (``None`` when it can, or is absent)."""
-    if value is None or (isinstance(value, str) and value):
-        return None
-    return f"invalid record: 'verifier' must be a verifier name, got {type(value).__name__} {value!r:.80}"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Worker processes
-# ----------------------------------------------------------------------------------------------------------
-def _die_with_parent(parent_pid: int, main_thread: bool) -> None:
-    """Makes this worker end when the process that started it ends, however it ends (SIGKILL included)."""
-    forked_by_it = os.getppid() == parent_pid  # not so under forkserver: the server forked this worker
-    if forked_by_it and main_thread and sys.platform.startswith("linux"):
-        # The kernel sends SIGKILL when the forking thread exits: also during a C-level loop holding the GIL.
-        with contextlib.suppress(Exception):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-            if os.getppid() != parent_pid:  # the parent died before the signal was armed
-                os._exit(1)
-            return
-
-    def watch() -> None:  # elsewhere (another thread, forkserver, not Linux): poll for the parent
-        while _alive(parent_pid):
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _worker_main(
-    conn: Connection, progress: Any, inherited: dict[str, Any], parent_pid: int, main_thread: bool
-) -> None:
-    """Worker loop: take a chunk, score its items one by one, send results in batches.
-
-    ``progress`` is shared memory: ``[position in the chunk, start time of that item, the worker's CPU time
-    then]`` (CLOCK_MONOTONIC, shared by all processes on Linux). The parent reads it to time out the current
-    item (and tell a straggler) without a message per item; results go back at most every
-    ``REPORT_EVERY_S`` and at the end of the chunk.
-    """
-    _die_with_parent(parent_pid, main_thread)
-    mark_scoring_worker()
-    # Ctrl-C reaches the whole process group: the parent handles it (keeps what it wrote, kills workers);
-    # workers ignoring it avoids a traceback per worker.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sources = dict(inherited)  # forked: the parent's sources, already built and warmed
-    conn.send(("ready",))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        key, spec, job, items = message
-        if key not in sources:
-            progress[1] = time.monotonic() + BUILD_GRACE_S  # imports are not the first item's time
-            try:
-                sources[key] = _build(spec)
-            except Exception as exc:
-                last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-                conn.send([(i, job.failure(i, p, f"source error: {last}")) for i, p in items])
-                continue
-        _run_chunk(conn, progress, sources[key], job, items)
-
-
-def _run_chunk(conn: Connection, progress: Any, source: Any, job: Job, items: list[tuple[int, Any]]) -> None:
-    batch: list[tuple[int, Any]] = []
-    last_send = time.monotonic()
-    for position, (index, payload) in enumerate(items):
-        # Start before position: the parent reads the position first, so it never pairs it with an older start.
-        progress[2] = time.process_time()
-        progress[1] = time.monotonic()
-        progress[0] = position
-        batch.append((index, job.run(source, index, payload)))
-        if time.monotonic() - last_send >= REPORT_EVERY_S:
-            conn.send(batch)
-            batch, last_send = [], time.monotonic()
-    conn.send(batch)
-
-
-class _Worker:
-    """One worker process and the chunk it is working through."""
-
-    def __init__(self, ctx: Any, inherited: dict[str, Any]) -> None:
-        parent_conn, child_conn = ctx.Pipe(duplex=True)
-        # [position in the chunk, wall start of that item, the worker's CPU time at that start]
-        self.progress = ctx.RawArray("d", [0.0, time.monotonic() + BUILD_GRACE_S, 0.0])
-        main_thread = threading.current_thread() is threading.main_thread()
-        args = (child_conn, self.progress, inherited, os.getpid(), main_thread)
-        self.process = ctx.Process(target=_worker_main, args=args, daemon=True)
-        # Frozen objects are never scanned by the garbage collector: a forked worker then does not copy (and
-        # walk) every page of the parent's heap at its first full collection, which costs more than scoring.
-        gc.freeze()
-        try:
-            self.process.start()
-        finally:
-            gc.unfreeze()
-        child_conn.close()
-        self.conn = parent_conn
-        self.ready = False
-        self.source: _Source | None = None
-        self.chunk: list[tuple[int, Any]] = []
-        self.waiting: set[int] = set()  # indices of the chunk without a result yet
-        self.sent_at = 0.0
-        self.demoted = False
-        self.paused = False
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.waiting)
-
-    def send(self, source: _Source, job: Job, items: list[tuple[int, Any]]) -> None:
-        self.source, self.chunk, self.waiting = source, items, {index for index, _ in items}
-        self.sent_at = time.monotonic()
-        self.progress[2] = self.cpu_seconds() or 0.0  # until the worker writes its own
-        self.progress[1] = self.sent_at
-        self.progress[0] = 0
-        self.conn.send((source.key, source.spec, job, items))
-
-    def current(self) -> tuple[int, Any, float] | None:
-        """(index, payload, start) of the item the worker is on, or ``None`` when it already reported it."""
-        position = int(self.progress[0])
-        start = self.progress[1]
-        index, payload = self.chunk[min(position, len(self.chunk) - 1)]
-        return (index, payload, start) if index in self.waiting else None
-
-    def cpu_seconds(self) -> float | None:
-        """CPU time the worker process has used (``None`` where the platform cannot tell)."""
-        try:  # Linux: the process's CPU-time clock, read from outside (MAKE_PROCESS_CPUCLOCK(pid, SCHED))
-            return time.clock_gettime((~self.process.pid << 3) | 2)
-        except (OSError, AttributeError, TypeError):
-            return None
-
-    def item_cpu_seconds(self) -> float | None:
-        """CPU time the worker has used on its current item (``None`` where the platform cannot tell)."""
-        total = self.cpu_seconds()
-        return None if total is None else total - self.progress[2]
-
-    def demote(self) -> None:
-        """The lowest CPU priority for the rest of the worker's life (an unprivileged process cannot raise it
-        again): its item is a straggler, and the other workers and the parent come first."""
-        self.demoted = True
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, self.process.pid, 19)
-
-    def pause(self, paused: bool) -> None:
-        """Stops (SIGSTOP) or continues (SIGCONT) the worker; its item's clock runs on either way."""
-        if paused != self.paused:
-            self.paused = paused
-            with contextlib.suppress(OSError):
-                os.kill(self.process.pid, signal.SIGSTOP if paused else signal.SIGCONT)
-
-    def kill(self, *, wait: bool = True) -> None:
-        """SIGKILL; ``wait=False`` leaves the exit to be reaped later (:meth:`reaped`): on a loaded machine a
-        killed low-priority process can take a while to exit, and the engine must not wait for it."""
-        with contextlib.suppress(Exception):
-            self.process.kill()
-            if wait:
-                self.process.join(timeout=5)
-        self.conn.close()
-
-    def reaped(self) -> bool:
-        """Whether a killed worker has exited (and is reaped, so it leaves no zombie)."""
-        with contextlib.suppress(Exception):
-            self.process.join(timeout=0)
-            return not self.process.is_alive()
-        return True
-
-    def stop(self) -> None:
-        self.pause(False)
-        with contextlib.suppress(Exception):
-            self.conn.send(None)
-        self.process.join(timeout=2)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(timeout=2)
-        self.conn.close()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -512,14 +134,7 @@ class Scorer:
         ray_address: str | None = None,
         spare_workers: int = 0,
     ) -> None:
-        if engine not in ("local", "ray"):
-            raise ValueError(f"unknown engine {engine!r} (known: local, ray)")
-        if workers < 0:
-            raise ValueError("workers must be >= 0")
-        if spare_workers < 0:
-            raise ValueError("spare_workers must be >= 0")
-        if timeout is None or not math.isfinite(timeout) or timeout <= 0:
-            raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout}")
+        _check_settings(engine, workers, spare_workers, timeout)
         self.workers = workers
         self.spare_workers = spare_workers if workers else 0
         self.timeout = float(timeout)
@@ -528,55 +143,17 @@ class Scorer:
         self.chunk_size = max(1, chunk_size)
         self.batch_size = max(1, batch_size)
         self.window = window or max(4096, 4 * max(1, workers) * MAX_CHUNK, self.batch_size)
-        if mp_context is None:
-            # fork: a worker (or a replacement for a killed one) starts in milliseconds with everything the
-            # parent imported and built, and scripts need no ``if __name__ == "__main__"`` guard. Workers only
-            # run the verifier (no torch, no threads), so forking a parent that holds threads is safe here.
-            methods = multiprocessing.get_all_start_methods()
-            mp_context = "fork" if "fork" in methods else "spawn"
-        self._ctx = multiprocessing.get_context(mp_context)
-        obj = resolve_source(source, config)
-        name = source if isinstance(source, str) else getattr(obj, "name", type(obj).__name__)
-        spec = ("name", source, dict(config or {})) if isinstance(source, str) else _spec_of(obj)
-        self.default = _Source(key=f"default:{name}", obj=obj, spec=spec, pooled=_is_pooled(obj))
-        self.default_name = name
-        self._by_name: dict[str, _Source | str] = {}
-        self._pool: list[_Worker] = []
-        self._dying: list[_Worker] = []  # killed, not yet exited
+        self.default_name, self.default = default_source(source, config)
+        self._ctx = _mp_context(mp_context, type(self.default.obj).__module__)
+        self._sources = SourceTable(self.default, self.default_name)
+        self._pool: list[Worker] = []
+        self._dying: list[Worker] = []  # killed, not yet exited
         self._sizers: dict[str, ChunkSizer] = {}  # by source key
         self._warmed = False
         self._ray: Any = None  # the Ray actors (engine="ray")
         self.ray_nodes: list[str] = []  # the Ray node of each actor
         self._closed = False
         self._owner_pid = os.getpid()
-        if mp_context == "forkserver":
-            # Workers fork from a server that already imported the engine and the source's module.
-            modules = ["rewardlab.scoring.engine", type(obj).__module__]
-            with contextlib.suppress(Exception):
-                self._ctx.set_forkserver_preload([m for m in modules if m and m != "__main__"])
-
-    # -- routing ------------------------------------------------------------------------------------------
-    def _source_for(self, name: str | None) -> _Source | str:
-        """The source a row's ``verifier`` names, or an error message when it names none that loads."""
-        if not name or name == self.default_name:
-            return self.default
-        if is_remote(name):  # an input row must not send rows to a server of its choosing
-            return (
-                f"invalid record: a row's 'verifier' cannot name a reward server ({name!r:.80}); "
-                "pass it as the run's source"
-            )
-        if name not in self._by_name:
-            try:
-                obj = resolve_source(name)
-                self._by_name[name] = _Source(
-                    key=f"name:{name}", obj=obj, spec=("name", name, {}), pooled=_is_pooled(obj)
-                )
-            except UnknownNameError:
-                self._by_name[name] = f"unknown verifier: {name!r}"
-            except Exception as exc:
-                last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-                self._by_name[name] = f"source error: verifier {name!r} failed to load: {last}"
-        return self._by_name[name]
 
     # -- public API ---------------------------------------------------------------------------------------
     def score(self, records: Iterable[Record | dict]) -> list[Result]:
@@ -590,7 +167,7 @@ class Scorer:
     @classmethod
     def warm_single_worker(cls, spec: tuple, timeout: float) -> Scorer:
         """A one-worker scorer of the source ``spec`` describes, its worker forked now (a Ray actor's)."""
-        scorer = cls(_build(spec), workers=1, timeout=timeout, chunk_size=16)
+        scorer = cls(build_spec(spec), workers=1, timeout=timeout, chunk_size=16)
         scorer._ensure_pool()
         return scorer
 
@@ -713,7 +290,7 @@ class Scorer:
                 run.done[index] = routed.output
                 continue
             name, payload = routed
-            source = self._source_for(name)
+            source = self._sources.for_name(name)
             if isinstance(source, str):
                 run.done[index] = run.job.failure(index, payload, source)
             elif source.pooled and self.workers > 0:
@@ -753,28 +330,11 @@ class Scorer:
         regular = sum(not worker.demoted for worker in self._pool)
         wanted = min(self.workers + self.spare_workers, len(self._pool) + self.workers - regular)
         while len(self._pool) < wanted:
-            self._pool.append(_Worker(self._ctx, self._inherited()))
-
-    def _schedule_stragglers(self) -> None:
-        """Demotes the workers whose item has used more than ``STRAGGLER_S`` of CPU, and runs the stragglers
-        least CPU first, ``workers`` at a time (the others paused): a slow but legitimate row (some math rows
-        take 0.1-0.4 s in a fresh worker) gets its turn before the hostile rows that have used more, and
-        these take little CPU while they wait for their timeouts (least-attained-service scheduling)."""
-        now = time.monotonic()
-        for worker in self._pool:
-            if not worker.demoted and _straggling(worker, now):
-                worker.demote()
-        stragglers = [worker for worker in self._pool if worker.demoted and worker.busy]
-        stragglers.sort(key=lambda worker: worker.item_cpu_seconds() or 0.0)
-        for rank, worker in enumerate(stragglers):
-            worker.pause(rank >= max(1, self.workers))
+            self._pool.append(Worker(self._ctx, self._inherited()))
 
     def _inherited(self) -> dict[str, Any]:
         """Sources a forked worker starts with (its copy of the parent's objects); none for spawned workers."""
-        if self._ctx.get_start_method() != "fork":
-            return {}
-        named = [s for s in self._by_name.values() if isinstance(s, _Source)]
-        return {s.key: s.obj for s in [self.default, *named] if s.pooled}
+        return self._sources.pooled_objects() if self._ctx.get_start_method() == "fork" else {}
 
     def _sizer(self, key: str) -> ChunkSizer:
         if key not in self._sizers:
@@ -789,7 +349,7 @@ class Scorer:
     def _dispatch(self, run: _Run) -> None:
         pending = sum(len(bucket) for bucket in run.pooled.values())
         if self.spare_workers:
-            self._schedule_stragglers()
+            _schedule_stragglers(self._pool, self.workers)
         self._ensure_pool()
         for worker in list(self._pool):
             if not worker.ready or worker.busy:
@@ -846,11 +406,11 @@ class Scorer:
             if current is not None and now - current[2] > self.timeout:
                 self._replace(worker, run, "timeout")
 
-    def _kill(self, worker: _Worker) -> None:
+    def _kill(self, worker: Worker) -> None:
         worker.kill(wait=False)
         self._dying.append(worker)
 
-    def _drain(self, worker: _Worker, run: _Run) -> None:
+    def _drain(self, worker: Worker, run: _Run) -> None:
         try:
             while worker.conn.poll():
                 message = worker.conn.recv()
@@ -867,11 +427,11 @@ class Scorer:
         except (EOFError, OSError):
             pass
 
-    def _learn_speed(self, worker: _Worker) -> None:
+    def _learn_speed(self, worker: Worker) -> None:
         assert worker.source is not None
         self._sizer(worker.source.key).observe(time.monotonic() - worker.sent_at, len(worker.chunk))
 
-    def _replace(self, worker: _Worker, run: _Run, error: str) -> None:
+    def _replace(self, worker: Worker, run: _Run, error: str) -> None:
         """Kills ``worker``: its current item fails with ``error``, its other unreported items are re-queued,
         and a fresh worker takes its place."""
         current = worker.current() if worker.busy else None
@@ -891,15 +451,58 @@ class Scorer:
         if worker.demoted:  # a straggler's worker: a fresh one took its place when it was demoted
             del self._pool[i]
         else:
-            self._pool[i] = _Worker(self._ctx, self._inherited())
+            self._pool[i] = Worker(self._ctx, self._inherited())
 
 
-def _reap(dying: list[_Worker]) -> list[_Worker]:
+def _check_settings(engine: str, workers: int, spare_workers: int, timeout: float) -> None:
+    """Raises ValueError for settings no Scorer runs with."""
+    if engine not in ("local", "ray"):
+        raise ValueError(f"unknown engine {engine!r} (known: local, ray)")
+    if workers < 0:
+        raise ValueError("workers must be >= 0")
+    if spare_workers < 0:
+        raise ValueError("spare_workers must be >= 0")
+    if timeout is None or not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout}")
+
+
+def _mp_context(method: str | None, source_module: str) -> Any:
+    """The multiprocessing context workers start in (``fork`` where available, else ``spawn``)."""
+    if method is None:
+        # fork: a worker (or a replacement for a killed one) starts in milliseconds with everything the
+        # parent imported and built, and scripts need no ``if __name__ == "__main__"`` guard. Workers only
+        # run the verifier (no torch, no threads), so forking a parent that holds threads is safe here.
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        # Workers fork from a server that already imported the engine and the source's module.
+        modules = ["rewardlab.scoring.engine", source_module]
+        with contextlib.suppress(Exception):
+            ctx.set_forkserver_preload([m for m in modules if m and m != "__main__"])
+    return ctx
+
+
+def _schedule_stragglers(pool: list[Worker], workers: int) -> None:
+    """Demotes the workers whose item has used more than ``STRAGGLER_S`` of CPU, and runs the stragglers
+    least CPU first, ``workers`` at a time (the others paused): a slow but legitimate row (some math rows
+    take 0.1-0.4 s in a fresh worker) gets its turn before the hostile rows that have used more, and
+    these take little CPU while they wait for their timeouts (least-attained-service scheduling)."""
+    now = time.monotonic()
+    for worker in pool:
+        if not worker.demoted and _straggling(worker, now):
+            worker.demote()
+    stragglers = [worker for worker in pool if worker.demoted and worker.busy]
+    stragglers.sort(key=lambda worker: worker.item_cpu_seconds() or 0.0)
+    for rank, worker in enumerate(stragglers):
+        worker.pause(rank >= max(1, workers))
+
+
+def _reap(dying: list[Worker]) -> list[Worker]:
     """The killed workers that have not exited yet."""
     return [worker for worker in dying if not worker.reaped()]
 
 
-def _straggler_check_in(worker: _Worker, now: float) -> float:
+def _straggler_check_in(worker: Worker, now: float) -> float:
     """Seconds until ``worker``'s item may be a straggler (a demoted one's: until the stragglers rotate)."""
     if worker.demoted:
         return STRAGGLER_S
@@ -908,7 +511,7 @@ def _straggler_check_in(worker: _Worker, now: float) -> float:
     return max(wall if cpu is None else STRAGGLER_S - cpu, 0.005)
 
 
-def _straggling(worker: _Worker, now: float) -> bool:
+def _straggling(worker: Worker, now: float) -> bool:
     """Whether ``worker``'s current item has used more than :data:`STRAGGLER_S` of CPU time (of wall time
     where CPU time cannot be read)."""
     current = worker.current() if worker.busy else None
@@ -955,7 +558,7 @@ class _Run:
         self.on_chunk = on_chunk
         self.group_of = group_of
         self.done: dict[int, Any] = {}
-        self.sources: dict[str, _Source] = {}
+        self.sources: dict[str, Source] = {}
         self.pooled: dict[str, deque[tuple[int, Any]]] = {}  # waiting for a worker, by source key
         self.in_process: dict[str, list[tuple[int, Any]]] = {}  # waiting for a batch, by source key
         self.n_read = self.next_out = first_index
@@ -989,8 +592,6 @@ def score_records(
 
 def score_dataset(dataset: Any, source: Any, **kwargs: Any) -> Any:
     """A copy of a ``datasets.Dataset`` with ``reward``, ``error`` and ``details`` (a JSON string) columns."""
-    import json
-
     results = score_records(dataset, source, **kwargs)
     out = dataset
     for column in ("reward", "error", "details"):

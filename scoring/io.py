@@ -29,7 +29,9 @@ from typing import Any, NamedTuple
 from rewardlab.data.loaders import InvalidRow, count_rows, iter_rows, jsonl_lines, parse_line
 from rewardlab.progress import progress_bar
 from rewardlab.progress import wanted as show_progress
-from rewardlab.scoring.engine import Done, Job, Scorer, _call_score_batch, verifier_field_problem
+from rewardlab.scoring.engine import Scorer
+from rewardlab.scoring.jobs import Done, Job, verifier_field_problem
+from rewardlab.scoring.sources import call_score_batch
 from rewardlab.scoring.summary import Summary
 from rewardlab.types import Record, Result, jsonable
 from rewardlab.verifiers import VERIFIERS
@@ -139,12 +141,12 @@ class RowJob(Job):
         if isinstance(ready, RowOut):
             return ready
         row, record = ready
-        return self._out(row, _call_score_batch(source, [record], json_safe=False)[0])
+        return self._out(row, call_score_batch(source, [record], json_safe=False)[0])
 
     def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
         outputs: list[Any] = [self._ready(index, payload) for index, payload in items]
         todo = [k for k, ready in enumerate(outputs) if not isinstance(ready, RowOut)]
-        results = _call_score_batch(source, [outputs[k][1] for k in todo], json_safe=False)
+        results = call_score_batch(source, [outputs[k][1] for k in todo], json_safe=False)
         for k, result in zip(todo, results, strict=True):
             outputs[k] = self._out(outputs[k][0], result)
         return outputs

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from rewardlab.extras import require
 from rewardlab.scoring.chunks import ChunkSizer
 
 RAY_CHUNK_SECONDS = 0.2
@@ -59,7 +60,7 @@ _actor_class: Any = None
 def _actors(scorer: Any) -> list[Any]:
     """The scorer's actors, created on first use: one per CPU of the cluster."""
     global _actor_class
-    import ray
+    ray = require("ray", extra="ray", what="scoring with engine='ray'")
 
     if scorer._ray is not None:
         return scorer._ray

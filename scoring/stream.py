@@ -5,7 +5,7 @@ verl calls its reward function from several threads. A :class:`ScoringStream` ow
 long-lived engine run (``Scorer.iter_unordered``) in its own thread over a feed of submitted rows:
 
 - a row submitted while the run goes on enters it at once: the feed yields ``IDLE`` when it is momentarily
-  empty (the run waits instead of ending) and a :class:`~rewardlab.scoring.engine.Wakeup` wakes the engine's
+  empty (the run waits instead of ending) and a :class:`~rewardlab.scoring.workers.Wakeup` wakes the engine's
   wait when a row arrives, so a free worker takes it within milliseconds, whatever the other workers do;
 - rows come out as each is done, not in input order, and rows of different requests never share a chunk
   of work, so a request never waits behind another request's slow (hostile) row, only for its own rows (and
@@ -22,14 +22,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardlab.scoring.engine import IDLE, RecordJob, Scorer, Wakeup, as_record
+from rewardlab.scoring.engine import IDLE, Scorer
+from rewardlab.scoring.jobs import RecordJob, as_record
+from rewardlab.scoring.sources import last_line
+from rewardlab.scoring.workers import Wakeup
 from rewardlab.types import Record, Result
 
 log = logging.getLogger(__name__)
@@ -204,7 +206,7 @@ class ScoringStream:
         except _Aborted:
             return False
         except Exception as exc:
-            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            last = last_line(exc)
             log.warning("rewardlab: the scoring engine failed: %s", last)
             self.failures += 1
             had_rows = bool(self._fed)

@@ -127,7 +127,7 @@ def test_example_trains_with_trl_and_its_rewards_are_rewardlabs(tmp_path, monkey
     trainer = example.main(str(tmp_path / "out"), steps=2, max_completion_length=10)
 
     (fn,) = made
-    assert fn._pool.source is None  # the example closed the pool
+    assert fn._pools[0].scorer is None  # the example closed the pool
     assert len(fn.calls) == 2 and all(len(c["completions"]) == 4 for c in fn.calls)
     for call in fn.calls:
         records = [
@@ -336,20 +336,20 @@ def test_async_variant_returns_the_same_rewards():
 
 # ------------------------------------------------------------------------------------------------ lifecycle
 def test_pool_is_built_on_first_call_reused_closed_and_rebuilt(math_fn):
-    assert math_fn._pool.source is None
+    assert math_fn._pools[0].scorer is None
     kwargs = {"prompts": ["q"], "completions": ["\\boxed{1}"], "solution": ["1"]}
     assert math_fn(**kwargs) == [1.0]
-    source = math_fn._pool.source
-    assert math_fn(**kwargs) == [1.0] and math_fn._pool.source is source
+    scorer = math_fn._pools[0].scorer
+    assert math_fn(**kwargs) == [1.0] and math_fn._pools[0].scorer is scorer
     math_fn.close()
-    assert source.scorer._closed and math_fn._pool.source is None
+    assert scorer._closed and math_fn._pools[0].scorer is None
     assert math_fn(**kwargs) == [1.0]  # a later call builds a new pool
 
 
 def test_garbage_collection_closes_the_pool():
     fn = reward_function("math")
     fn(prompts=["q"], completions=["\\boxed{1}"], solution=["1"])
-    scorer = fn._pool.source.scorer
+    scorer = fn._pools[0].scorer
     workers = [w.process for w in scorer._pool]
     assert workers and all(p.is_alive() for p in workers)
     del fn

@@ -322,9 +322,9 @@ def test_one_warm_pool_per_source_and_settings_in_this_process(sleepy_verifier):
     rk_verl.close_pools()
     rk_verl.compute_score("s", "a", "", routes=routes, workers=1)
     [pool] = _pools_for(sleepy_verifier)
-    source = pool.source
+    scorer = pool.scorer
     rk_verl.compute_score_batch(["s", "s"], ["a", "b"], ["", ""], routes=routes, workers=1)
-    assert _pools_for(sleepy_verifier) == [pool] and pool.source is source  # reused, still warm
+    assert _pools_for(sleepy_verifier) == [pool] and pool.scorer is scorer  # reused, still warm
     rk_verl.close_pools()
     assert not _pools_for(sleepy_verifier)
     assert rk_verl.compute_score("s", "a", "", routes=routes, workers=1)["score"] == 1.0  # built again
@@ -336,7 +336,7 @@ def test_a_forked_child_builds_its_own_pool_and_leaves_the_parents_alone(sleepy_
     rk_verl.close_pools()
     assert rk_verl.compute_score("s", "a", "", routes=routes, workers=1)["score"] == 1.0
     [pool] = _pools_for(sleepy_verifier)
-    workers = [w.process.pid for w in pool.source.scorer._pool]
+    workers = [w.process.pid for w in pool.scorer._pool]
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: score, close its pools as atexit would, drop the inherited ones
@@ -359,8 +359,8 @@ def test_a_forked_child_builds_its_own_pool_and_leaves_the_parents_alone(sleepy_
     os.close(read)
     assert os.waitpid(pid, 0)[1] == 0
     assert rk_verl.compute_score("s", "c", "", routes=routes, workers=1)["score"] == 1.0
-    assert pool.source is not None and [w.process.pid for w in pool.source.scorer._pool] == workers
-    assert all(w.process.is_alive() for w in pool.source.scorer._pool)
+    assert pool.scorer is not None and [w.process.pid for w in pool.scorer._pool] == workers
+    assert all(w.process.is_alive() for w in pool.scorer._pool)
 
 
 def test_concurrent_calls_share_a_pool_and_get_their_own_rows():

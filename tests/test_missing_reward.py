@@ -97,11 +97,12 @@ def test_a_file_gets_null_rewards_and_the_summary_leaves_them_out(tmp_path):
 
 
 def test_rl_reward_sources_mark_missing_rewards_invalid():
-    from rewardlab.rl.rewards import RewardSources, ScorerSource
+    from rewardlab.rl.rewards import RewardSources
+    from rewardlab.scoring import WarmPool
 
     records = [Record(prompt="q", completion=r["completion"]) for r in ROWS]
     for workers in (0, 2):
-        source = ScorerSource("_missing_reward", {}, workers=workers, timeout=10)
+        source = WarmPool("_missing_reward", {}, workers=workers, timeout=10)
         try:
             scored = RewardSources([(source, 1.0)]).score(records)
         finally:

@@ -330,9 +330,9 @@ def test_concurrent_requests_to_an_in_process_source_share_one_batch():
 def test_a_full_queue_refuses_with_503():
     source = _HeldSource()
     server = RewardServer("math", workers=1, max_rows=2, max_queued_rows=3)
-    server.stream.close()
+    server.pool.discard()
     # A pool that holds its first batch: the queue fills behind it.
-    server.stream = ScoringStream(Scorer(source, workers=1), max_queued_rows=3)
+    server.pool.stream = ScoringStream(Scorer(source, workers=1), max_queued_rows=3)
     app = app_of(server)
     with TestClient(app) as c, ThreadPoolExecutor(3) as pool:
         first = pool.submit(c.post, "/score", json={"records": [{"completion": "a"}]})
@@ -424,9 +424,9 @@ def test_cli_errors_are_one_line_before_the_server_starts(argv, says, capsys):
 
 def test_spare_workers_reach_the_pool():
     app = build_app("math", workers=1, spare_workers=3)
-    assert app.state.server.stream.scorer.spare_workers == 3
-    app.state.server.stream.close()
-    plain = build_app("math", workers=1).state.server.stream
+    assert app.state.server.pool.scorer.spare_workers == 3
+    app.state.server.close()
+    plain = build_app("math", workers=1).state.server.pool
     assert plain.scorer.spare_workers == 0  # off by default
     plain.close()
 

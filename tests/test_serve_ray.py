@@ -18,7 +18,7 @@ import httpx
 import pytest
 from http_servers import stop_process  # tests/http_servers.py (pytest puts tests/ on the path)
 
-pytest.importorskip("ray.serve", reason="Ray Serve is optional: pip install 'rewardlab[serve]'")
+pytest.importorskip("ray.serve", reason="Ray Serve is optional: pip install 'rewardlab[ray]'")
 
 from rewardlab.scoring import score_records  # noqa: E402
 

@@ -13,7 +13,7 @@
 The source is any name ``rewardlab score --verifier`` or an RL run's ``reward.sources`` takes (a verifier
 such as ``math`` / ``code`` / ``qa``, ``http:URL``, ``rm:PATH``, ``py:module:fn``, ``ttrl``) with its
 settings as keywords, or a weighted sum of several (``{"math": 1.0, "format": 0.2}``): one
-:class:`~rewardlab.verifiers.combine.CombinedSource` of :class:`~rewardlab.scoring.ScorerSource` parts, as
+:class:`~rewardlab.verifiers.combine.CombinedSource` of :class:`~rewardlab.scoring.WarmPool` parts, as
 an RL run builds it. Each source is scored through a warm scoring pool (worker processes with a per-row
 ``timeout``) built on the first call and kept until :meth:`RewardFunction.close`.
 
@@ -52,22 +52,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import math
 import re
-import threading
 import warnings
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rewardlab.scoring.pooled import ScorerSource
+# Every kind of an RL run's source names (rm:PATH, py:, ttrl) is a name here too.
+from rewardlab.rl.sources import VERIFIER, check_source, source_kind
+from rewardlab.scoring.pool import WarmPool
 from rewardlab.types import Record, Result, details_answer, error_kind, jsonable, result_reward
 from rewardlab.verifiers import get_verifier
 from rewardlab.verifiers.combine import CombinedSource
-from rewardlab.verifiers.sources import VERIFIER, check_source, source_kind
 
 __all__ = [
     "DETAILS_CHARS",
@@ -192,41 +191,10 @@ def _default_name(parts: list[tuple[str, float, dict[str, Any]]], single: bool) 
     return "+".join(f"{weight:g}*{name}" for name, weight, _ in parts)
 
 
-def _build_source(
-    parts: list[tuple[str, float, dict[str, Any]]], combined: bool, workers: int, timeout: float
-) -> Any:
-    """One :class:`ScorerSource` (a warm pool), or a :class:`CombinedSource` of one per part, as RL builds."""
-
-    def scored(part: str, kwargs: dict[str, Any]) -> ScorerSource:
-        # run={}: run-only kinds (rm:, py:, ttrl) are known names here, as in an RL run.
-        return ScorerSource(part, kwargs, workers, timeout, run={})
-
-    if not combined:
-        part, _, kwargs = parts[0]
-        return scored(part, kwargs)
-    sources = [scored(part, kwargs) for part, _, kwargs in parts]
-    return CombinedSource(sources, [weight for _, weight, _ in parts])
-
-
-class _Pool:
-    """The built source, apart from the reward function, so that a finalizer can close it without keeping
-    the function alive."""
-
-    def __init__(self, build: Callable[[], Any]) -> None:
-        self.build = build
-        self.source: Any = None
-        self.lock = threading.Lock()
-
-    def get(self) -> Any:
-        if self.source is None:
-            self.source = self.build()
-        return self.source
-
-    def close(self) -> None:
-        source, self.source = self.source, None
-        if source is not None:
-            with contextlib.suppress(Exception):
-                source.close()
+def _discard_all(pools: list[WarmPool]) -> None:
+    """Stops the pools' workers (a later call builds them again)."""
+    for pool in pools:
+        pool.discard()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -266,18 +234,24 @@ class RewardFunction:
         self.__name__ = name or _default_name(self.parts, single)
         self.kinds_seen: set[str] = set()
         self._warned_reference = False
-        # The builder holds no reference to this function, so that it can be collected (and its pool closed).
-        self._pool = _Pool(functools.partial(_build_source, self.parts, self.combined, workers, self.timeout))
-        # Closes the pool when the function is collected, or at interpreter exit, whichever comes first.
-        self._finalizer = weakref.finalize(self, self._pool.close)
+        # One warm pool per part, built on the first call; run={}: run-only kinds (rm:, py:, ttrl) are known
+        # names here, as in an RL run. A sum is one CombinedSource of them, as RL builds it.
+        self._pools = [
+            WarmPool(part, kwargs, workers=workers, timeout=self.timeout, run={})
+            for part, _, kwargs in self.parts
+        ]
+        weights = [weight for _, weight, _ in self.parts]
+        self._source = CombinedSource(self._pools, weights) if self.combined else self._pools[0]
+        # Stops the pools when the function is collected, or at interpreter exit, whichever comes first (the
+        # list of pools holds no reference to the function, so that it can be collected).
+        self._finalizer = weakref.finalize(self, _discard_all, self._pools)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.__name__!r}, reference={self.reference!r})"
 
     def close(self) -> None:
-        """Stops the scoring pool's workers."""
-        with self._pool.lock:
-            self._pool.close()
+        """Stops the scoring pools' workers (a later call builds them again)."""
+        _discard_all(self._pools)
 
     def __call__(
         self,
@@ -324,17 +298,17 @@ class RewardFunction:
     def _score_records(self, records: list[Record]) -> list[Result]:
         if not records:
             return []
-        with self._pool.lock:
-            # Not caught: a source that cannot be built (an rm:PATH that does not load) is a bad argument, and
-            # a run of all-zero rewards would hide it.
-            source = self._pool.get()
-            try:
-                results = list(source.score_batch(records))
-                if len(results) != len(records):
-                    raise ValueError(f"{len(results)} results for {len(records)} records")
-                return results
-            except Exception as exc:  # the pools never raise; a sum's combining might: every row is an error
-                return [Result.failure(f"source error: {type(exc).__name__}: {exc}") for _ in records]
+        # Not caught: a source that cannot be built (an rm:PATH that does not load) is a bad argument, and a
+        # run of all-zero rewards would hide it.
+        for pool in self._pools:
+            pool.build()
+        try:
+            results = list(self._source.score_batch(records))
+            if len(results) != len(records):
+                raise ValueError(f"{len(results)} results for {len(records)} records")
+            return results
+        except Exception as exc:  # the pools never raise; a sum's combining might: every row is an error
+            return [Result.failure(f"source error: {type(exc).__name__}: {exc}") for _ in records]
 
     # -- logging ------------------------------------------------------------------------------------------
     def _log(

@@ -6,9 +6,11 @@ once. ``compute_score_batch(data_sources=..., solution_strs=..., ground_truths=.
 batched form of ``verl.workers.reward_manager.BatchRewardManager`` (trainers before the reward loop, or your
 own manager). Both route each row by its ``data_source`` (:data:`ROUTES`: the names verl's own
 ``default_compute_score`` knows) to a rewardlab source, convert verl's ground truth into the reference that
-source reads, and score through one warm :class:`~rewardlab.scoring.ScorerSource` pool per source and
-settings (worker processes, a per-row timeout). Rows of concurrent calls share the pool's workers through its
-:class:`~rewardlab.scoring.ScoringStream`: each call is answered as soon as its own rows are done.
+source reads, and score through one warm :class:`~rewardlab.scoring.WarmPool` per source and settings (worker
+processes, a per-row timeout). Rows of concurrent calls share the pool's workers through its stream: each
+call is answered as soon as its own rows are done. A source that fails to build is tried again after
+``rewardlab.scoring.pool.BUILD_RETRY_S`` (its rows are error rows meanwhile); a call interrupted while it waits
+(verl's SIGALRM timeout, Ctrl-C) aborts the pool, so that its rows do not keep the workers busy.
 
 Every row returns the same keys (verl appends each to a ``reward_extra_info`` list that must be as long as the
 batch): ``score``, ``acc``, ``pred``, ``error``, ``source`` and :data:`DETAIL_KEYS`. Nothing a completion, a
@@ -31,14 +33,12 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardlab.scoring import Closed, ScoringStream
-from rewardlab.scoring.pooled import ScorerSource
+import rewardlab.rl.sources  # noqa: F401  (every kind of an RL run's source names, rm:PATH too, is a name here)
+from rewardlab.scoring.pool import WarmPool
 from rewardlab.types import Record, Result, details_answer, jsonable, result_reward
 
 log = logging.getLogger(__name__)
@@ -48,9 +48,6 @@ DEFAULT_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds one row may take before it is an error row (``timeout``), as in rewardlab's RL runs."""
-
-BUILD_RETRY_S = 60.0
-"""Seconds before a source that failed to build is tried again (its rows are error rows meanwhile)."""
 
 DETAIL_KEYS: tuple[str, ...] = ("reason",)
 """Keys of rewardlab's ``details`` copied into every row (``None`` where a source has none): scalars and
@@ -229,101 +226,20 @@ def find_route(data_source: str, table: Mapping[str, Route]) -> Route | None:
 # ----------------------------------------------------------------------------------------------------------
 # Warm pools
 # ----------------------------------------------------------------------------------------------------------
-class _Pool:
-    """One :class:`ScorerSource`, built on first use, behind a :class:`~rewardlab.scoring.ScoringStream`:
-    concurrent calls (verl's reward loop threads) share its warm workers, each answered as soon as its own
-    rows are done.
-
-    A source that fails to build is tried again after :data:`BUILD_RETRY_S` (its rows are error rows
-    meanwhile). After a failure of the engine itself the pool is closed and rebuilt on the next call; a call
-    interrupted while it waits (verl's SIGALRM timeout, Ctrl-C) aborts the pool, so that its rows do not keep
-    the workers busy, and the next call builds a fresh one."""
-
-    def __init__(self, name: str, settings: dict[str, Any], workers: int, timeout: float) -> None:
-        self.args = (name, settings, workers, timeout)
-        self.source: ScorerSource | None = None
-        self.stream: ScoringStream | None = None
-        self.build_error: str | None = None
-        self.built_at = 0.0  # monotonic time of the last build attempt
-        self._lock = threading.Lock()
-
-    def score(self, records: Sequence[Record]) -> list[Result]:
-        for _ in range(2):  # a second time when another thread closed the stream just now
-            stream = self._stream()
-            if stream is None:
-                return [Result.failure(self.build_error or "source error: not built") for _ in records]
-            failures = stream.failures
-            try:
-                future = stream.submit(records)
-            except Closed:
-                self._discard(stream)
-                continue
-            return self._wait(stream, future, failures, len(records))
-        return [Result.failure("scoring failed: the reward pool closed") for _ in records]
-
-    def _wait(self, stream: ScoringStream, future: Future, failures: int, rows: int) -> list[Result]:
-        try:
-            results = future.result()
-        except Exception as exc:  # verl's SIGALRM timeout (TimeoutError) lands here
-            self._discard(stream, abort=True)
-            return [Result.failure(f"scoring failed: {type(exc).__name__}: {exc}") for _ in range(rows)]
-        except BaseException:  # Ctrl-C
-            self._discard(stream, abort=True)
-            raise
-        if stream.failures != failures:  # the engine itself failed (its rows are error rows): rebuild
-            self._discard(stream)
-        return results
-
-    def _stream(self) -> ScoringStream | None:
-        """The warm stream, built now if there is none (and the last failed build is old enough)."""
-        with self._lock:
-            if self.stream is None and (
-                self.build_error is None or time.monotonic() - self.built_at > BUILD_RETRY_S
-            ):
-                self.built_at = time.monotonic()
-                try:
-                    self.source = ScorerSource(*self.args)
-                    self.stream = ScoringStream(self.source.scorer)
-                    self.build_error = None
-                except Exception as exc:  # an unknown name, bad settings: every row of this source says so
-                    self.source = None
-                    self.build_error = f"source error: {self.args[0]}: {type(exc).__name__}: {exc}"
-                    log.warning("rewardlab: cannot build reward source: %s", self.build_error)
-            return self.stream
-
-    def _discard(self, stream: ScoringStream, *, abort: bool = False) -> None:
-        with self._lock:
-            if self.stream is stream:
-                self.stream, self.source = None, None
-        try:
-            stream.abort() if abort else stream.close()
-        except Exception:
-            log.debug("rewardlab: closing a reward pool failed", exc_info=True)
-
-    def discard(self) -> None:
-        stream = self.stream
-        if stream is not None:
-            self._discard(stream)
-
-    def orphan(self) -> None:
-        """Forgets a pool inherited through ``fork``: its workers are the parent's, which the child must not
-        use (a forked copy of a ``Scorer`` only forgets its workers when closed), and its stream's thread did
-        not survive the fork."""
-        self.source, self.stream = None, None
-        self._lock = threading.Lock()  # another thread may have held it at the fork
-
-
-_POOLS: dict[tuple, _Pool] = {}
+_POOLS: dict[tuple, WarmPool] = {}
 _LOCK = threading.Lock()
 
 
-def _pool(name: str, settings: Mapping[str, Any], workers: int, timeout: float) -> _Pool:
-    # Keyed by process id: verl's reward workers may be forked from a process that already scored.
+def _pool(name: str, settings: Mapping[str, Any], workers: int, timeout: float) -> WarmPool:
+    """This process's warm pool of a source and settings: built on first use, rebuilt after a failure, its
+    stream shared by verl's reward threads."""
+    # Keyed by process id: verl's reward workers may be forked from a process that already scored (a pool
+    # forgets what it inherited through fork).
     settings_key = json.dumps(jsonable(settings), sort_keys=True)
     key = (os.getpid(), name, settings_key, workers, float(timeout))
     with _LOCK:
         if key not in _POOLS:
-            _POOLS[key] = _Pool(name, dict(settings), workers, timeout)
+            _POOLS[key] = WarmPool(name, settings, workers=workers, timeout=timeout, run={}, stream=True)
         return _POOLS[key]
 
 
@@ -333,14 +249,12 @@ def close_pools() -> None:
         mine = [key for key in _POOLS if key[0] == os.getpid()]
         pools = [_POOLS.pop(key) for key in mine]
     for pool in pools:
-        pool.discard()
+        pool.close()
 
 
 def _after_fork_in_child() -> None:
     global _LOCK
     _LOCK = threading.Lock()  # another thread may have held it at the fork
-    for pool in _POOLS.values():
-        pool.orphan()
 
 
 atexit.register(close_pools)
@@ -522,7 +436,7 @@ def _score_plans(plans: list[_Plan], workers: int, timeout: float) -> list[Resul
         assert route is not None
         try:
             pool = _pool(route.source, plain(route.settings), int(workers), float(timeout))
-            scored = pool.score([plans[i].record for i in indices])  # type: ignore[misc]
+            scored = pool.score_batch([plans[i].record for i in indices])  # type: ignore[misc]
         except Exception as exc:  # e.g. workers=-1: this source's rows are error rows
             scored = [Result.failure(f"scoring failed: {type(exc).__name__}: {exc}") for _ in indices]
         for i, result in zip(indices, scored, strict=True):

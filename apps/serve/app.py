@@ -8,7 +8,7 @@ Endpoints (docs/serve.md has the shapes, with examples):
 - ``GET /health``: the source, the pool, whether the server takes requests (never needs the token)
 - ``GET /metrics``: Prometheus text (:mod:`rewardlab.serve.metrics`)
 
-Every request's rows go to ONE warm pool (:class:`~rewardlab.scoring.Scorer`, ``workers`` processes, a
+Every request's rows go to ONE warm pool (:class:`~rewardlab.scoring.WarmPool`, ``workers`` processes, a
 per-row ``timeout``) through its :class:`~rewardlab.scoring.stream.ScoringStream`, off the event loop: a row
 goes to the next free worker as soon as it arrives, and a request is answered as soon as its own rows are
 done, whatever other requests' rows (a hostile one running into the timeout) do. A request of the wrong shape is a 4xx with ``{"error": "<one
@@ -23,6 +23,7 @@ after uvicorn has answered the requests in flight.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import os
 import time
@@ -35,8 +36,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rewardlab.rewardmodels.sources import reward_model_source
-from rewardlab.scoring.engine import Scorer
-from rewardlab.scoring.stream import Closed, QueueFull, ScoringStream
+from rewardlab.scoring.pool import WarmPool
+from rewardlab.scoring.stream import Closed, QueueFull
 from rewardlab.serve.defaults import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_ROWS,
@@ -59,13 +60,11 @@ from rewardlab.types import Record, Result
 ENDPOINTS = ("/score", "/get_reward", "/health", "/metrics")
 LARGE_BODY_BYTES = 256 * 1024
 """Bodies larger than this are decoded off the event loop."""
-CHUNK_SIZE = 64
-"""Rows in a worker's first chunk: a request's rows arrive all at once (as ``ScorerSource`` does)."""
 
 
 class RewardServer:
-    """What the app serves: the source's pool behind a :class:`~rewardlab.scoring.stream.ScoringStream`, the
-    metrics and the limits.
+    """What the app serves: the source's :class:`~rewardlab.scoring.WarmPool` (streaming), the metrics and the
+    limits.
 
     Args:
         source: A source name as ``rewardlab score --verifier`` takes it: a verifier (``math``, ``code``...)
@@ -110,25 +109,31 @@ class RewardServer:
         if max_body_bytes < 1 or max_rows < 1:
             raise ValueError("max_body_bytes and max_rows must be >= 1")
         self.token = _token(token_env, require_token)
-        self.name, scorer = build_pool(source, config, workers, timeout, reward_model, spare_workers)
+        self.metrics = Metrics(
+            gauges={"pool_workers": lambda: self.pool.pool_size, "queued_rows": lambda: self.pool.queued_rows}
+        )
+        self.name, self.pool = build_pool(
+            source,
+            config,
+            workers,
+            timeout,
+            reward_model,
+            spare_workers,
+            max_queued_rows=max_queued_rows or 16 * max_rows,
+            on_chunk=self.metrics.chunk,
+        )
         self.workers = workers
         self.timeout = float(timeout)
         self.max_body_bytes = max_body_bytes
         self.max_rows = max_rows
         # A reward model scores every row (as `rewardlab score --reward-model`): a row's verifier is not read.
         self.verifier_field = "ignore" if reward_model else "allow" if row_verifiers else "refuse"
-        self.metrics = Metrics(
-            gauges={"pool_workers": lambda: scorer.pool_size, "queued_rows": lambda: self.stream.queued_rows}
-        )
-        self.stream = ScoringStream(
-            scorer, max_queued_rows=max_queued_rows or 16 * max_rows, on_chunk=self.metrics.chunk
-        )
 
     async def score(self, items: list[Record | Result]) -> list[Result]:
         """One result per item: records scored by the pool (off the event loop), results kept as they are."""
         records = [item for item in items if isinstance(item, Record)]
         try:
-            future = self.stream.submit(records)
+            future = self.pool.submit(records)
         except (QueueFull, Closed) as exc:
             raise Refused(503, str(exc), {"Retry-After": "1"}) from None
         scored = iter(await asyncio.wrap_future(future))
@@ -136,22 +141,22 @@ class RewardServer:
 
     def health(self) -> dict[str, Any]:
         return {
-            "status": "closing" if self.closing else "ok" if self.stream.running else "starting",
-            "ready": self.stream.running,
+            "status": "closing" if self.closing else "ok" if self.pool.running else "starting",
+            "ready": self.pool.running,
             "source": self.name,
             "workers": self.workers,
             "timeout": self.timeout,
             "max_rows": self.max_rows,
-            "queued_rows": self.stream.queued_rows,
+            "queued_rows": self.pool.queued_rows,
             "pid": os.getpid(),
         }
 
     @property
     def closing(self) -> bool:
-        return self.stream.closed
+        return self.pool.closed
 
     def close(self) -> None:
-        self.stream.close()
+        self.pool.close()
 
 
 def build_pool(
@@ -161,10 +166,12 @@ def build_pool(
     timeout: float,
     reward_model: str | None = None,
     spare_workers: int = 0,
-) -> tuple[str, Scorer]:
-    """The source's name and its warm :class:`Scorer`: a source named as ``rewardlab score --verifier`` takes
-    it (a verifier, ``http:URL``; ``config`` its settings), or a reward model folder (``config``: keyword
-    arguments of ``reward_model_source``, as ``rewardlab score --reward-model``).
+    **stream: Any,
+) -> tuple[str, WarmPool]:
+    """The source's name and its warm, streaming :class:`WarmPool`, built now: a source named as ``rewardlab
+    score --verifier`` takes it (a verifier, ``http:URL``; ``config`` its settings), or a reward model folder
+    (``config``: keyword arguments of ``reward_model_source``, as ``rewardlab score --reward-model``).
+    ``stream``: the stream's ``max_queued_rows`` and ``on_chunk``.
 
     Raises:
         UnknownNameError: an unknown verifier. ValueError, TypeError: bad settings. ModelNotFoundError.
@@ -174,18 +181,17 @@ def build_pool(
     if workers < 1:
         raise ValueError("workers must be >= 1 (a server needs worker processes for its per-row timeout)")
     if reward_model is not None:
-        model = reward_model_source(reward_model, **(config or {}))
-        return f"reward_model:{reward_model}", Scorer(model, workers=workers, timeout=timeout)
-    # Scorer resolves names as `rewardlab score` does (ScorerSource would also build RL-only kinds: rm:, py:).
-    scorer = Scorer(
-        source,
-        workers=workers,
-        timeout=timeout,
-        config=config or None,
-        chunk_size=CHUNK_SIZE,
-        spare_workers=spare_workers,
-    )
-    return source, scorer  # type: ignore[return-value]
+        name = f"reward_model:{reward_model}"
+        model = functools.partial(reward_model_source, reward_model, **(config or {}))
+        pool = WarmPool(name, workers=workers, timeout=timeout, build=model, stream=True, **stream)
+    else:
+        # run=None: names as `rewardlab score` takes them (RL-only kinds such as rm:, py: are unknown here).
+        name = source  # type: ignore[assignment]
+        pool = WarmPool(
+            name, config, workers=workers, timeout=timeout, spare_workers=spare_workers, stream=True, **stream
+        )
+    pool.build()
+    return name, pool
 
 
 def _token(token_env: str, require: bool) -> str | None:
@@ -214,7 +220,7 @@ def app_of(server: RewardServer) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        server.stream.start()
+        server.pool.start()
         try:
             yield
         finally:

@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rewardlab.scoring.engine import as_record, verifier_field_problem
+from rewardlab.scoring.jobs import as_record, verifier_field_problem
 from rewardlab.types import Record, Result, jsonable
 
 MIN_OVERLAP = 16

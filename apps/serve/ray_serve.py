@@ -92,10 +92,10 @@ def check_options(options: dict[str, Any]) -> None:
         check_model(options["reward_model"], what="reward model")
         return
     try:
-        _, scorer = build_pool(options.get("source"), options.get("config"), options.get("workers", 2), 1.0)
+        _, pool = build_pool(options.get("source"), options.get("config"), options.get("workers", 2), 1.0)
     except (TypeError, ValueError) as exc:
         raise UserError(str(exc).splitlines()[0]) from exc
-    scorer.close()
+    pool.close()
 
 
 def _wait_for_stop() -> None:
