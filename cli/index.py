@@ -17,12 +17,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="Index a corpus (id, title, text rows) with BM25.",
         description=(
             "Index CORPUS (JSONL, Parquet, a saved datasets folder or a hub dataset; rows with id, title and "
-            "text) with bm25s. The index goes beside the corpus (CORPUS.bm25) unless --out or --cache-dir says "
-            "otherwise; the search tool finds it there. CORPUS is only read."
+            "text) with bm25s. The index goes beside the corpus (CORPUS.bm25) unless -o/--output or --cache-dir "
+            "says otherwise; the search tool finds it there. CORPUS is only read."
         ),
     )
     build.add_argument("corpus", metavar="CORPUS")
-    build.add_argument("--out", help="index folder (default: CORPUS.bm25, or under --cache-dir)")
+    build.add_argument("-o", "--output", help="index folder (default: CORPUS.bm25, or under --cache-dir)")
+    # The flag's first spelling, kept working for existing scripts; every other command says -o/--output.
+    build.add_argument("--out", dest="output", help=argparse.SUPPRESS)
     build.add_argument("--cache-dir", help="folder for indexes, named by their corpus")
     build.add_argument(
         "--method",
@@ -43,7 +45,7 @@ def run_build(args: argparse.Namespace) -> int:
     from rewardlab.envs.search import BM25Params, build_index, read_manifest
 
     params = BM25Params(method=args.method, k1=args.k1, b=args.b, stemmer=None if args.no_stem else "english")
-    path = build_index(args.corpus, args.out, params, cache_dir=args.cache_dir)
+    path = build_index(args.corpus, args.output, params, cache_dir=args.cache_dir)
     manifest = read_manifest(path)
     print(
         f"rewardlab index: {manifest['documents']} documents indexed in {manifest['seconds']:.2f} s -> {path} "

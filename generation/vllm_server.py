@@ -343,9 +343,11 @@ def launch_server(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "rewardlab.cli", "rl", "serve-vllm", model, "--port", str(port), *extra]
+    # The command `rewardlab rl serve-vllm` execs, started from here: this floor names no CLI module.
+    cmd, server_env = serve_command(model, ["--port", str(port), *extra], env)
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        print(" ".join(cmd), file=log, flush=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=server_env)
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline:
         try:

@@ -1,6 +1,10 @@
 """A reward model folder as a reward source: an outcome RM (:class:`RewardModelSource`) or a process RM
 (:class:`ProcessRewardModel`), told apart by the PRM's own config file. ``rewardlab score --reward-model``,
 ``rm score`` and ``eval`` build their sources here.
+
+Importing this module registers the ``rm:PATH`` kind of reward-source name (an RL run's outcome reward model,
+:func:`rewardlab.verifiers.sources.register_source_kind`); it imports no torch: the model loads when a source
+is built.
 """
 
 from __future__ import annotations
@@ -8,7 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rewardlab.config import ConfigError
+from rewardlab.extras import require
 from rewardlab.hub import check_model
+from rewardlab.verifiers.sources import SourceKind, register_source_kind
 
 PRM_CONFIG_FILE = "rewardlab_prm.json"
 """Written by ``ProcessRewardModel.save_pretrained``: a folder with it holds a PRM."""
@@ -26,7 +33,9 @@ def reward_model_source(path: str, *, kind: str = "auto", **kwargs: Any) -> Any:
     ``ProcessRewardModel`` for a PRM (its folder has ``rewardlab_prm.json``). ``kwargs`` go to the ORM.
 
     Raises:
-        ModelNotFoundError: ``path`` is neither a model folder nor a hub model (one line)."""
+        ModelNotFoundError: ``path`` is neither a model folder nor a hub model (one line).
+        MissingExtraError: torch or transformers is not installed (the ``rm`` extra; one line)."""
+    require("torch", "transformers", extra="rm", what="a reward model")
     check_model(path, what="reward model")
     if model_kind(path, kind) == "prm":
         # lazy: pulls in torch and transformers
@@ -37,3 +46,23 @@ def reward_model_source(path: str, *, kind: str = "auto", **kwargs: Any) -> Any:
     from rewardlab.rewardmodels.orm.scoring import RewardModelSource
 
     return RewardModelSource(path, **kwargs)
+
+
+def _check_reward_model(name: str, config: dict[str, Any], where: str) -> None:
+    if not name[3:]:
+        raise ConfigError(f"{where}.name: rm: needs a reward model path (rm:PATH)")
+
+
+REWARD_MODEL = register_source_kind(
+    SourceKind(
+        spelling="rm:PATH",
+        prefixes=("rm:",),
+        # a lazy path (this floor's): the source class pulls in torch and transformers
+        build="rewardlab.rewardmodels.orm:RewardModelSource",
+        argument="rest",
+        check=_check_reward_model,
+        run_only=True,
+        scored_by_engine=True,
+    )
+)
+"""``rm:PATH`` in an RL run's ``reward.sources``: the outcome reward model at ``PATH``, scored in process."""

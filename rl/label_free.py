@@ -19,7 +19,9 @@ PRIME-RL/TTRL, keeps the answered samples, takes ``Counter.most_common(1)`` and 
 - **min_share** (not in TTRL; 0 reproduces it): no label when the top answer's vote share is below it.
 
 :class:`MajorityVoteSource` is a reward source for the RL loop (``score_batch`` / ``name`` / ``close``, as
-:class:`rewardlab.rl.rewards.CallableSource`); :func:`majority_vote_rewards` is the vote itself, pure.
+:class:`rewardlab.verifiers.python.CallableSource`); :func:`majority_vote_rewards` is the vote itself, pure.
+Importing this module registers the ``ttrl`` and ``self_certainty`` kinds of reward-source name
+(:func:`rewardlab.verifiers.sources.register_source_kind`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from math_verify.errors import TimeoutException
 from rewardlab.types import Record, Result
 from rewardlab.verifiers.math.answer import Candidate
 from rewardlab.verifiers.math.verifier import MathVerifier, _Answer
+from rewardlab.verifiers.sources import SourceKind, register_source_kind
 
 __all__ = ["MajorityVoteSource", "majority_vote_rewards", "math_equivalent"]
 
@@ -56,7 +59,12 @@ def _as_answer(text: str) -> _Answer:
 def math_equivalent(a: str, b: str) -> bool:
     """Whether two answer texts are the same math answer, by :meth:`MathVerifier.compare` (default settings)
     both ways: the comparison of an answer with a gold is not symmetric (``50\\%`` against gold ``50`` is
-    refused, ``50`` against gold ``50\\%`` accepted), and a vote must not depend on which came first."""
+    refused, ``50`` against gold ``50\\%`` accepted), and a vote must not depend on which came first.
+
+    ``rewardlab eval``'s maj@k keeps its own rule (:func:`rewardlab.verifiers.math.group_answers`): it asks
+    :func:`rewardlab.verifiers.math.equivalent` one way (the class's first answer as the gold) and groups
+    plain numbers by value, percent sign aside, before any comparison, so there ``50\\%`` and ``50`` are
+    one answer, here two (docs/eval.md, maj@k)."""
     return _mutually_equal(_default_verifier(), _as_answer(a), _as_answer(b))
 
 
@@ -301,3 +309,30 @@ class SelfCertaintySource:
 
     def close(self) -> None:
         pass
+
+
+TTRL = register_source_kind(
+    SourceKind(
+        spelling="ttrl",
+        names=("ttrl",),
+        build=MajorityVoteSource,
+        argument="none",
+        run_only=True,
+        group="label-free",
+    )
+)
+"""``ttrl`` in an RL run's ``reward.sources``: :class:`MajorityVoteSource`."""
+
+SELF_CERTAINTY = register_source_kind(
+    SourceKind(
+        spelling="self_certainty",
+        names=("self_certainty",),
+        build=SelfCertaintySource,
+        argument="none",
+        run_only=True,
+        run_objects={"score_fn": "the policy: it runs inside an RL run"},
+        takes_config=False,
+        group="label-free",
+    )
+)
+"""``self_certainty`` in an RL run's ``reward.sources``: :class:`SelfCertaintySource`, scored by the policy."""

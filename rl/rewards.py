@@ -38,19 +38,18 @@ from rewardlab.rewardmodels.shaping import (
 )
 from rewardlab.rewardmodels.shaping.functional import success_plus_steps
 from rewardlab.rl.config import RLConfig
+from rewardlab.rl.sources import build_source, source_kind
 from rewardlab.rl.step_rewards import CorrectLookingStepScorer, shaped_step_token_rewards
-from rewardlab.scoring.pooled import ScorerSource
-from rewardlab.types import Record, Result, as_reward, error_kind
+from rewardlab.scoring.pool import WarmPool
+from rewardlab.types import Record, Result, error_kind
 from rewardlab.verifiers.combine import CombinedSource, PartScores
-from rewardlab.verifiers.sources import build_source, source_kind
+from rewardlab.verifiers.python import CallableSource
 
 __all__ = [
-    "CallableSource",
     "RewardBatch",
     "RewardPipeline",
     "RewardSources",
     "ScoredBatch",
-    "ScorerSource",
     "build_sample_shaping",
     "load_process_scorer",
 ]
@@ -110,52 +109,6 @@ class ScoredBatch:
         )
 
 
-def _to_result(value: Any) -> Result:
-    """A reward function's value as a result: ``None`` / NaN is a missing reward."""
-    if isinstance(value, Result):
-        return value
-    return Result(reward=as_reward(value))
-
-
-class CallableSource:
-    """A Python reward function as a reward source: ``fn(prompts, completions, references) -> rewards``.
-
-    The signature is TRL's reward-function shape. A crash of the batch call falls back to one call per
-    sample; a sample whose call crashes gets reward 0 and an error (the run goes on). ``None`` is a missing
-    reward.
-    """
-
-    def __init__(self, fn: Callable[..., Sequence[float | None]], name: str | None = None) -> None:
-        self.fn = fn
-        self.name = name or getattr(fn, "__name__", "reward_fn")
-
-    def score_batch(self, records: Sequence[Record]) -> list[Result]:
-        prompts = [r.prompt_text for r in records]
-        completions = [r.completion_text for r in records]
-        refs = [r.reference for r in records]
-        try:
-            values = list(self.fn(prompts, completions, refs))
-            if len(values) != len(records):
-                raise ValueError(f"returned {len(values)} rewards for {len(records)} samples")
-            return [_to_result(v) for v in values]
-        except Exception:
-            out = []
-            for p, c, ref in zip(prompts, completions, refs, strict=True):
-                try:
-                    out.append(_to_result(list(self.fn([p], [c], [ref]))[0]))
-                except Exception as exc:
-                    out.append(Result.failure(f"reward function crashed: {type(exc).__name__}: {exc}"))
-            return out
-
-    def close(self) -> None:
-        pass
-
-
-def python_source(path: str) -> CallableSource:
-    """The reward function ``py:module:fn`` names (``path`` is ``module:fn``), as a reward source."""
-    return CallableSource(lazy(path), name=path.split(":")[-1])
-
-
 def _as_source(fn: Any) -> Any:
     """A reward source (``score_batch``) as is, a reward function wrapped in :class:`CallableSource`."""
     if callable(getattr(fn, "score_batch", None)):
@@ -190,7 +143,10 @@ class RewardSources:
         built: list[tuple[Any, float]] = []
         for src in cfg.reward.sources:
             if source_kind(src.name).scored_by_engine:
-                source = ScorerSource(src.name, src.kwargs, cfg.reward.workers, cfg.reward.timeout)
+                source = WarmPool(
+                    src.name, src.kwargs, workers=cfg.reward.workers, timeout=cfg.reward.timeout, run={}
+                )
+                source.build()  # now: a source that cannot be built fails the run before its first batch
             else:
                 source = build_source(src.name, src.kwargs, run=run)
             built.append((source, src.weight))

@@ -191,3 +191,54 @@ def test_a_new_shaping_transform_runs_in_a_pipeline(floor_shaping):
     pipeline = build_pipeline([f"{floor_shaping}:0.25", "scale:2"])
     out = pipeline(ShapingBatch(rewards=torch.tensor([0.0, 0.5, 1.0])))
     assert out.rewards.tolist() == [0.5, 1.0, 2.0]
+
+
+# ---- reward-source kind ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def constant_kind() -> Iterator[str]:
+    """``const:VALUE``: every completion scores VALUE, registered for the test only."""
+    from rewardlab.verifiers.python import CallableSource
+    from rewardlab.verifiers.sources import SOURCE_KINDS, SourceKind, register_source_kind
+
+    def constant_source(value: str) -> CallableSource:
+        return CallableSource(lambda prompts, completions, refs: [float(value)] * len(completions), "const")
+
+    kind = SourceKind(spelling="const:VALUE", prefixes=("const:",), build=constant_source, argument="rest")
+    register_source_kind(kind)
+    register_source_kind(kind)  # the same definition again (a module imported twice) is no change
+    try:
+        yield kind.spelling
+    finally:
+        SOURCE_KINDS.unregister(kind.spelling)
+
+
+def test_a_new_source_kind_is_checked_and_built_by_rl(constant_kind):
+    from rewardlab.rl.config import load_config
+    from rewardlab.rl.rewards import RewardSources
+    from rewardlab.rl.sources import known_sources
+
+    assert constant_kind in known_sources()
+    cfg = load_config(preset="grpo", overrides=["reward.sources=[{name: 'const:0.5'}]"])
+    sources = RewardSources.from_config(cfg)
+    try:
+        assert sources.score(PROMPTS[:2]).rewards == [0.5, 0.5]
+    finally:
+        sources.close()
+
+
+def test_a_source_kind_claiming_taken_names_is_refused(constant_kind):
+    from rewardlab.registry import NameTakenError
+    from rewardlab.verifiers.sources import SOURCE_KINDS, SourceKind, register_source_kind
+
+    for clash in (
+        SourceKind("const2", prefixes=("const:x",), build=str),
+        SourceKind("c", names=("const:1",), build=str),
+    ):
+        with pytest.raises(NameTakenError, match="claims names of 'const:VALUE'"):
+            register_source_kind(clash)
+    with pytest.raises(NameTakenError, match="taken by"):  # another definition under a taken spelling
+        register_source_kind(SourceKind(constant_kind, prefixes=("other:",), build=str))
+    apart = register_source_kind(SourceKind("constant:VALUE", prefixes=("constant:",), build=str))  # control
+    SOURCE_KINDS.unregister(apart.spelling)

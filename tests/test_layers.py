@@ -3,15 +3,29 @@
 An import of a rewardlab module inside a function is allowed only for a heavy optional dependency or a
 measured start-up cost, and must say which in a ``# lazy:`` comment (docs/DEVELOPING.md, "Layers"), so that
 a function-level import never hides a cycle between floors.
+
+No module names a module of a higher floor in a string used as code either (a ``"module:attr"`` builder, a
+registry entry or ``home``, a ``-m`` module to spawn): import-linter sees imports only, so every string that
+is not documentation is scanned here.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY_FOLDERS = ("rewardlab", "verifiers", "rewardmodels", "rl", "data", "eval", "envs")
+# scripts/ is no package of the install: pytest puts tests/, not the repository root, on the path
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from scripts.floors import floor_of, floor_order, namespace_roots  # noqa: E402
+
+LIBRARY_FOLDERS = tuple(namespace_roots().values())
+MODULE_NAME = re.compile(r"rewardlab(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?")
 
 
 def _is_rewardlab_import(node: ast.stmt) -> bool:
@@ -65,6 +79,46 @@ def library_files() -> list[Path]:
     )
 
 
+def library_modules() -> list[tuple[Path, str]]:
+    """Every library file with its import name (``verifiers/math/__init__.py``: ``rewardlab.verifiers.math``)."""
+    modules = []
+    for package, folder in namespace_roots().items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            modules.append((path, ".".join([package, *(p for p in parts if p != "__init__")])))
+    return modules
+
+
+def _documentation(tree: ast.AST) -> set[int]:
+    """``id`` of each string that is a statement by itself: a module, class or function docstring, or an
+    attribute's docstring below it. Such a string is never run; a comment is no string at all."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }
+
+
+def upward_names(path: Path, module: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of each rewardlab module named in a string of ``path`` (the module ``module``) that is
+    not documentation and whose floor is higher than ``module``'s own."""
+    tree = ast.parse(path.read_text())
+    own, docs = floor_of(module), _documentation(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in docs:
+            continue
+        for match in MODULE_NAME.finditer(node.value):
+            floor = floor_of(match.group(0).partition(":")[0])
+            if floor is not None and own is not None and floor > own:
+                found.append((node.lineno, match.group(0)))
+    return sorted(found)
+
+
 def test_function_level_imports_say_why():
     missing = [where for path in library_files() for where in unexplained_function_imports(path)]
     assert not missing, (
@@ -81,3 +135,60 @@ def test_the_rule_reads_comments_on_or_above_the_run(tmp_path):
         "def c():\n    from rewardlab import types  # lazy: start-up\n"
     )
     assert unexplained_function_imports(source, root=tmp_path) == ["m.py:6"]
+
+
+def test_no_string_names_a_higher_floor():
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {name!r}"
+        for path, module in library_modules()
+        for line, name in upward_names(path, module)
+    ]
+    assert not found, (
+        "a string used as code names a module of a higher floor (docs/DEVELOPING.md, Floors): register the "
+        "entry on the floor that defines it, and import that module from the floor that needs them all:\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_scan_reports_upward_strings_not_documentation(tmp_path):
+    source = tmp_path / "fake.py"
+    source.write_text(
+        '"""Module docs may name rewardlab.rl.trainer."""\n'
+        'BUILD = "rewardlab.rl.rewards:python_source"\n'
+        '"""An attribute docstring naming rewardlab.cli."""\n'
+        "def spawn():\n"
+        '    """So may a function docstring: rewardlab.eval.runner."""\n'
+        "    # a comment naming rewardlab.rl.trainer is no string\n"
+        '    return ["-m", "rewardlab.cli", f"rewardlab.serve.app:{spawn}"]\n'
+        'DOWN = ("rewardlab.types:Record", "rewardlab.verifiers.math", "rewardlab.unknown_thing")\n'
+    )
+    assert upward_names(source, "rewardlab.verifiers.fake") == [
+        (2, "rewardlab.rl.rewards:python_source"),
+        (7, "rewardlab.cli"),
+        (7, "rewardlab.serve.app"),
+    ]
+    assert upward_names(source, "rewardlab.cli.fake") == []  # the top floor names nothing above it
+
+
+def test_the_scan_reads_every_floor_under_its_import_names():
+    modules = dict(library_modules())
+    assert modules[ROOT / "apps/serve/app.py"] == "rewardlab.serve.app"
+    assert modules[ROOT / "verifiers/math/__init__.py"] == "rewardlab.verifiers.math"
+    assert {floor_of(module) for module in modules.values()} == set(range(len(floor_order())))
+
+
+def test_each_floor_registers_its_source_kinds_and_rl_assembles_them():
+    # A fresh process: this one may have imported the registering modules already.
+    code = (
+        "import sys\n"
+        "from rewardlab.verifiers.sources import known_sources, source_kind\n"
+        "assert source_kind('py:os.path:basename').spelling == 'py:module:fn'  # the verifiers floor's own\n"
+        "assert 'rm:PATH' not in known_sources() and 'ttrl' not in known_sources(), known_sources()\n"
+        "assert not [m for m in sys.modules if m.startswith(('rewardlab.rl', 'rewardlab.rewardmodels'))]\n"
+        "import rewardlab.rl.sources\n"
+        "assert 'rm:PATH' in known_sources() and 'label-free: ttrl, self_certainty' in known_sources()\n"
+        "assert source_kind('rm:/m').spelling == 'rm:PATH' and source_kind('ttrl').spelling == 'ttrl'\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr

@@ -152,13 +152,28 @@ def test_a_missing_or_corrupt_index_is_one_clear_error(corpus, tmp_path):
 def test_index_build_command(corpus, tmp_path, capsys):
     before = hashlib.sha256(corpus.read_bytes()).hexdigest()
     out = tmp_path / "cli.bm25"
-    assert cli_main(["index", "build", str(corpus), "--out", str(out)]) == 0
+    assert cli_main(["index", "build", str(corpus), "-o", str(out)]) == 0
     assert "200 documents indexed" in capsys.readouterr().out
     assert json.loads((out / "rewardlab-index.json").read_text())["params"]["method"] == "lucene"
     assert hashlib.sha256(corpus.read_bytes()).hexdigest() == before  # the corpus is only read
     cache = tmp_path / "cache"
     assert cli_main(["index", "build", str(corpus), "--cache-dir", str(cache)]) == 0
     assert default_index_dir(corpus, cache).is_dir()
+
+
+@pytest.mark.parametrize("flag", ["-o", "--output", "--out"])
+def test_index_build_output_flags(corpus, tmp_path, flag):
+    # -o/--output as every command; --out, the first spelling, still works
+    out = tmp_path / "flag.bm25"
+    assert cli_main(["index", "build", str(corpus), flag, str(out)]) == 0
+    assert (out / "rewardlab-index.json").is_file()
+
+
+def test_index_build_help_hides_the_old_flag(capsys):
+    with pytest.raises(SystemExit):
+        cli_main(["index", "build", "--help"])
+    text = capsys.readouterr().out
+    assert "-o OUTPUT, --output OUTPUT" in text and "--out " not in text
 
 
 @pytest.mark.parametrize(

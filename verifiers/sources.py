@@ -1,26 +1,29 @@
-"""Reward-source names: the one table of the kinds of name a reward source may have, and the one resolver.
+"""Reward-source names: the registry of the kinds of name a reward source may have, and the one resolver.
 
 A name is a verifier's (any name no other kind claims: ``math``, ``code``, ...), ``http:URL`` (a reward
-server), or, in an RL run's ``reward.sources`` only, ``rm:PATH`` (an outcome reward model),
-``py:module:fn`` (a Python reward function) or a label-free source (``ttrl``, ``self_certainty``).
-:data:`SOURCE_KINDS` lists them; :func:`build_source` turns a name into a source, :func:`check_source`
-checks a name and its settings before anything loads (RL's config check), :func:`source_kind` says which
-kind a name is (RL scores some kinds through the scoring engine's pool). A new kind of source is one
-:class:`SourceKind` added here.
+server), or, in an RL run's ``reward.sources`` only, ``py:module:fn`` (a Python reward function,
+:mod:`rewardlab.verifiers.python`), ``rm:PATH`` (an outcome reward model) or a label-free source (``ttrl``,
+``self_certainty``). :data:`SOURCE_KINDS` holds the kinds; :func:`build_source` turns a name into a source,
+:func:`check_source` checks a name and its settings before anything loads (RL's config check),
+:func:`source_kind` says which kind a name is (RL scores some kinds through the scoring engine's pool).
 
-Kinds whose sources live in higher layers (reward models, RL) name their builders by lazy
-``"module:attr"`` strings: this module never imports them.
+Each floor registers the kinds it defines (:func:`register_source_kind`): this module the verifiers floor's
+own (``http:URL``, ``py:module:fn``), :mod:`rewardlab.rewardmodels.sources` ``rm:PATH``,
+:mod:`rewardlab.rl.label_free` ``ttrl`` and ``self_certainty``. This floor never names them: what needs every
+kind (an RL run, its config check, the TRL and verl integrations) imports :mod:`rewardlab.rl.sources`, which
+imports the registering modules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rewardlab.config import ConfigError
-from rewardlab.registry import Registry, lazy
+from rewardlab.registry import NameTakenError, Registry, entry_path, lazy
 from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.python import check_python_source, python_source
 from rewardlab.verifiers.remote import PREFIXES as HTTP_PREFIXES
 
 VERIFIERS: Registry[type[Verifier]] = Registry("verifier")
@@ -70,28 +73,9 @@ class SourceKind:
         return name in self.names or (bool(self.prefixes) and name.startswith(self.prefixes))
 
 
-def check_python_path(spec: str, where: str) -> None:
-    """A ``module:attribute`` a ``py:`` spec names must import, so a typo fails now, not after the model."""
-    if ":" not in spec:
-        raise ConfigError(f"{where}: {'py:' + spec!r} must be py:module:attribute")
-    try:
-        lazy(spec)
-    except Exception as exc:
-        raise ConfigError(f"{where}: cannot import {spec!r}: {type(exc).__name__}: {exc}") from None
-
-
 def _check_verifier(name: str, config: dict[str, Any], where: str) -> None:
     if name not in VERIFIERS:
         raise ConfigError(f"{where}.name: unknown reward source {name!r} ({known_sources()})")
-
-
-def _check_python(name: str, config: dict[str, Any], where: str) -> None:
-    check_python_path(name[3:], f"{where}.name")
-
-
-def _check_reward_model(name: str, config: dict[str, Any], where: str) -> None:
-    if not name[3:]:
-        raise ConfigError(f"{where}.name: rm: needs a reward model path (rm:PATH)")
 
 
 VERIFIER = SourceKind(
@@ -102,51 +86,63 @@ VERIFIER = SourceKind(
 )
 """A registered verifier: the kind of every name no other kind claims."""
 
-SOURCE_KINDS: list[SourceKind] = [
-    SourceKind(
-        spelling="rm:PATH",
-        prefixes=("rm:",),
-        build="rewardlab.rewardmodels.orm:RewardModelSource",
-        argument="rest",
-        check=_check_reward_model,
-        run_only=True,
-        scored_by_engine=True,
-    ),
-    SourceKind(
-        spelling="py:module:fn",
-        prefixes=("py:",),
-        build="rewardlab.rl.rewards:python_source",
-        argument="rest",
-        check=_check_python,
-        run_only=True,
-    ),
+SOURCE_KINDS: Registry[SourceKind] = Registry("reward-source kind")
+"""Every kind of source name but the verifiers', by spelling, in registration order; filled by
+:func:`register_source_kind` on the floor that defines each kind. A name matches one kind at most."""
+
+
+def _definition(kind: SourceKind) -> list[Any]:
+    """The kind's fields, a function as its path: a module imported again defines the same kind anew."""
+    values = (getattr(kind, f.name) for f in fields(kind))
+    return [entry_path(v) if callable(v) else v for v in values]
+
+
+def _overlap(kind: SourceKind, other: SourceKind) -> bool:
+    """Whether one name could be of both kinds (first match would then depend on registration order)."""
+    prefixes = any(a.startswith(b) or b.startswith(a) for a in kind.prefixes for b in other.prefixes)
+    return prefixes or any(other.claims(n) for n in kind.names) or any(kind.claims(n) for n in other.names)
+
+
+def register_source_kind(kind: SourceKind, *, override: bool = False) -> SourceKind:
+    """Adds ``kind`` under its spelling; registering the same definition again is a no-op.
+
+    Raises:
+        NameTakenError: the spelling is taken by another definition, or a registered kind claims some of the
+            same names (``override=True`` replaces the kind of that spelling only).
+    """
+    if kind.spelling in SOURCE_KINDS and _definition(SOURCE_KINDS.get(kind.spelling)) == _definition(kind):
+        return kind
+    for other in source_kinds():
+        if other.spelling != kind.spelling and _overlap(kind, other):
+            raise NameTakenError(f"reward-source kind {kind.spelling!r} claims names of {other.spelling!r}")
+    SOURCE_KINDS.register(kind.spelling, kind, override=override)
+    return kind
+
+
+def source_kinds() -> list[SourceKind]:
+    """The registered kinds in registration order (the verifiers' kind, :data:`VERIFIER`, is not one)."""
+    return [SOURCE_KINDS.get(spelling) for spelling in SOURCE_KINDS]
+
+
+register_source_kind(
     SourceKind(
         spelling="http:URL",
         prefixes=HTTP_PREFIXES,
         build="rewardlab.verifiers.remote:HTTPRewardSource",
         check="rewardlab.verifiers.remote:check_http_source",
         scored_by_engine=True,
-    ),
+    )
+)
+register_source_kind(
     SourceKind(
-        spelling="ttrl",
-        names=("ttrl",),
-        build="rewardlab.rl.label_free:MajorityVoteSource",
-        argument="none",
+        spelling="py:module:fn",
+        prefixes=("py:",),
+        build=python_source,
+        argument="rest",
+        check=check_python_source,
         run_only=True,
-        group="label-free",
-    ),
-    SourceKind(
-        spelling="self_certainty",
-        names=("self_certainty",),
-        build="rewardlab.rl.label_free:SelfCertaintySource",
-        argument="none",
-        run_only=True,
-        run_objects={"score_fn": "the policy: it runs inside an RL run"},
-        takes_config=False,
-        group="label-free",
-    ),
-]
-"""Every kind of source name but the verifiers', first match wins (their prefixes and names do not overlap)."""
+    )
+)
 
 
 def _resolve(entry: Any) -> Any:
@@ -156,7 +152,7 @@ def _resolve(entry: Any) -> Any:
 def source_kind(name: str, *, in_run: bool = True) -> SourceKind:
     """The kind of source ``name`` names; ``in_run=False`` (outside an RL run's ``reward.sources``): a
     run-only kind's name is a verifier's name (and so an unknown one)."""
-    for kind in SOURCE_KINDS:
+    for kind in source_kinds():
         if kind.claims(name) and (in_run or not kind.run_only):
             return kind
     return VERIFIER
@@ -203,12 +199,14 @@ def check_source(name: str, config: Mapping[str, Any] | None, where: str) -> Non
 
 
 def known_sources() -> str:
-    """The names an RL run's sources may have, as the unknown-name message lists them."""
+    """The names an RL run's sources may have, as the unknown-name message lists them (the kinds registered
+    so far: :mod:`rewardlab.rl.sources` registers them all)."""
+    kinds = source_kinds()
     groups: dict[str, list[str]] = {}
-    for kind in SOURCE_KINDS:
+    for kind in kinds:
         if kind.group:
             groups.setdefault(kind.group, []).append(kind.spelling)
-    others = [kind.spelling for kind in SOURCE_KINDS if not kind.group]
+    others = [kind.spelling for kind in kinds if not kind.group]
     parts = [f"{VERIFIER.spelling}: {', '.join(VERIFIERS.names())}"]
     parts += [f"{group}: {', '.join(spellings)}" for group, spellings in groups.items()]
     return "; ".join(parts) + (f"; or {', '.join(others)}" if others else "")
@@ -220,8 +218,9 @@ __all__ = [
     "VERIFIERS",
     "SourceKind",
     "build_source",
-    "check_python_path",
     "check_source",
     "known_sources",
+    "register_source_kind",
     "source_kind",
+    "source_kinds",
 ]
