@@ -23,9 +23,8 @@ VERIFIERS.register("format", "rewardlab.verifiers.format:FormatVerifier")
 VERIFIERS.register("choice", "rewardlab.verifiers.choice:ChoiceVerifier")
 VERIFIERS.register("qa", "rewardlab.verifiers.qa:QAVerifier")
 VERIFIERS.register("json", "rewardlab.verifiers.json:JSONVerifier")
-# open-r1's shaping rewards as sources: their formulas live with the shaping transforms (a floor above)
-VERIFIERS.register("repetition_penalty", "rewardlab.rewardmodels.shaping.sources:RepetitionPenaltySource")
-VERIFIERS.register("cosine_length", "rewardlab.rewardmodels.shaping.sources:CosineLengthSource")
+VERIFIERS.register("repetition_penalty", "rewardlab.verifiers.shaping:RepetitionPenaltySource")
+VERIFIERS.register("cosine_length", "rewardlab.verifiers.shaping:CosineLengthSource")
 
 
 def register_verifier(name: str, *, override: bool = False) -> Callable[[type[Verifier]], type[Verifier]]:

@@ -14,7 +14,10 @@ Three levels of rewards, three tensor layouts:
 This module is the one home of every reward transform of the project: the RL loop
 (:mod:`rewardlab.rl.rewards`) calls these functions rather than keeping copies. Group statistics, group
 normalisation and returns are advantage math: their home is :mod:`rewardlab.core_algos` (a floor below),
-and they are re-exported here for the transforms that use them. Where two callers need different constants (GRPO's eps 1e-6 vs TRL's 1e-4, a lone sample kept or
+and they are re-exported here for the transforms that use them. open-r1's repetition penalty and cosine
+length formulas are plain Python in :mod:`rewardlab.verifiers.shaping.formulas` (a floor below: the reward
+sources of the same names and the torch-free ``score --shape`` path need no torch), re-exported here too.
+Where two callers need different constants (GRPO's eps 1e-6 vs TRL's 1e-4, a lone sample kept or
 zeroed, a penalty factor) the function takes the difference as an explicit argument.
 
 Nothing here keeps state or changes its inputs; the one stateful transform (running whitening) keeps its
@@ -34,14 +37,19 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 from rewardlab.core_algos.groups import GroupStats, group_index, group_normalize, group_stats
 from rewardlab.core_algos.returns import discounted_returns
+from rewardlab.verifiers.shaping.formulas import (
+    REPETITION_UNITS,
+    check_repetition_settings,
+    cosine_length_value,
+    ngram_repetition_penalty,
+    repetition_tokens,
+)
 
 __all__ = [
     "L1_ALPHA",
@@ -301,77 +309,32 @@ def cosine_length_reward(
     max_value_wrong: float = -0.5,
     exceed: float | None = None,
 ) -> torch.Tensor:
-    """Cosine length-scaled reward: open-r1's ``get_cosine_scaled_reward`` (``src/open_r1/rewards.py``),
-    after Yeo et al., 2025 ("Demystifying Long Chain-of-Thought Reasoning").
+    """Cosine length-scaled reward (open-r1's ``get_cosine_scaled_reward``; Yeo et al., 2025) of each
+    sample, a float64 tensor of the broadcast shape of ``lengths`` and ``correct``: the value of
+    :func:`rewardlab.verifiers.shaping.formulas.cosine_length_value` (the formula, its settings and their
+    meaning) at each element. This *replaces* the correctness reward.
 
-    ``reward = lo + 0.5 * (hi - lo) * (1 + cos(pi * len / max_len))`` moves from ``hi`` at length 0 to
-    ``lo`` at ``max_len``: a correct sample goes from ``max_value_correct`` down to ``min_value_correct``
-    (short correct > long correct), a wrong one from ``min_value_wrong`` up to ``max_value_wrong`` (long
-    wrong > short wrong: keep thinking when unsure). Defaults are open-r1's. ``exceed=None`` is open-r1's
-    formula as written, whose cosine goes on past ``max_len`` (it turns back up); a number is Yeo et al.'s
-    ``r_e``, given to every sample longer than ``max_len``. Yeo et al.'s values: ``max_len=4096``, correct
-    2 -> 1, wrong -10 -> 0, ``exceed=-10``. Computed in float64; this *replaces* the correctness reward.
+    Element by element rather than ``torch.cos`` on the tensor: torch's vectorised cosine differs from
+    ``math.cos`` in the last bit for some inputs, and the source, the transform and the torch-free
+    ``rewardlab score --shape`` path must give the same value.
     """
-    lengths = torch.as_tensor(lengths, dtype=torch.float64)
-    correct = torch.as_tensor(correct).bool()
-    cosine = torch.cos(math.pi * (lengths / max_len))
-
-    def pick(if_correct: float, if_wrong: float) -> torch.Tensor:
-        values = torch.tensor([if_wrong, if_correct], dtype=torch.float64)
-        return values[correct.long()]
-
-    hi = pick(max_value_correct, min_value_wrong)
-    lo = pick(min_value_correct, max_value_wrong)
-    out = lo + 0.5 * (hi - lo) * (1.0 + cosine)
-    if exceed is not None:
-        out = torch.where(lengths > max_len, torch.full_like(out, exceed), out)
-    return out
-
-
-REPETITION_UNITS = ("words", "chars", "mixed")
-"""How :func:`repetition_tokens` splits a text: ``words`` is open-r1's ``language="en"`` (lower case, split
-on whitespace), ``chars`` every non-space character (scripts written without spaces, with no segmenter to
-install), ``mixed`` words, with each character of a script written without spaces a word of its own."""
-
-_UNSPACED_SCRIPTS = re.compile(
-    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uf900-\ufaff\U00020000-\U0002fa1f]"
-)
-"""Thai, Lao, Myanmar, Khmer, kana and CJK ideographs: scripts that do not separate words by spaces."""
-
-
-def repetition_tokens(text: str, unit: str = "words") -> list[str]:
-    """The tokens of ``text`` whose n-grams :func:`ngram_repetition_penalty` counts (see
-    :data:`REPETITION_UNITS`)."""
-    if unit == "words":
-        return text.lower().split()
-    if unit == "chars":
-        return [c for c in text.lower() if not c.isspace()]
-    if unit == "mixed":
-        return _UNSPACED_SCRIPTS.sub(lambda m: f" {m.group(0)} ", text.lower()).split()
-    raise ValueError(f"unknown repetition unit {unit!r} (known: {', '.join(REPETITION_UNITS)})")
-
-
-def check_repetition_settings(ngram_size: int, max_penalty: float, unit: str = "words") -> None:
-    """Raises ``ValueError`` for settings open-r1 refuses (a positive penalty) or that mean nothing."""
-    if max_penalty > 0:
-        raise ValueError(f"max_penalty must not be positive, got {max_penalty}")
-    if ngram_size < 1:
-        raise ValueError(f"ngram_size must be at least 1, got {ngram_size}")
-    if unit not in REPETITION_UNITS:
-        raise ValueError(f"unknown repetition unit {unit!r} (known: {', '.join(REPETITION_UNITS)})")
-
-
-def ngram_repetition_penalty(tokens: Sequence[Any], ngram_size: int, max_penalty: float) -> float:
-    """open-r1's ``get_repetition_penalty_reward`` (after Yeo et al., 2025, Appendix C.2):
-    ``max_penalty * (1 - distinct n-grams / n-grams)``, 0 for fewer than ``ngram_size`` tokens.
-    ``max_penalty <= 0``; ``tokens`` from :func:`repetition_tokens` (or token ids)."""
-    check_repetition_settings(ngram_size, max_penalty)
-    total = len(tokens) - ngram_size + 1
-    if total <= 0:
-        return 0.0
-    distinct = {tuple(tokens[i : i + ngram_size]) for i in range(total)}
-    return (1 - len(distinct) / total) * max_penalty
+    lengths, correct = torch.broadcast_tensors(
+        torch.as_tensor(lengths, dtype=torch.float64), torch.as_tensor(correct).bool()
+    )
+    values = [
+        cosine_length_value(
+            length,
+            hit,
+            max_len,
+            min_value_correct=min_value_correct,
+            max_value_correct=max_value_correct,
+            min_value_wrong=min_value_wrong,
+            max_value_wrong=max_value_wrong,
+            exceed=exceed,
+        )
+        for length, hit in zip(lengths.flatten().tolist(), correct.flatten().tolist(), strict=True)
+    ]
+    return torch.tensor(values, dtype=torch.float64, device=lengths.device).reshape(lengths.shape)
 
 
 # L1 (Aggarwal & Welleck, 2025, "L1: Controlling How Long A Reasoning Model Thinks With Reinforcement

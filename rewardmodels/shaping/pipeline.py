@@ -1,60 +1,41 @@
-"""Shaping pipelines: named transforms in a registry, built from CLI strings or YAML lists, applied in order.
+"""The tensor shaping transforms and the batch they transform (torch).
 
 A pipeline step reads and writes a :class:`ShapingBatch`, which holds the per-sample rewards and whatever
 context the transforms need (group ids, lengths, correctness, truncation, per-step rewards). Every step
-wraps one pure function of :mod:`rewardlab.rewardmodels.shaping.functional`.
+wraps one pure function of :mod:`rewardlab.rewardmodels.shaping.functional`, or, for a row-level transform
+(:mod:`.rows`), one per-row function.
 
-Spec syntax (one string per ``--shape`` flag, or one item of a YAML list)::
-
-    clamp:-1,1                        # positional arguments, in the order of the transform's fields
-    clamp:lo=-1,hi=1                  # keyword arguments
-    group_norm:scale_by_std=false
-    length_penalty:weight=0.1
-    weighted_sum:correctness=0.9,format=0.1
-    clip+delta:eta=0.1                # Gao et al. Clip then Delta on per-step rewards
-
-YAML items may also be mappings: ``{name: clamp, lo: -1, hi: 1}`` or ``{clamp: {lo: -1, hi: 1}}``.
-
-Names: "clip" always means Gao et al.'s Clip of process rewards (``step_clip`` and ``clip+delta`` here,
-``clip`` among the RL loop's :data:`STEP_SHAPINGS` modes); the interval clip is ``clamp``. The old spelling
-``clip`` for the interval clip is refused with a message naming both (see :data:`RENAMED`).
+The registry, spec parsing and pipelines are :mod:`.specs` (no torch: building a pipeline of row-level
+transforms imports nothing of this module), re-exported here; see it for the spec syntax.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 
 from rewardlab.core_algos.estimators import ADVANTAGE_ESTIMATORS, estimator_traits
-from rewardlab.registry import Registry
 
 from . import functional as F
-
-SHAPINGS: Registry[type[Shaping]] = Registry("shaping transform")
-"""All pipeline transforms by name (``clamp``, ``group_norm``, ``delta``, ...)."""
-
-RENAMED: dict[str, str] = {
-    "clip": "'clip' is ambiguous and no longer a shaping transform: use 'clamp' for the interval clip "
-    "min(max(r, lo), hi), or 'step_clip' for Gao et al.'s Clip min(r_t - eta, 0) of per-step rewards",
-}
-"""Former transform names -> the error that says what to write instead."""
-
-STEP_SHAPINGS: dict[str, str] = {
-    "none": "none",
-    "clip": "step_clip",
-    "delta": "delta",
-    "clip+delta": "clip+delta",
-    "min_form": "min_form",
-    "progress_delta": "progress_delta",
-}
-"""Process-reward modes for the RL loop (Gao et al.'s names): mode -> pipeline transform name. ``clip`` is
-Gao's Clip ``min(r_t - eta, 0)`` (the ``step_clip`` transform); the interval clip is the ``clamp`` transform,
-which is no mode here."""
+from .rows import CosineLength, RepetitionPenalty, RowShaping, ShapingRow
+from .specs import (
+    RENAMED,
+    SHAPINGS,
+    STEP_SHAPINGS,
+    Shaping,
+    ShapingPipeline,
+    _read_spec,
+    build_pipeline,
+    build_shaping,
+    parse_spec,
+    register,
+    step_shaping,
+    transform_class,
+)
 
 
 @dataclass
@@ -121,38 +102,23 @@ class ShapingBatch:
             return torch.as_tensor(self.group)
         return torch.zeros(self.rewards.numel(), dtype=torch.long)
 
+    def rows(self, reads: Sequence[str], transform: str) -> list[ShapingRow]:
+        """The batch as rows for a row-level transform (:class:`.rows.RowShaping`) that ``reads`` these fields
+        besides the rewards (each refused if missing, as :meth:`need` does)."""
+        for attr in reads:
+            self.need(attr, transform)
+        n = self.rewards.numel()
+        texts = list(self.texts) if self.texts is not None else [None] * n
+        lengths = torch.as_tensor(self.lengths).tolist() if self.lengths is not None else [None] * n
+        correct = torch.as_tensor(self.correct).bool().tolist() if self.correct is not None else [None] * n
+        return [
+            ShapingRow(reward=reward, text=text, length=length, correct=hit)
+            for reward, text, length, hit in zip(self.rewards.tolist(), texts, lengths, correct, strict=True)
+        ]
 
-class Shaping:
-    """Base class of pipeline transforms: a dataclass of arguments and ``__call__(batch) -> batch``.
-
-    ``level`` is ``"sample"``, ``"group"`` or ``"step"`` (documentation and step detection).
-    """
-
-    name: ClassVar[str] = "shaping"
-    level: ClassVar[str] = "sample"
-    renamed: ClassVar[dict[str, str]] = {}
-    """Former argument names -> today's; a spec that uses one builds with a ``FutureWarning``."""
-    normalizes_groups: ClassVar[bool] = False
-    """Whether the transform centres or scales rewards by their group's statistics (see
-    :func:`conflicts_with_estimator`)."""
-
-    def __call__(self, batch: ShapingBatch) -> ShapingBatch:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def spec(self) -> str:
-        args = ",".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self))  # type: ignore[arg-type]
-        return f"{self.name}:{args}" if args else self.name
-
-
-def register(name: str, *, override: bool = False) -> Callable[[type[Shaping]], type[Shaping]]:
-    """Class decorator: the transform ``name`` of pipelines and specs (a taken name needs ``override=True``)."""
-
-    def decorator(cls: type[Shaping]) -> type[Shaping]:
-        SHAPINGS.register(name, cls, override=override)
-        cls.name = name  # only once the name is the class's
-        return cls
-
-    return decorator
+    def with_rewards(self, values: Sequence[float]) -> ShapingBatch:
+        """A copy whose rewards are ``values`` (one per sample, rounded to the batch's float32)."""
+        return self.replace(rewards=torch.tensor(values, dtype=torch.float64, device=self.rewards.device))
 
 
 # ---- elementwise ----------------------------------------------------------------------------------
@@ -364,79 +330,6 @@ class Truncation(Shaping):
         return out
 
 
-@register("cosine_length")
-@dataclass
-class CosineLength(Shaping):
-    """open-r1's cosine length-scaled reward (``get_cosine_scaled_reward``; Yeo et al., 2025), replacing the
-    reward: correct from ``max_value_correct`` at length 0 down to ``min_value_correct`` at ``max_len``, wrong
-    from ``min_value_wrong`` up to ``max_value_wrong``; ``exceed`` (a number) past ``max_len``, ``None``:
-    open-r1's cosine continues. Lengths are the batch's (characters in ``rewardlab score`` as open-r1 counts
-    them, tokens in an RL run). Correct = ``batch.correct`` or ``r >= correct_threshold``."""
-
-    renamed: ClassVar[dict[str, str]] = {
-        "correct_at_zero": "max_value_correct",
-        "correct_at_max": "min_value_correct",
-        "wrong_at_zero": "min_value_wrong",
-        "wrong_at_max": "max_value_wrong",
-    }
-    max_len: int = 1000
-    min_value_wrong: float = -1.0
-    max_value_wrong: float = -0.5
-    min_value_correct: float = 0.5
-    max_value_correct: float = 1.0
-    exceed: float | None = None
-    correct_threshold: float = 0.5
-
-    def __post_init__(self) -> None:
-        if self.max_len <= 0:
-            raise ValueError(f"cosine_length needs max_len > 0, got {self.max_len}")
-
-    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
-        r = F.cosine_length_reward(
-            batch.need("lengths", self.name),
-            batch.correct_or(self.correct_threshold),
-            self.max_len,
-            min_value_correct=self.min_value_correct,
-            max_value_correct=self.max_value_correct,
-            min_value_wrong=self.min_value_wrong,
-            max_value_wrong=self.max_value_wrong,
-            exceed=self.exceed,
-        )
-        return batch.replace(rewards=r)
-
-
-@register("repetition_penalty")
-@dataclass
-class RepetitionPenalty(Shaping):
-    """open-r1's n-gram repetition penalty (``get_repetition_penalty_reward``; Yeo et al., 2025, App. C.2)
-    added to the reward: ``weight * max_penalty * (1 - distinct n-grams / n-grams)`` of each completion's
-    text, split by ``unit`` (``words``: open-r1's, lower case and whitespace; ``chars``; ``mixed``: see
-    :data:`.functional.REPETITION_UNITS`)."""
-
-    ngram_size: int = 3
-    max_penalty: float = -1.0
-    unit: str = "words"
-    weight: float = 1.0
-
-    def __post_init__(self) -> None:
-        F.check_repetition_settings(self.ngram_size, self.max_penalty, self.unit)
-
-    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
-        texts = batch.need("texts", self.name)
-        penalty = torch.tensor(
-            [
-                F.ngram_repetition_penalty(
-                    F.repetition_tokens(t, self.unit), self.ngram_size, self.max_penalty
-                )
-                for t in texts
-            ],
-            dtype=torch.float64,
-        )
-        out = batch.replace(rewards=batch.rewards + self.weight * penalty)
-        out.log["repetition_penalty"] = penalty
-        return out
-
-
 @register("length_budget")
 @dataclass
 class LengthBudget(Shaping):
@@ -575,136 +468,6 @@ class SuccessPlusSteps(_StepShaping):
         return batch.replace(step_rewards=shaped, rewards=shaped.sum(dim=1))
 
 
-# --------------------------------------------------------------------------------------------------
-# parsing and pipelines
-# --------------------------------------------------------------------------------------------------
-
-
-def _parse_value(text: str) -> Any:
-    import yaml
-
-    text = text.strip()
-    if text == "":
-        return None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-
-
-def parse_spec(spec: str) -> tuple[str, list[Any], dict[str, Any]]:
-    """``"clip:-1,hi=1"`` -> ``("clip", [-1], {"hi": 1})``."""
-    name, _, rest = spec.strip().partition(":")
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    if rest.strip():
-        for part in rest.split(","):
-            key, eq, value = part.partition("=")
-            if eq:
-                kwargs[key.strip()] = _parse_value(value)
-            else:
-                if kwargs:
-                    raise ValueError(f"shaping spec {spec!r}: positional argument after a keyword one")
-                args.append(_parse_value(part))
-    return name.strip(), args, kwargs
-
-
-def transform_class(name: str) -> type[Shaping]:
-    """The transform registered as ``name``; a former name (:data:`RENAMED`) is a ``ValueError`` that says
-    what to write instead, never the other transform."""
-    if name in RENAMED:
-        raise ValueError(RENAMED[name])
-    return SHAPINGS.get(name)
-
-
-def _read_spec(spec: str | dict[str, Any]) -> tuple[str, list[Any], dict[str, Any]]:
-    """``(name, args, kwargs)`` of a CLI string or a YAML mapping."""
-    if isinstance(spec, dict):
-        spec = dict(spec)
-        if "name" in spec:
-            name = spec.pop("name")
-            args, kwargs = [], spec
-        elif len(spec) == 1:
-            name, kwargs = next(iter(spec.items()))
-            kwargs = dict(kwargs or {})
-            args = []
-        else:
-            raise ValueError(f"shaping mapping needs a 'name' key or a single key, got {sorted(spec)}")
-        return name, args, kwargs
-    if isinstance(spec, str):
-        return parse_spec(spec)
-    raise TypeError(f"cannot build a shaping transform from {type(spec).__name__}")
-
-
-def build_shaping(spec: str | dict[str, Any] | Shaping) -> Shaping:
-    """One transform from a CLI string, a YAML mapping, or an existing instance."""
-    if isinstance(spec, Shaping):
-        return spec
-    name, args, kwargs = _read_spec(spec)
-    cls = transform_class(name)
-    kwargs = _renamed_arguments(cls, kwargs)
-    if dataclasses.is_dataclass(cls):
-        names = [f.name for f in dataclasses.fields(cls) if f.init]
-        if len(args) > len(names):
-            raise ValueError(f"{name} takes at most {len(names)} positional arguments ({', '.join(names)})")
-        unknown = set(kwargs) - set(names)
-        if unknown:
-            raise ValueError(f"{name}: unknown argument(s) {sorted(unknown)} (known: {', '.join(names)})")
-        positional = dict(zip(names[: len(args)], args, strict=True))
-        twice = set(positional) & set(kwargs)
-        if twice:
-            raise ValueError(f"{name}: argument(s) {sorted(twice)} given twice")
-        kwargs = {**positional, **kwargs}
-        return cls(**kwargs)
-    if args:
-        raise ValueError(f"{name} takes only keyword arguments")
-    return cls(**kwargs)
-
-
-def _renamed_arguments(cls: type[Shaping], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` with the transform's former argument names (``cls.renamed``) replaced, with a warning."""
-    out = {}
-    for key, value in kwargs.items():
-        new = cls.renamed.get(key)
-        if new is not None:
-            warnings.warn(f"{cls.name}: argument {key!r} is now {new!r}", FutureWarning, stacklevel=3)
-            if new in kwargs:
-                raise ValueError(f"{cls.name}: {key!r} and {new!r} are the same argument, given twice")
-        out[new or key] = value
-    return out
-
-
-@dataclass
-class ShapingPipeline:
-    """An ordered list of transforms; ``pipeline(batch)`` applies them in turn."""
-
-    transforms: list[Shaping] = field(default_factory=list)
-
-    def __call__(self, batch: ShapingBatch) -> ShapingBatch:
-        for transform in self.transforms:
-            batch = transform(batch)
-        return batch
-
-    @property
-    def has_step_transforms(self) -> bool:
-        return any(t.level == "step" for t in self.transforms)
-
-    def specs(self) -> list[str]:
-        return [t.spec() for t in self.transforms]
-
-    def __len__(self) -> int:
-        return len(self.transforms)
-
-
-def build_pipeline(specs: str | dict | Shaping | Iterable[str | dict | Shaping] | None) -> ShapingPipeline:
-    """A pipeline from a list of specs (CLI strings, YAML mappings or transforms), or from one spec."""
-    if specs is None:
-        return ShapingPipeline([])
-    if isinstance(specs, (str, dict, Shaping)):
-        specs = [specs]
-    return ShapingPipeline([build_shaping(s) for s in specs])
-
-
 def conflicts_with_estimator(
     specs: str | dict | Shaping | Iterable[str | dict | Shaping] | None, adv_estimator: str
 ) -> str | None:
@@ -739,19 +502,6 @@ def _centres_by_group(adv_estimator: str) -> bool:
     return adv_estimator in ADVANTAGE_ESTIMATORS and estimator_traits(adv_estimator).centres_by_group
 
 
-def step_shaping(mode: str, eta: float = 0.0) -> ShapingPipeline:
-    """The RL loop's process-reward shaping by Gao et al.'s names: ``none``, ``clip``, ``delta``,
-    ``clip+delta``, ``min_form``, ``progress_delta`` (see :data:`STEP_SHAPINGS`)."""
-    if mode not in STEP_SHAPINGS:
-        raise ValueError(f"unknown step shaping {mode!r} (known: {', '.join(STEP_SHAPINGS)})")
-    name = STEP_SHAPINGS[mode]
-    if name == "none":
-        return ShapingPipeline([])
-    if name in ("step_clip", "clip+delta"):
-        return build_pipeline({"name": name, "eta": eta})
-    return build_pipeline(name)
-
-
 def shape_step_rewards(
     mode: str,
     step_rewards: Sequence[Sequence[float]] | torch.Tensor,
@@ -769,3 +519,41 @@ def shape_step_rewards(
     )
     out = step_shaping(mode, eta)(batch)
     return out.step_rewards
+
+
+__all__ = [
+    "RENAMED",
+    "SHAPINGS",
+    "STEP_SHAPINGS",
+    "Binarize",
+    "Clamp",
+    "CosineLength",
+    "GaoClip",
+    "GaoClipDelta",
+    "GaoDelta",
+    "GroupNorm",
+    "KimiLengthPenalty",
+    "LengthBudget",
+    "MinForm",
+    "OverlongFilter",
+    "OverlongPenalty",
+    "ProgressDelta",
+    "RepetitionPenalty",
+    "RowShaping",
+    "RunningWhiten",
+    "ScaleShift",
+    "Shaping",
+    "ShapingBatch",
+    "ShapingPipeline",
+    "SuccessPlusSteps",
+    "Truncation",
+    "WeightedSum",
+    "build_pipeline",
+    "build_shaping",
+    "conflicts_with_estimator",
+    "parse_spec",
+    "register",
+    "shape_step_rewards",
+    "step_shaping",
+    "transform_class",
+]

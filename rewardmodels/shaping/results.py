@@ -1,7 +1,10 @@
 """Shaping applied to scored rows (``rewardlab score --shape ...``), and weighted sums of reward sources.
 
-:func:`shape_results` turns ``(records, results)`` into a :class:`ShapingBatch`, runs a pipeline and writes
-the shaped reward back, keeping the raw one in ``details["shaping"]``. Context comes from the rows:
+:func:`shape_results` runs a pipeline over ``(records, results)`` and writes the shaped reward back, keeping
+the raw one in ``details["shaping"]``. A pipeline made only of row-level transforms (:mod:`.rows`:
+``repetition_penalty``, ``cosine_length``) runs on the rows in plain Python, without torch; any other
+builds a :class:`~.pipeline.ShapingBatch` (torch) and runs on it. Both give the same rewards. Context comes
+from the rows:
 
 * group: ``metadata["group"]`` (or ``group_id`` / ``prompt_id`` / ``uid``), else the prompt text;
 * length: ``metadata["num_tokens"]`` / ``metadata["length"]``, else tokens of ``tokenizer`` if given,
@@ -17,22 +20,23 @@ the shaped reward back, keeping the raw one in ``details["shaping"]``. Context c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from rewardlab.types import INVALID_LINE_KINDS, Record, Result, as_reward, error_kind, jsonable
 from rewardlab.verifiers.combine import CombinedSource
 
-from .functional import pad_steps, unpad_steps
-from .pipeline import ShapingBatch, ShapingPipeline, build_pipeline
+from .rows import ShapingRow, shape_row, to_float32
+from .specs import ShapingPipeline, build_pipeline
+
+if TYPE_CHECKING:
+    from .pipeline import ShapingBatch
 
 GROUP_KEYS = ("group", "group_id", "prompt_id", "uid")
 LENGTH_KEYS = ("num_tokens", "length", "completion_tokens")
 STEP_KEYS = ("step_rewards", "step_scores")
 
 
-def _group_ids(records: Sequence[Record]) -> torch.Tensor:
+def _group_ids(records: Sequence[Record]) -> list[int]:
     ids: dict[Any, int] = {}
     out = []
     for rec in records:
@@ -41,10 +45,10 @@ def _group_ids(records: Sequence[Record]) -> torch.Tensor:
         if key is None:
             key = ("p", rec.prompt_text)
         out.append(ids.setdefault(key, len(ids)))
-    return torch.tensor(out, dtype=torch.long)
+    return out
 
 
-def _lengths(records: Sequence[Record], tokenizer: Any | None) -> torch.Tensor:
+def _lengths(records: Sequence[Record], tokenizer: Any | None) -> list[float]:
     out = []
     for rec in records:
         meta = rec.metadata or {}
@@ -53,18 +57,18 @@ def _lengths(records: Sequence[Record], tokenizer: Any | None) -> torch.Tensor:
             text = rec.completion_text
             value = len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else len(text)
         out.append(float(value))
-    return torch.tensor(out, dtype=torch.float32)
+    return out
 
 
-def _truncated(records: Sequence[Record]) -> torch.Tensor:
+def _truncated(records: Sequence[Record]) -> list[bool]:
     out = []
     for rec in records:
         meta = rec.metadata or {}
         out.append(bool(meta.get("truncated", False)) or meta.get("finish_reason") == "length")
-    return torch.tensor(out, dtype=torch.bool)
+    return out
 
 
-def _components(results: Sequence[Result]) -> dict[str, torch.Tensor]:
+def _components(results: Sequence[Result]) -> dict[str, list[float]]:
     names: list[str] = []
     for res in results:
         for name in (res.details or {}).get("components", {}) or {}:
@@ -76,8 +80,27 @@ def _components(results: Sequence[Result]) -> dict[str, torch.Tensor]:
         for res in results:
             part = ((res.details or {}).get("components") or {}).get(name, 0.0)
             values.append(_reward_or_zero(part["reward"] if isinstance(part, Mapping) else part))
-        comps[name] = torch.tensor(values, dtype=torch.float32)
+        comps[name] = values
     return comps
+
+
+def _correct(results: Sequence[Result]) -> list[bool] | None:
+    """Each result's ``details["correct"]`` when every result has one, else ``None``."""
+    if results and all(isinstance((r.details or {}).get("correct"), bool) for r in results):
+        return [r.details["correct"] for r in results]
+    return None
+
+
+def _step_rows(results: Sequence[Result]) -> list[list[float]]:
+    rows = []
+    for i, res in enumerate(results):
+        key = next((k for k in STEP_KEYS if k in (res.details or {})), None)
+        if key is None and res.error is None:
+            raise ValueError(
+                f"row {i}: per-step shaping needs details['step_rewards'] from the reward source"
+            )
+        rows.append([float(x) for x in (res.details.get(key) or [])] if key else [])
+    return rows
 
 
 def _reward_or_zero(value: Any) -> float:
@@ -89,33 +112,72 @@ def results_to_batch(
     records: Sequence[Record], results: Sequence[Result], *, tokenizer: Any | None = None, steps: bool = False
 ) -> ShapingBatch:
     """The :class:`ShapingBatch` of scored rows (see the module docstring for where each field comes from)."""
+    # lazy: torch (the rl extra); scored rows shaped only by row-level transforms never build a batch
+    import torch
+
+    from .functional import pad_steps
+    from .pipeline import ShapingBatch
+
     if len(records) != len(results):
         raise ValueError(f"{len(records)} records but {len(results)} results")
-    correct = None
-    if results and all(isinstance((r.details or {}).get("correct"), bool) for r in results):
-        correct = torch.tensor([r.details["correct"] for r in results], dtype=torch.bool)
+    correct = _correct(results)
     step_rewards = step_mask = None
     if steps:
-        rows = []
-        for i, res in enumerate(results):
-            key = next((k for k in STEP_KEYS if k in (res.details or {})), None)
-            if key is None and res.error is None:
-                raise ValueError(
-                    f"row {i}: per-step shaping needs details['step_rewards'] from the reward source"
-                )
-            rows.append([float(x) for x in (res.details.get(key) or [])] if key else [])
-        step_rewards, step_mask = pad_steps(rows)
+        step_rewards, step_mask = pad_steps(_step_rows(results))
     return ShapingBatch(
         rewards=torch.tensor([_reward_or_zero(r.reward) for r in results], dtype=torch.float32),
-        group=_group_ids(records),
-        lengths=_lengths(records, tokenizer),
-        correct=correct,
-        truncated=_truncated(records),
+        group=torch.tensor(_group_ids(records), dtype=torch.long),
+        lengths=torch.tensor(_lengths(records, tokenizer), dtype=torch.float32),
+        correct=None if correct is None else torch.tensor(correct, dtype=torch.bool),
+        truncated=torch.tensor(_truncated(records), dtype=torch.bool),
         step_rewards=step_rewards,
         step_mask=step_mask,
-        components=_components(results),
+        components={k: torch.tensor(v, dtype=torch.float32) for k, v in _components(results).items()},
         texts=[rec.completion_text for rec in records],
     )
+
+
+def _shape_rows(
+    records: Sequence[Record], results: Sequence[Result], pipeline: ShapingPipeline, tokenizer: Any | None
+) -> list[tuple[float, dict[str, Any]]]:
+    """``(shaped reward, shaping info)`` of each row under a row-level pipeline: plain Python, no torch. The
+    inputs are rounded to float32 as :func:`results_to_batch` stores them, so the rewards are the batch's."""
+    if len(records) != len(results):
+        raise ValueError(f"{len(records)} records but {len(results)} results")
+    reads = {attr for transform in pipeline.transforms for attr in getattr(transform, "reads", ())}
+    lengths = _lengths(records, tokenizer) if "lengths" in reads else [None] * len(records)
+    correct = _correct(results) or [None] * len(results)
+    out = []
+    for rec, res, length, hit in zip(records, results, lengths, correct, strict=True):
+        row = ShapingRow(
+            reward=to_float32(_reward_or_zero(res.reward)),
+            text=rec.completion_text,
+            length=None if length is None else to_float32(length),
+            correct=hit,
+        )
+        out.append((shape_row(pipeline.transforms, row), {}))
+    return out
+
+
+def _shape_batch(
+    records: Sequence[Record], results: Sequence[Result], pipeline: ShapingPipeline, tokenizer: Any | None
+) -> list[tuple[float, dict[str, Any]]]:
+    """``(shaped reward, shaping info)`` of each row, the pipeline run on the rows' :class:`ShapingBatch`."""
+    # lazy: torch (the rl extra), only for pipelines with a transform that is not row-level
+    from .functional import unpad_steps
+
+    batch = results_to_batch(records, results, tokenizer=tokenizer, steps=pipeline.has_step_transforms)
+    out = pipeline(batch)
+    steps = unpad_steps(out.step_rewards, out.step_mask) if out.step_rewards is not None else None
+    shaped = []
+    for i in range(len(results)):
+        info: dict[str, Any] = {}
+        if steps is not None:
+            info["step_rewards"] = steps[i]
+        if out.loss_mask is not None:
+            info["loss_mask"] = float(out.loss_mask[i])
+        shaped.append((float(out.rewards[i]), info))
+    return shaped
 
 
 def shape_results(
@@ -130,26 +192,21 @@ def shape_results(
     Each result gets the shaped ``reward`` and ``details["shaping"] = {"raw_reward", "pipeline",
     ["step_rewards"], ["loss_mask"]}``. Errors are kept: a failed row enters the pipeline with its
     reward of 0 (so group statistics see it, as an RL loop would) and keeps its ``error``; so does a row
-    whose reward is missing (``None``), which stays ``None``.
+    whose reward is missing (``None``), which stays ``None``. A pipeline of row-level transforms only runs
+    without torch.
     """
     if not isinstance(pipeline, ShapingPipeline):
         pipeline = build_pipeline(pipeline)
     if not len(pipeline) or not results:
         return list(results)
-    batch = results_to_batch(records, results, tokenizer=tokenizer, steps=pipeline.has_step_transforms)
-    out = pipeline(batch)
+    run = _shape_rows if pipeline.row_level else _shape_batch
     specs = pipeline.specs()
-    steps = unpad_steps(out.step_rewards, out.step_mask) if out.step_rewards is not None else None
     shaped = []
-    for i, res in enumerate(results):
-        info: dict[str, Any] = {"raw_reward": res.reward, "pipeline": specs}
-        if steps is not None:
-            info["step_rewards"] = steps[i]
-        if out.loss_mask is not None:
-            info["loss_mask"] = float(out.loss_mask[i])
+    for res, (reward, extra) in zip(results, run(records, results, pipeline, tokenizer), strict=True):
+        info: dict[str, Any] = {"raw_reward": res.reward, "pipeline": specs, **extra}
         details = {**(res.details or {}), "shaping": info}
-        reward = None if as_reward(res.reward) is None else float(out.rewards[i])
-        shaped.append(Result(reward=reward, details=details, error=res.error))
+        kept = None if as_reward(res.reward) is None else reward
+        shaped.append(Result(reward=kept, details=details, error=res.error))
     return shaped
 
 

@@ -1,9 +1,9 @@
 """open-r1's shaping rewards as reward sources: ``repetition_penalty`` and ``cosine_length``.
 
-The same formulas as the shaping transforms of the same names (:mod:`.functional`), for where a reward
-*source* is wanted: an RL run's ``reward.sources`` (``{name: repetition_penalty, weight: 1}`` beside
-``math``, as open-r1 lists its reward functions), ``rewardlab score --verifier cosine_length``, a combined
-source's part. Both are verifiers (registered by name in ``rewardlab.verifiers``), so they never raise and
+The formulas are :mod:`.formulas`, which the shaping transforms of the same names
+(``rewardlab.rewardmodels.shaping``, a floor above) call too. These are for where a reward *source* is
+wanted: an RL run's ``reward.sources`` (``{name: repetition_penalty, weight: 1}`` beside ``math``, as
+open-r1 lists its reward functions), ``rewardlab score --verifier cosine_length``, a combined source's part. Both are verifiers (registered by name in ``rewardlab.verifiers``), so they never raise and
 run in the scoring engine's workers.
 
 * ``repetition_penalty`` reads only the completion: ``max_penalty * (1 - distinct n-grams / n-grams)``.
@@ -22,7 +22,7 @@ from rewardlab.types import Record, Result, as_reward
 from rewardlab.verifiers import get_source
 from rewardlab.verifiers.base import Verifier, verifier_error
 
-from . import functional as F
+from . import formulas as F
 
 
 def _config(cls: type, name: str, config: dict[str, Any]) -> Any:
@@ -45,7 +45,7 @@ class RepetitionConfig:
     unit: str = "words"
     """Tokens of the n-grams: ``words`` (open-r1's ``language="en"``: lower case, split on whitespace),
     ``chars`` (every non-space character) or ``mixed`` (words, each character of a script written without
-    spaces, such as Chinese or Thai, its own word): see ``functional.REPETITION_UNITS``."""
+    spaces, such as Chinese or Thai, its own word): see ``formulas.REPETITION_UNITS``."""
 
     def __post_init__(self) -> None:
         F.check_repetition_settings(self.ngram_size, self.max_penalty, self.unit)
@@ -148,9 +148,9 @@ class CosineLengthSource(Verifier):
         cfg = self.cfg
         correct = raw >= cfg.correct_threshold
         length = self._length(record.completion_text)
-        shaped = F.cosine_length_reward(
-            [length],
-            [correct],
+        reward = F.cosine_length_value(
+            length,
+            correct,
             cfg.max_len,
             min_value_correct=cfg.min_value_correct,
             max_value_correct=cfg.max_value_correct,
@@ -158,7 +158,6 @@ class CosineLengthSource(Verifier):
             max_value_wrong=cfg.max_value_wrong,
             exceed=cfg.exceed,
         )
-        reward = float(shaped[0])
         inner = verdict.details or {}
         details = {
             "correct": correct,
