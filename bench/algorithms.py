@@ -63,8 +63,8 @@ ARMS: dict[str, list[str]] = {
     "grpo_passk": ["algorithm.adv_estimator=grpo_passk"],
     "grpo_2src": [f"reward.sources=[{MATH_SOURCE}, {FORMAT_SOURCE}]"],
     "gdpo": [f"reward.sources=[{MATH_SOURCE}, {FORMAT_SOURCE}]", "algorithm.adv_estimator=gdpo"],
-    "band": ["algorithm.prompt_filter=band"],
-    "greso": ["algorithm.prompt_filter=greso"],
+    "band": ["algorithm.prompt_filter.mode=band"],
+    "greso": ["algorithm.prompt_filter.mode=greso"],
     "w_reinforce": [
         "algorithm.adv_estimator=reinforce_signed",
         "algorithm.positive_adv_weight=0.1",

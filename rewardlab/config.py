@@ -11,6 +11,10 @@ A config class renames a field through its ``DEPRECATED`` map (old name -> new n
 that converts the value): the old name still loads from YAML, ``--set``, flags and keyword arguments, with a
 ``FutureWarning`` naming the new one (:class:`ConfigMeta` makes keyword arguments do so). Its ``UNSUPPORTED``
 map names fields its trainer does not implement: any value but the default is refused on load, in one line.
+
+A field declared with :func:`option` carries what its value must be (bounds, allowed values) on the field
+itself, so that adding an option is one edit: :func:`check_fields` refuses a value outside them, naming the
+dotted field, and :func:`field_docs` writes them into the field's documentation.
 """
 
 from __future__ import annotations
@@ -20,13 +24,16 @@ import copy
 import dataclasses
 import inspect
 import json
+import math
 import textwrap
 import types
 import typing
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+from rewardlab.registry import lazy
 
 C = TypeVar("C")
 
@@ -45,9 +52,15 @@ class Renamed:
 
     new: str
     convert: Callable[[Any], dict[str, Any]] | None = None
+    when: Callable[[Any], bool] | None = None
+    """Only values this accepts are the old spelling (a section's name given a string, where the section
+    itself keeps the name: ``prompt_filter: band`` is ``prompt_filter: {mode: band}``)."""
 
     def values(self, old_value: Any) -> dict[str, Any]:
         return self.convert(old_value) if self.convert is not None else {self.new: old_value}
+
+    def applies(self, old_value: Any) -> bool:
+        return self.when is None or self.when(old_value)
 
 
 _DEPRECATIONS: dict[type, dict[str, Renamed]] = {}
@@ -91,7 +104,7 @@ def rename_deprecated(cls: type, values: Mapping[str, Any], where: str = "") -> 
             node[part] = dict(node[part])
             node = node[part]
         else:
-            if leaf not in node:
+            if leaf not in node or not spec.applies(node[leaf]):
                 continue
             value = node.pop(leaf)
             warn_renamed(where, old, spec.new, stacklevel=4)
@@ -120,7 +133,7 @@ class ConfigMeta(type):
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         if kwargs and deprecations(cls):
             renamed = deprecations(cls)
-            for old in [k for k in kwargs if k in renamed]:
+            for old in [k for k in kwargs if k in renamed and renamed[k].applies(kwargs[k])]:
                 spec = renamed[old]
                 warn_renamed("", old, spec.new)
                 for new, value in spec.values(kwargs.pop(old)).items():
@@ -379,6 +392,152 @@ def dump(config: Any, path: str | Path | None = None) -> str:
     return text
 
 
+# ----------------------------------------------------------------------------------------------------------
+# Options: what a field's value must be, declared on the field itself (adding an option is one edit)
+# ----------------------------------------------------------------------------------------------------------
+_OPTION = "rewardlab.option"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """What a field's value must be: within the bounds (``ge``, ``gt``, ``le``, ``lt``; ``finite``: not inf
+    or NaN) and one of ``choices`` (a sequence, or a callable read when the config is checked, such as a
+    registry's ``names``). ``note`` explains a special value (``0: off``); ``must`` replaces the words the
+    bounds would give. ``None`` passes (an optional field's "off"); a list is checked item by item."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    finite: bool = False
+    note: str | None = None
+    must: str | None = None
+    choices: Sequence[Any] | Callable[[], Iterable[Any]] | None = None
+
+    def allowed(self) -> list[Any] | None:
+        """The allowed values (``None``: any)."""
+        if self.choices is None:
+            return None
+        return list(self.choices() if callable(self.choices) else self.choices)
+
+    @property
+    def bounded(self) -> bool:
+        bounds = (self.ge, self.gt, self.le, self.lt, self.must)
+        return self.finite or any(b is not None for b in bounds)
+
+    def in_range(self, value: Any) -> bool:
+        # Each bound a comparison that holds, not a negated one that fails: NaN then passes none of them.
+        return (
+            (self.ge is None or value >= self.ge)
+            and (self.gt is None or value > self.gt)
+            and (self.le is None or value <= self.le)
+            and (self.lt is None or value < self.lt)
+            and (not self.finite or math.isfinite(value))
+        )
+
+    def range_text(self) -> str:
+        """The bounds in words: ``in [0, 1]``, ``at least 1``, ``> 0``, ``>= 0 (0: off)``."""
+        if self.must is not None:
+            return self.must
+        low = self.ge if self.ge is not None else self.gt
+        high = self.le if self.le is not None else self.lt
+        if low is not None and high is not None:
+            opening, closing = "[" if self.ge is not None else "(", "]" if self.le is not None else ")"
+            text = f"in {opening}{low:g}, {high:g}{closing}"
+        elif self.ge is not None:
+            text = f"at least {self.ge:g}" if self.ge >= 1 else f">= {self.ge:g}"
+        elif self.gt is not None:
+            text = f"> {self.gt:g}"
+        elif high is not None:
+            text = f"{'<=' if self.le is not None else '<'} {high:g}"
+        else:
+            text = "a finite number"
+        return f"{text} ({self.note})" if self.note else text
+
+    def problem(self, value: Any, where: str) -> str | None:
+        """The one-line error for ``value`` at the dotted field ``where``, or ``None`` if it passes."""
+        allowed = self.allowed()
+        for one in value if isinstance(value, list) else [value]:
+            if one is None:
+                continue
+            if allowed is not None and one not in allowed:
+                return f"{where}: unknown value {one!r} (known: {', '.join(map(str, allowed))})"
+            if self.bounded and not self.in_range(one):
+                return f"{where} must be {self.range_text()}, got {one!r}"
+        return None
+
+    def doc(self) -> str:
+        """`` One of: ``a``, ``b``.`` and `` Must be in [0, 1].``, for the field's documentation."""
+        allowed = self.allowed()
+        text = f" One of: {', '.join(f'``{v}``' for v in allowed)}." if allowed else ""
+        return text + (f" Must be {self.range_text()}." if self.bounded else "")
+
+
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    default_factory: Any = dataclasses.MISSING,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    finite: bool = False,
+    note: str | None = None,
+    must: str | None = None,
+    choices: Sequence[Any] | Callable[[], Iterable[Any]] | None = None,
+) -> Any:
+    """A dataclass field that carries what its value must be (a :class:`Check`), read by
+    :func:`check_fields` and :func:`field_docs`::
+
+        n: int = option(8, ge=1)                              # rollout.n must be at least 1, got 0
+        top_p: float = option(1.0, gt=0, le=1)                # rollout.top_p must be in (0, 1], got 0
+        top_k: int = option(0, ge=0, note="0: off")           # rollout.top_k must be >= 0 (0: off), got -1
+        backend: str = option("hf", choices=BACKENDS.names)   # rollout.backend: unknown value 'x' (known: ...)
+    """
+    check = Check(ge=ge, gt=gt, le=le, lt=lt, finite=finite, note=note, must=must, choices=choices)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={_OPTION: check})
+
+
+def names_in(path: str, *first: Any) -> Callable[[], list[Any]]:
+    """Allowed values read when a config is checked: ``first``, then the names in ``"module:attr"`` (a
+    registry's names, or a collection's items). The module is imported only then: it may pull in torch, or
+    sit on any floor (a string, not an import)."""
+
+    def names() -> list[Any]:
+        found = lazy(path)
+        return [*first, *(found.names() if hasattr(found, "names") else found)]
+
+    return names
+
+
+def field_check(f: dataclasses.Field) -> Check | None:
+    """The :class:`Check` an :func:`option` field carries (``None`` for a plain field)."""
+    return f.metadata.get(_OPTION)
+
+
+def check_fields(config: Any, where: str = "") -> None:
+    """Raises :class:`ConfigError` for the first field of ``config`` (nested sections and lists of sections
+    included, in declaration order) whose value its :func:`option` refuses, naming the dotted field:
+    ``rollout.n must be at least 1, got 0``, ``rollout.backend: unknown value 'x' (known: hf, vllm)``."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        path = f"{where}.{f.name}" if where else f.name
+        check = field_check(f)
+        problem = check.problem(value, path) if check is not None else None
+        if problem:
+            raise ConfigError(problem)
+        if _is_config(value):
+            check_fields(value, path)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if _is_config(item):
+                    check_fields(item, f"{path}[{i}]")
+
+
+def _is_config(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
 def attribute_docs(cls: type) -> dict[str, str]:
     """Field -> its attribute docstring (the string literal right after the field), whitespace collapsed."""
     docs: dict[str, str] = {}
@@ -398,7 +557,9 @@ def attribute_docs(cls: type) -> dict[str, str]:
 
 
 def field_docs(cls: type, prefix: str = "") -> list[tuple[str, str, Any]]:
-    """``(dotted name, docstring, default)`` of every field, nested sections flattened."""
+    """``(dotted name, docstring, default)`` of every field, nested sections flattened; an :func:`option`'s
+    docstring ends with its allowed values and bounds (read from the registries, so the documentation
+    cannot fall behind the code)."""
     docs = attribute_docs(cls)
     default = cls()
     hints = typing.get_type_hints(cls)
@@ -411,5 +572,7 @@ def field_docs(cls: type, prefix: str = "") -> list[tuple[str, str, Any]]:
         if dataclasses.is_dataclass(hints[f.name]):
             out += field_docs(hints[f.name], prefix=f"{name}.")
         else:
-            out.append((name, docs.get(f.name, ""), getattr(default, f.name)))
+            check = field_check(f)
+            doc = docs.get(f.name, "") + (check.doc() if check is not None else "")
+            out.append((name, doc, getattr(default, f.name)))
     return out

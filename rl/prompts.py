@@ -44,18 +44,17 @@ def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record
 
 def build_prompt_filter(cfg: RLConfig) -> Any | None:
     """The run's :class:`rewardlab.rl.prompt_filter.PromptFilter` (``algorithm.prompt_filter``), or ``None``."""
-    ac = cfg.algorithm
-    if ac.prompt_filter == "none":
+    pf = cfg.algorithm.prompt_filter
+    if not pf.enabled:
         return None
-
     return PromptFilter(
-        mode=ac.prompt_filter,
-        low=ac.prompt_filter_low,
-        high=ac.prompt_filter_high,
-        window=ac.prompt_filter_window,
-        p_easy=ac.greso_p_easy,
-        p_hard=ac.greso_p_hard,
-        target_zero_var=ac.greso_target_zero_var,
+        mode=pf.mode,
+        low=pf.low,
+        high=pf.high,
+        window=pf.window,
+        p_easy=pf.p_easy,
+        p_hard=pf.p_hard,
+        target_zero_var=pf.target_zero_var,
         seed=cfg.train.seed,
     )
 
@@ -112,12 +111,12 @@ class PromptSource:
 
     def draw(self, count: int) -> list[Record]:
         """The next ``count`` prompts the prompt filter keeps (``algorithm.prompt_filter``), drawing at most
-        ``prompt_filter_max_draws * count`` candidates; short of that, the last rejected ones fill the batch."""
+        ``prompt_filter.max_draws * count`` candidates; short of that, the last rejected ones fill the batch."""
         if self.filter is None:
             return self.next(count)
         kept: list[Record] = []
         rejected: list[Record] = []
-        budget = self.cfg.algorithm.prompt_filter_max_draws * count
+        budget = self.cfg.algorithm.prompt_filter.max_draws * count
         while len(kept) < count and budget > 0:
             candidates = self.next(min(count - len(kept), budget))
             budget -= len(candidates)

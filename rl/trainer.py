@@ -21,6 +21,7 @@ Each stage is a module of its own; :class:`RLTrainer` builds them and runs them 
 
 - :mod:`rewardlab.rl.prompts`: the prompts, their resumable order through the prompt filter, their text (1);
 - :mod:`rewardlab.rl.sampling`: generation, scoring, dynamic sampling, evaluation (1-3);
+- :mod:`rewardlab.rl.async_sampler`: the rollout thread of asynchronous rollouts (1-2, ahead of the update);
 - :mod:`rewardlab.rl.batch`: the rollout, its tensors, the update's batch (3-4);
 - :mod:`rewardlab.rl.forward`: the forward passes (log-probs, entropies, values, micro-batches);
 - :mod:`rewardlab.rl.update`: the update's stages and the optimisers (4-5);
@@ -41,12 +42,12 @@ import torch
 
 from rewardlab import core_algos as ca
 from rewardlab.envs import build_env
-from rewardlab.generation import get_backend
+from rewardlab.rl.async_sampler import AsyncSampler
 from rewardlab.rl.batch import Rollout, UpdateBatch, UpdateStats, build_tensors
 from rewardlab.rl.config import RLConfig, dump_config, validate
 from rewardlab.rl.forward import ForwardPasses
 from rewardlab.rl.overlap import OverlappedRollouts
-from rewardlab.rl.policy import ValueModel, build_backend, frozen_copy, load_policy, setup_models
+from rewardlab.rl.policy import ValueModel, build_backend, load_policy, setup_models
 from rewardlab.rl.prompts import (
     PromptSource,
     build_prompt_filter,
@@ -144,9 +145,6 @@ class RLTrainer:
         self.initial_eval: dict[str, Any] = {}
         self.sample_logger: SampleLogger | None = None  # train() opens it on rank 0 (run.log_completions)
         self._sample_advantages: dict[int, float | None] = {}
-        self._overlap: OverlappedRollouts | None = None
-        self._async_model: Any | None = None
-        self._async_position: tuple[int, int] | None = None
 
     def _setup_process(self) -> None:
         """Threads, the torchrun process group (``dist``, ``rank``, ``world``), the device, the global seeds."""
@@ -186,6 +184,7 @@ class RLTrainer:
         self.updater = PolicyUpdate(
             cfg, self.models, optimisers, self.passes, self.reward_pipeline, dist=self.dist, world=self.world
         )
+        self.async_sampler = AsyncSampler(self.sampler)
 
     @property
     def backend(self) -> Any:
@@ -212,8 +211,8 @@ class RLTrainer:
         t_step = time.perf_counter()
         metrics: dict[str, Any] = {}
         self._sample_advantages = {}
-        if self._overlap is not None:  # the rollout thread's batch
-            rollout = self._take_async(timings, metrics)
+        if self.async_sampler.running:  # the rollout thread's batch
+            rollout = self.async_sampler.take(self.step, timings, metrics)
         else:
             rollout = self._rollout(self.prompts.draw(self.cfg.train.prompts_per_step), 0, timings)
         train_rollout, all_parts, degenerate = self._groups_to_train(rollout, timings, metrics)
@@ -227,8 +226,7 @@ class RLTrainer:
             metrics.update(self._update(train_rollout))
             timings["train"] += time.perf_counter() - t0
         self.step += 1
-        if self._overlap is not None:
-            self._overlap.publish(self.step, self._policy_weights())
+        self.async_sampler.publish(self.step)
         if self.sample_logger is not None:
             # dynamic sampling: the first round is logged; its dropped groups have no advantage
             self.sample_logger.log(self._sample_rows(rollout))
@@ -302,53 +300,10 @@ class RLTrainer:
         """The ``self_certainty`` reward source's scores (the sampler knows which model sampled ``records``)."""
         return self.sampler.self_certainty(records)
 
-    # -- asynchronous rollouts (rollout.async_staleness) -----------------------------------------------------
-    def _start_async(self, end: int) -> None:
-        """The rollout thread: a copy of the policy samples batches ``self.step .. end - 1`` at most
-        ``rollout.async_staleness`` updates behind (:class:`OverlappedRollouts`)."""
-        if self._async_model is None:
-            self._async_model = frozen_copy(self.policy)
-        backend = get_backend("hf", self._async_model, self.tokenizer, batch_size=self.cfg.rollout.batch_size)
-
-        def produce(step: int, weights: dict[str, torch.Tensor] | None) -> tuple[Rollout, dict, tuple]:
-            if weights is not None:
-                self._async_model.load_state_dict(weights)
-            timings = {"generate": 0.0, "score": 0.0}
-            prompts = self.prompts.draw(self.cfg.train.prompts_per_step)
-            position = self.prompts.position
-            return self.sampler.rollout(prompts, 0, timings, step=step, backend=backend), timings, position
-
-        staleness = self.cfg.rollout.async_staleness
-        self._overlap = OverlappedRollouts(produce, staleness=staleness, start=self.step, stop=end)
-
-    def _take_async(self, timings: dict[str, float], metrics: dict[str, Any]) -> Rollout:
-        """This step's batch from the rollout thread; its generation and scoring ran during earlier updates."""
-        produced = self._overlap.take(self.step)
-        rollout, produced_timings, self._async_position = produced.item
-        timings.update(produced_timings)
-        metrics["async/staleness"] = self.step - produced.version
-        metrics["timing/wait_rollout_s"] = produced.wait_s
-        return rollout
-
-    def _policy_weights(self) -> dict[str, torch.Tensor]:
-        """A copy of the policy's weights for the rollout thread's model (taken between updates)."""
-        return {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
-
     @property
-    def _trained_position(self) -> tuple[int, int]:
-        """The data position after the last batch trained: under asynchronous rollouts the thread has drawn
-        ahead, and a resumed run must start after what was trained, not after what was generated."""
-        if self._overlap is not None and self._async_position is not None:
-            return self._async_position
-        return self.prompts.position
-
-    def _stop_async(self) -> None:
-        if self._overlap is not None:
-            self._overlap.close()
-            self._overlap = None
-            if self._async_position is not None:  # the next run draws after the last batch trained
-                self.prompts.seek(*self._async_position)
-                self._async_position = None
+    def _overlap(self) -> OverlappedRollouts | None:
+        """The rollout thread's scheduler while asynchronous rollouts run (``None`` otherwise)."""
+        return self.async_sampler.overlap
 
     # -- evaluation -------------------------------------------------------------------------------------------
     def evaluate(self, records: Sequence[Record] | None = None) -> dict[str, Any]:
@@ -358,7 +313,7 @@ class RLTrainer:
 
     # -- state ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        epoch, index = self._trained_position
+        epoch, index = self.async_sampler.trained_position
         state = {
             "optimizer": parallel.optimizer_state_dict(self.policy, self.opt),
             "scheduler": self.sched.state_dict(),
@@ -465,7 +420,7 @@ class RLTrainer:
                 if logger:
                     logger.log(0, first)
             if cfg.rollout.async_staleness and self.step < end:
-                self._start_async(end)
+                self.async_sampler.start(self.step, end)
             while self.step < end:
                 metrics = self.train_step()
                 if cfg.train.eval_steps and self.step % cfg.train.eval_steps == 0 and self.step < end:
@@ -480,7 +435,7 @@ class RLTrainer:
             if takes_part and (not cfg.train.save_steps or self.step % cfg.train.save_steps):
                 self.save()
         finally:
-            self._stop_async()
+            self.async_sampler.stop()
             if logger:
                 logger.close()
             if self.sample_logger is not None:

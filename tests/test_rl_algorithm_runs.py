@@ -125,7 +125,7 @@ def test_async_run_trains_one_step_behind_on_the_same_prompts(tmp_path):
 # -- prompt filters -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["band", "greso"])
 def test_prompt_filter_skips_prompts_seen_solved_or_failed_and_resumes(tmp_path, mode):
-    cfg = _cfg(tmp_path, "train.max_steps=6", f"algorithm.prompt_filter={mode}", "train.save_steps=2")
+    cfg = _cfg(tmp_path, "train.max_steps=6", f"algorithm.prompt_filter.mode={mode}", "train.save_steps=2")
     tr = _train(cfg, reward_fns=(even_prompts_solved,), steps=4)
     rows = read_metrics(tmp_path / "run")
     assert [r["prompt_filter/skipped"] for r in rows[:2]] == [0, 0]  # the first epoch: nothing is known
@@ -145,7 +145,10 @@ def test_band_filter_prefers_prompts_inside_the_band(tmp_path):
         ]
 
     cfg = _cfg(
-        tmp_path, "train.max_steps=6", "algorithm.prompt_filter=band", "algorithm.prompt_filter_max_draws=2"
+        tmp_path,
+        "train.max_steps=6",
+        "algorithm.prompt_filter.mode=band",
+        "algorithm.prompt_filter.max_draws=2",
     )
     _train(cfg, reward_fns=(odd_prompts_mixed,))
     late = [r for r in _rows(tmp_path) if r["step"] > 2]

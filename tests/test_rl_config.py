@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import yaml
 
+from rewardlab.config import check_fields, option
+from rewardlab.config import field_docs as core_field_docs
 from rewardlab.rl.config import (
     PRESETS,
     ConfigError,
@@ -194,6 +197,14 @@ OLD_AND_NEW = [
     ("run.eval_every=3", "train.eval_steps=3"),
     ("run.log_every=2", "train.logging_steps=2"),
     ("run.tensorboard=false", "train.report_to=none"),
+    ("algorithm.prompt_filter=band", "algorithm.prompt_filter.mode=band"),
+    ("algorithm.prompt_filter_low=0.3", "algorithm.prompt_filter.low=0.3"),
+    ("algorithm.prompt_filter_high=0.7", "algorithm.prompt_filter.high=0.7"),
+    ("algorithm.prompt_filter_window=3", "algorithm.prompt_filter.window=3"),
+    ("algorithm.prompt_filter_max_draws=2", "algorithm.prompt_filter.max_draws=2"),
+    ("algorithm.greso_p_easy=0.4", "algorithm.prompt_filter.p_easy=0.4"),
+    ("algorithm.greso_p_hard=0.6", "algorithm.prompt_filter.p_hard=0.6"),
+    ("algorithm.greso_target_zero_var=0.3", "algorithm.prompt_filter.target_zero_var=0.3"),
 ]
 
 
@@ -227,6 +238,22 @@ def test_old_betas_and_attribute_names():
         config_from_dict(path_both)
 
 
+def test_old_flat_prompt_filter_keys_load_into_the_section(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text("algorithm:\n  prompt_filter: greso\n  greso_p_easy: 0.3\n  prompt_filter_max_draws: 2\n")
+    with pytest.warns(FutureWarning) as warned:
+        old = load_config(path)
+    assert {str(w.message) for w in warned} == {
+        "algorithm.prompt_filter is deprecated: use algorithm.prompt_filter.mode",
+        "algorithm.greso_p_easy is deprecated: use algorithm.prompt_filter.p_easy",
+        "algorithm.prompt_filter_max_draws is deprecated: use algorithm.prompt_filter.max_draws",
+    }
+    new = ["algorithm.prompt_filter.mode=greso", "algorithm.prompt_filter.p_easy=0.3"]
+    assert old == load_config(overrides=[*new, "algorithm.prompt_filter.max_draws=2"])
+    with pytest.warns(FutureWarning), pytest.raises(ConfigError, match="prompt_filter_low and .* both given"):
+        config_from_dict({"algorithm": {"prompt_filter_low": 0.3, "prompt_filter": {"low": 0.4}}})
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
@@ -242,3 +269,42 @@ def test_training_fields_rl_cannot_honour_are_refused(override, message):
         load_config(overrides=[override])
     assert len(str(info.value).splitlines()) == 1
     assert "gradient_accumulation_steps" not in dump_config(RLConfig())  # not offered either
+
+
+# ---- the core's option(): a field's bounds and allowed values, checked and documented from the field -------
+@dataclasses.dataclass
+class _Inner:
+    k: int = option(2, ge=1)
+    """How many."""
+
+
+@dataclasses.dataclass
+class _Toy:
+    p: float = option(0.5, ge=0, le=1)
+    """A share."""
+    mode: str = option("a", choices=lambda: ["a", "b"])
+    """The mode."""
+    limit: int | None = option(None, ge=0, note="0 or null: all")
+    """A limit."""
+    inner: _Inner = dataclasses.field(default_factory=_Inner)
+    """Nested."""
+
+
+def test_an_option_is_checked_and_documented_from_the_field():
+    check_fields(_Toy())
+    with pytest.raises(ConfigError, match=r"^p must be in \[0, 1\], got 2$"):
+        check_fields(_Toy(p=2))
+    with pytest.raises(ConfigError, match=r"^p must be in \[0, 1\], got nan$"):
+        check_fields(_Toy(p=float("nan")))
+    with pytest.raises(ConfigError, match=r"^mode: unknown value 'c' \(known: a, b\)$"):
+        check_fields(_Toy(mode="c"))
+    with pytest.raises(ConfigError, match=r"^limit must be >= 0 \(0 or null: all\), got -1$"):
+        check_fields(_Toy(limit=-1))
+    with pytest.raises(ConfigError, match=r"^inner.k must be at least 1, got 0$"):
+        check_fields(_Toy(inner=_Inner(0)))
+    assert {name: doc for name, doc, _ in core_field_docs(_Toy)} == {
+        "p": "A share. Must be in [0, 1].",
+        "mode": "The mode. One of: ``a``, ``b``.",
+        "limit": "A limit. Must be >= 0 (0 or null: all).",
+        "inner.k": "How many. Must be at least 1.",
+    }

@@ -186,10 +186,10 @@ def test_config_refuses_what_the_algorithms_cannot_run():
         load_config(overrides=["algorithm.adv_estimator=passk", "algorithm.passk_k=9", "rollout.n=8"])
     with pytest.raises(ConfigError, match="positive_adv_weight"):
         load_config(overrides=["algorithm.positive_adv_weight=-1"])
-    with pytest.raises(ConfigError, match="prompt_filter_low"):
-        load_config(overrides=["algorithm.prompt_filter=band", "algorithm.prompt_filter_low=0.9"])
+    with pytest.raises(ConfigError, match=r"prompt_filter\.low"):
+        load_config(overrides=["algorithm.prompt_filter.mode=band", "algorithm.prompt_filter.low=0.9"])
     with pytest.raises(ConfigError, match="prompt_filter"):
-        load_config(overrides=["algorithm.prompt_filter=sometimes"])
+        load_config(overrides=["algorithm.prompt_filter.mode=sometimes"])
     with pytest.raises(ConfigError, match="length_budget_min"):
         load_config(overrides=["reward.length_budget=max", "reward.length_budget_final_max=50"])
     with pytest.raises(ConfigError, match="async_staleness"):
