@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rewardlab.errors import UserError
+from rewardlab.extras import require
 from rewardlab.hub import check_model
 from rewardlab.registry import UnknownNameError
 
@@ -152,9 +153,6 @@ _ENV_FLAGS = (
 def env_config(args: argparse.Namespace, bench=None):
     """The :class:`rewardlab.envs.EnvConfig` of the environment flags (``None`` without ``--env``), checked.
     An ``sql`` tool on an SQL benchmark queries the benchmark's databases (its verifier settings)."""
-    # lazy: start-up: `rewardlab --help` builds every parser, and this command alone needs it
-    from rewardlab.envs import EnvConfig
-
     given = [flag for dest, _, flag in _ENV_FLAGS if getattr(args, dest) not in (None, False)]
     given += ["--tool-option"] if args.tool_option else []
     if not args.env:
@@ -163,6 +161,8 @@ def env_config(args: argparse.Namespace, bench=None):
         return None
     if args.completions:
         raise UserError("--env samples episodes from a model: use it with --model, not --completions")
+    # lazy: environments pull in the rollout code; a run without --env (scoring completions) never needs it
+    from rewardlab.envs import EnvConfig
 
     cfg = EnvConfig(name=args.env)
     for dest, field, _ in _ENV_FLAGS:
@@ -291,6 +291,7 @@ def run(args: argparse.Namespace) -> int:
 
         env = build_environment(env_cfg) if env_cfg is not None else None
         try:
+            require("torch", "transformers", extra="rl", what="rewardlab eval --model")
             check_model(args.model)  # after the flags' checks: a bad tool is named first
             report = evaluate_model(
                 bench,

@@ -21,6 +21,7 @@ from typing import Any
 
 from rewardlab.cli.args import add_dataclass_arguments, build_config, given_values
 from rewardlab.errors import UserError
+from rewardlab.extras import require
 from rewardlab.hub import check_model
 from rewardlab.rewardmodels.judge.judge import JudgeConfig, LLMJudge
 from rewardlab.rewardmodels.judge.remote import ChatAPIConfig
@@ -103,6 +104,7 @@ def run_judge(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     if args.backend != "openai":
+        require("torch", "transformers", extra="rm", what=f"rewardlab rm judge --backend {args.backend}")
         check_model(args.model, what="judge model")
     backend_kwargs = {"config": api_config} if api_config is not None else None
     try:

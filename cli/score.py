@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from rewardlab.errors import UserError
+from rewardlab.extras import require_installed
 
 SPEED_OPTIONS = ("device", "max_tokens")
 """Reward-model settings a resumed run may change (they change speed, not rewards)."""
@@ -157,10 +158,7 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
     if not Path(args.input).exists() and _looks_local(args.input):
         raise UserError(f"input not found: {args.input}")
     if args.engine == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError as exc:
-            raise UserError("--engine ray needs Ray: pip install 'rewardlab[ray]'") from exc
+        require_installed("ray", extra="ray", what="rewardlab score --engine ray")
     if args.config and not args.verifier:
         raise UserError("--config needs --verifier (it configures the default verifier)")
     if args.reward_model and args.verifier:
@@ -169,7 +167,7 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
     field_map = dict(args.field)
     pipeline = None
     if args.shape:
-        # lazy: pulls in torch
+        # lazy: a tensor transform pulls in torch (row-level ones, such as repetition_penalty, do not)
         from rewardlab.rewardmodels.shaping import build_pipeline
 
         try:
@@ -214,7 +212,7 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
     except (TypeError, ValueError) as exc:  # bad verifier settings, bad split, ScoreError...
         raise UserError(str(exc).splitlines()[0]) from exc
     if pipeline is not None:
-        # lazy: pulls in torch
+        # lazy: a tensor transform pulls in torch (row-level ones, such as repetition_penalty, do not)
         from rewardlab.rewardmodels.shaping import shape_jsonl
 
         try:

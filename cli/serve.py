@@ -16,6 +16,7 @@ from rewardlab.cli import Terminated
 from rewardlab.cli.listen import listening_socket
 from rewardlab.cli.score import key_value, parse_value
 from rewardlab.errors import UserError
+from rewardlab.extras import require
 from rewardlab.serve.defaults import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_ROWS,
@@ -177,10 +178,7 @@ def _pool(args: argparse.Namespace) -> str:
 
 
 def _run_ray_serve(args: argparse.Namespace, options: dict[str, Any]) -> int:
-    try:
-        from ray import serve  # noqa: F401
-    except ImportError as exc:
-        raise UserError("--ray-serve needs Ray Serve: pip install 'rewardlab[serve]'") from exc
+    require("ray.serve", extra="ray", what="rewardlab serve --ray-serve")
     # lazy: pulls in ray[serve] and fastapi
     from rewardlab.serve.ray_serve import serve_with_ray
 

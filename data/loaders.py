@@ -1,5 +1,9 @@
 """Reading records: JSONL files, ``datasets`` folders (``save_to_disk``), parquet files, and hub datasets.
 
+JSONL (and a ``.json`` list) is read here, with the standard library; every other input goes through
+``datasets``, which comes with the ``data`` extra (``pip install 'rewardlab[data]'``): without it such an input
+stops with one line naming the extra (:func:`rewardlab.extras.require`).
+
 :func:`iter_rows` yields the raw rows (dicts) so that a scorer can keep every input field in its output; a
 malformed JSONL line is yielded as an :class:`InvalidRow` (one output row per input row, nothing dropped).
 :func:`load_records` turns rows into :class:`~rewardlab.types.Record` objects, mapping differently named
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardlab.extras import require
 from rewardlab.hub import hub_problem as why_no_hub
 from rewardlab.types import Record
 
@@ -70,7 +75,13 @@ def _iter_jsonl(path: Path) -> Iterator[dict[str, Any] | InvalidRow]:
         yield parse_line(number, raw)
 
 
+def _datasets(what: str) -> Any:
+    """The ``datasets`` module, or one line naming the ``data`` extra when it is not installed."""
+    return require("datasets", extra="data", what=what)
+
+
 def _select_split(dataset: Any, split: str | None, where: str) -> Any:
+    # lazy: datasets (the data extra); only inputs that are not JSONL reach here
     from datasets import DatasetDict
 
     if isinstance(dataset, DatasetDict):
@@ -88,19 +99,30 @@ _FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet", ".csv", ".arrow")
 
 
 def open_dataset(path_or_name: str, split: str | None = None) -> Any:
-    """A ``datasets.Dataset`` from a ``save_to_disk`` folder, a parquet file, a data folder, or a hub name."""
-    import datasets
+    """A ``datasets.Dataset`` from a ``save_to_disk`` folder, a parquet file, a data folder, or a hub name.
 
+    Raises:
+        MissingExtraError: ``datasets`` is not installed (the ``data`` extra).
+        FileNotFoundError: a local-looking path that does not exist, or a hub name the hub does not have.
+    """
     path = Path(path_or_name)
+    if _is_saved_dataset(path):
+        kind = "reading a saved dataset folder"
+    elif path.is_file() and path.suffix == ".parquet":
+        kind = "reading parquet files"
+    elif path.is_dir():
+        kind = "reading a folder of data files"
+    elif _looks_local(path_or_name):
+        raise FileNotFoundError(f"input not found: {path_or_name}")
+    else:
+        kind = f"reading the hub dataset {path_or_name}"
+    datasets = _datasets(kind)
     if _is_saved_dataset(path):
         return _select_split(datasets.load_from_disk(str(path)), split, str(path))
     if path.is_file() and path.suffix == ".parquet":
         return datasets.load_dataset("parquet", data_files=str(path), split=split or "train")
     if path.is_dir():  # a folder of data files: datasets infers the builder
         return _select_split(datasets.load_dataset(str(path)), split, str(path))
-    if _looks_local(path_or_name):
-        raise FileNotFoundError(f"input not found: {path_or_name}")
-
     hub_problem = why_no_hub(datasets_offline=True)
     if hub_problem:
         raise FileNotFoundError(f"input not found: {path_or_name} is not a local file, and {hub_problem}")
@@ -163,8 +185,8 @@ def read_rows(
             data = next((data[key] for key in keys if key in data), [])
         return data[:limit] if limit is not None else data
     if path.is_file() and path.suffix == ".csv":
-        import datasets
-
+        # datasets, not the csv module: it types the columns (numbers stay numbers)
+        datasets = _datasets("reading CSV files")
         rows: Any = datasets.load_dataset("csv", data_files=str(path), split="train")
     else:
         rows = iter_rows(path_or_name, split)

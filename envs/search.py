@@ -31,6 +31,7 @@ from typing import Any
 from rewardlab.data.loaders import read_rows
 from rewardlab.envs.tools import Call, Tool, ToolResult
 from rewardlab.errors import UserError
+from rewardlab.extras import require
 from rewardlab.registry import Registry
 
 MANIFEST = "rewardlab-index.json"
@@ -101,9 +102,8 @@ def default_index_dir(corpus: str | os.PathLike, cache_dir: str | os.PathLike | 
 def _stemmer(language: str | None) -> Any:
     if not language:
         return None
-    import Stemmer
-
-    return Stemmer.Stemmer(language)
+    stemmer = require("Stemmer", extra="search", what="the search index's stemmer")
+    return stemmer.Stemmer(language)
 
 
 def _document_text(row: dict[str, Any]) -> str:
@@ -143,7 +143,7 @@ def build_index(
     folder is written beside and then renamed into place, so a reader never sees half an index. With
     ``replace=False`` an index another process put there meanwhile is kept (and this one dropped): workers
     that all find no index build at once, but none deletes one another may be reading."""
-    import bm25s
+    bm25s = require("bm25s", extra="search", what="building a search index")
 
     params = params or BM25Params()
     rows = read_corpus(corpus)
@@ -204,7 +204,7 @@ class BM25Retriever(Retriever):
     name = "bm25"
 
     def __init__(self, index: str | os.PathLike) -> None:
-        import bm25s
+        bm25s = require("bm25s", extra="search", what="the search tool's BM25 index")
 
         self.path = Path(index)
         manifest = read_manifest(self.path)

@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from rewardlab.extras import require_installed
 from rewardlab.generation.base import (
     Generation,
     Prompt,
@@ -147,6 +148,8 @@ class VLLMBackend(RolloutBackend):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         ok, why = vllm_available()
         if not ok:
+            # absent: one line naming the extra; installed but broken: why it does not import
+            require_installed("vllm", extra="vllm", what="the vllm rollout backend")
             raise ImportError(why)
         from vllm import LLM
 

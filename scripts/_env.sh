@@ -24,10 +24,12 @@ pip_logged() {
 STAMP=.venv/.rewardlab-install-stamp
 WANT="$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
-    echo "[setup] installing torch==2.13.0 (CPU), then rewardlab[dev] (a few minutes the first time)"
+    echo "[setup] installing torch==2.13.0 (CPU), then rewardlab[all,dev] (a few minutes the first time)"
     pip_logged --upgrade pip || true
     pip_logged torch==2.13.0
-    pip_logged -e ".[dev]"
+    # every extra (all: rl, rm, data, ray, search, trackers; vllm has its own venv, scripts/test-vllm) and
+    # the test tools: the suite runs every part, and fails where one is missing
+    pip_logged -e ".[all,dev]"
     # Google's IFEval checks as lm-eval ships them: the reference the IFEval tests compare with. Its own
     # dependencies are ~30 packages the checks do not use, hence --no-deps.
     pip_logged --no-deps lm-eval==0.4.13

@@ -243,7 +243,9 @@ def test_a_missing_package_is_a_one_line_error_and_tensorboard_a_silent_skip(tmp
     monkeypatch.setattr(WandbTracker, "available", classmethod(lambda cls: False))
     with pytest.raises(UserError) as info:
         MetricsLogger(tmp_path / "run", console=None, report_to=["tensorboard", "wandb"])
-    assert str(info.value) == "report_to: wandb needs the wandb package (pip install wandb)"
+    assert str(info.value) == (
+        "report_to: wandb needs the wandb package (the trackers extra: pip install 'rewardlab[trackers]')"
+    )
     assert not (tmp_path / "run" / "metrics.jsonl").exists()  # refused before anything starts
     monkeypatch.setattr(TensorBoardTracker, "available", classmethod(lambda cls: False))
     with MetricsLogger(tmp_path / "run", console=None, report_to="tensorboard") as log:
@@ -261,7 +263,9 @@ def test_an_rl_config_naming_a_missing_tracker_is_refused_before_the_model_loads
 
     monkeypatch.setattr(WandbTracker, "available", classmethod(lambda cls: False))
     with pytest.raises(
-        ConfigError, match=r"^train.report_to: wandb needs the wandb package \(pip install wandb\)$"
+        ConfigError,
+        match=r"^train.report_to: wandb needs the wandb package \(the trackers extra: "
+        r"pip install 'rewardlab\[trackers\]'\)$",
     ):
         validate(load_config(overrides=["train.report_to=[tensorboard,wandb]"]))
 

@@ -3,11 +3,11 @@ chromium driven by Playwright, on files the real commands wrote (``rewardlab sco
 CPU RL run logging ``rollouts.jsonl``) plus hand-written hostile and malformed rows and an RL run's
 entropy-collapse metrics.
 
-Skips when Playwright is not installed or no chromium runs (``RK_CHROMIUM``: the browser's path; else
+Skips when Playwright is not installed or no chromium runs (``REWARDLAB_CHROMIUM``: the browser's path; else
 ``chromium`` / ``chromium-browser`` on PATH). Playwright's own browsers are never downloaded.
 
 Slow: about 25 s on 2 cores, a third of it making the data (the RL run's imports). Every test saves a
-full-page screenshot to ``RK_ARTIFACTS`` (default ``tests/artifacts/view/``). With ``RK_SCREENSHOTS=DIR``
+full-page screenshot to ``REWARDLAB_ARTIFACTS`` (default ``tests/artifacts/view/``). With ``RK_SCREENSHOTS=DIR``
 the README's screenshots are written there too (1400x900): ``view-table.png``, ``view-row.png``,
 ``view-eval.png``, ``view-rl.png``.
 """
@@ -38,21 +38,21 @@ sync_api = pytest.importorskip(
 
 
 def _chromium() -> str | None:
-    """``RK_CHROMIUM`` when set, else chromium on PATH."""
-    if os.environ.get("RK_CHROMIUM"):
-        return os.environ["RK_CHROMIUM"] if Path(os.environ["RK_CHROMIUM"]).exists() else None
+    """``REWARDLAB_CHROMIUM`` when set, else chromium on PATH."""
+    if os.environ.get("REWARDLAB_CHROMIUM"):
+        return os.environ["REWARDLAB_CHROMIUM"] if Path(os.environ["REWARDLAB_CHROMIUM"]).exists() else None
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 CHROMIUM = _chromium()
 if CHROMIUM is None:
     pytest.skip(
-        "no chromium executable (RK_CHROMIUM names a missing file, or none on PATH: apt-get install chromium)",
+        "no chromium executable (REWARDLAB_CHROMIUM names a missing file, or none on PATH: apt-get install chromium)",
         allow_module_level=True,
     )
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = Path(os.environ.get("RK_ARTIFACTS") or ROOT / "tests" / "artifacts" / "view")
+ARTIFACTS = Path(os.environ.get("REWARDLAB_ARTIFACTS") or ROOT / "tests" / "artifacts" / "view")
 SCREENSHOTS = Path(os.environ["RK_SCREENSHOTS"]) if os.environ.get("RK_SCREENSHOTS") else None
 SOURCES = {"math.scored.jsonl", "eval-run", "rl-entropy", "rl-run", "xss.jsonl", "zz-malformed.jsonl"}
 VIEWPORT = {"width": 1400, "height": 900}

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rewardlab.extras import install_hint
 from rewardlab.registry import Registry
 
 PROJECT = "rewardlab"
@@ -88,7 +89,8 @@ def missing_package(names: list[str]) -> str | None:
     for name in names:
         cls = TRACKERS.get(name)
         if not cls.optional and not cls.available():
-            return f"report_to: {cls.name} needs the {cls.package} package (pip install {cls.package})"
+            hint = install_hint("trackers")
+            return f"report_to: {cls.name} needs the {cls.package} package (the trackers extra: {hint})"
     return None
 
 

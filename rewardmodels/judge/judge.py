@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardlab.extras import require
 from rewardlab.generation import SamplingParams, get_backend
 from rewardlab.remote import Failed
 from rewardlab.rewardmodels.judge.parse import KINDS, Verdict, try_parse_verdict
@@ -178,6 +179,7 @@ class LLMJudge:
                 raise ValueError("the openai backend takes the served model's name, not a model object")
             self.backend = ChatAPIBackend(model, **(backend_kwargs or {}))
         elif isinstance(backend, str):
+            require("torch", "transformers", extra="rm", what=f"a local LLM judge (backend {backend})")
             if tokenizer is None and isinstance(model, str):
                 from transformers import AutoTokenizer
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardlab.extras import require
 from rewardlab.progress import progress_bar
 from rewardlab.types import Record, Result
 
@@ -80,6 +81,7 @@ class RewardModel:
         dtype: str | None = "float32",
     ) -> None:
         if isinstance(model, (str, Path)):
+            require("torch", "transformers", extra="rm", what="a reward model")
             # how the model was trained (written by train_orm): the same formatting must be used here
             saved = Path(model) / "rm_config.json"
             if saved.is_file():

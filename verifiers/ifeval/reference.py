@@ -1,7 +1,7 @@
 """Google's IFEval reference checks, as lm-eval ships them, made runnable offline for cross-checks.
 
-lm-eval (``pip install --no-deps lm-eval``: its IFEval files need only nltk, langdetect and
-immutabledict, all rewardlab dependencies) carries a copy of Google's ``instruction_following_eval``
+lm-eval (``pip install --no-deps lm-eval``: its IFEval files need only nltk and langdetect, rewardlab
+dependencies, and immutabledict, in the ``dev`` extra) carries a copy of Google's ``instruction_following_eval``
 under ``lm_eval/tasks/ifeval``. Two things stop it from running here as it is:
 
 - importing ``lm_eval.tasks`` pulls in lm-eval's whole task machinery (requests, evaluate, ...): the
