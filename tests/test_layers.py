@@ -1,7 +1,7 @@
 """The layer rules that import-linter cannot see (the contract itself: `lint-imports`).
 
 An import of a rewardlab module inside a function is allowed only for a heavy optional dependency or a
-measured start-up cost, and must say which in a ``# lazy:`` comment (docs/DEVELOPING.md, "Layers"), so that
+measured start-up cost, and must say which in a ``# lazy:`` comment (docs/DEVELOPING.md, "Floors"), so that
 a function-level import never hides a cycle between floors.
 
 No module names a module of a higher floor in a string used as code either (a ``"module:attr"`` builder, a
@@ -192,3 +192,50 @@ def test_each_floor_registers_its_source_kinds_and_rl_assembles_them():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
+
+
+# ---- sizes: one job per module (docs/DEVELOPING.md, "Conventions") -------------------------------------------
+MAX_MODULE_LINES = 800
+MAX_CLASS_LINES = 400
+SIZE_EXEMPT = ("verifiers/ifeval/instructions.py",)
+"""IFEval's instruction registry: one class per instruction, Google's list as it is."""
+
+
+def oversized(path: Path, root: Path = ROOT) -> list[str]:
+    """``path`` (lines) when the module is over :data:`MAX_MODULE_LINES`, and ``path:Class`` (lines) for each
+    class over :data:`MAX_CLASS_LINES`."""
+    text = path.read_text()
+    where = path.relative_to(root).as_posix()
+    found = []
+    lines = len(text.splitlines())
+    if lines > MAX_MODULE_LINES:
+        found.append(f"{where} ({lines} lines)")
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+            found.append(f"{where}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    return found
+
+
+def test_no_module_or_class_is_oversized():
+    # The scripts under data/ that build sample data (build_*.py) are data, not library code.
+    checked = [
+        p
+        for p in library_files()
+        if p.relative_to(ROOT).as_posix() not in SIZE_EXEMPT
+        and not (p.relative_to(ROOT).parts[0] == "data" and p.name.startswith("build_"))
+    ]
+    assert len(checked) > 200  # every floor is read
+    too_big = [where for path in checked for where in oversized(path)]
+    assert not too_big, "split these into parts with one job each:\n" + "\n".join(too_big)
+
+
+def test_the_size_check_reports_a_long_module_and_a_long_class(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_CLASS_LINES))
+    path = tmp_path / "m.py"
+    path.write_text("class Big:\n" + body + "\n" + "\n" * MAX_MODULE_LINES)
+    assert oversized(path, tmp_path) == [
+        f"m.py ({MAX_CLASS_LINES + 1 + MAX_MODULE_LINES} lines)",
+        f"m.py:Big ({MAX_CLASS_LINES + 1} lines)",
+    ]
+    path.write_text("class Small:\n    x = 1\n")
+    assert oversized(path, tmp_path) == []
