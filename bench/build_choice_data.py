@@ -11,10 +11,10 @@ extraction's letter, ``null`` when its regex failed) and ``response``; all rows 
 
 ``GIT_DIR`` is the fetched repository's git directory (e.g. ``/work/.mirror/TIGER-AI-Lab+MMLU-Pro/repo``).
 
-It also writes ``mmlu_pro_disagreements.json`` next to the rows: every row where the official ``pred`` is a
-letter and ``choice`` does not read that letter, with the class of the disagreement (:func:`classify`). The
-classes were checked by reading samples of each; ``tests/test_choice_mmlu_pro.py`` fails on any disagreement
-not listed, and on a listed row that no longer disagrees.
+It writes the rows only. The classes of disagreement between ``choice`` and the official extraction are
+predicates on the response text in ``tests/test_choice_mmlu_pro.py`` (``DIFFERENCES``), not lists derived from
+``choice``'s own output, and the hand labels of rows the official regex could not read are in
+``tests/data/choice/mmlu_pro_hand_labels.json`` (written by hand, not by this script).
 """
 
 from __future__ import annotations
@@ -22,28 +22,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import re
 import subprocess
 from pathlib import Path
-
-from rewardlab.types import Record, Result
-from rewardlab.verifiers.choice import ChoiceVerifier
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "tests" / "data" / "choice" / "mmlu_pro_deepseek.jsonl.gz"
 COMMIT = "eeeb46ca13acc9e60ce45a8dc2fb141ee76600ab"
 FOLDER = "eval_results/deepseek"
-ALLOWLIST = DEFAULT_OUT.with_name("mmlu_pro_disagreements.json")
-OFFICIAL_FIRST = re.compile(r"answer is \(?([ABCDEFGHIJ])\)?")  # run_deepseek.py's pattern (see the tests)
-CLASSES = {
-    "hedge": "the final statement names two or more letters ('(A) and (E)', '(B) or (H)'); official takes the first",
-    "superseded": "official takes an earlier statement; a later one names another letter",
-    "letter_text_conflict": "the letter is followed by the text of another option ('(E). 3.6 g' with 3.6 g = J)",
-    "final_names_no_option": "the final statement names a value or text that is no option ('the correct answer is 2500 J')",
-    "negated_final": "the final statement denies an answer ('the correct answer is not listed among the options')",
-    "letter_beyond_options": "official reads a letter past the record's option count",
-    "official_word_initial": "official reads the first letter of a word ('answer is Hurler syndrome' -> H)",
-}
 KEPT = ("question_id", "category", "options", "answer", "pred", "response")
 
 
@@ -74,56 +59,6 @@ def write_rows(rows: list[dict], out: Path) -> None:
             f.write((json.dumps(row, ensure_ascii=False) + "\n").encode())
 
 
-def classify(row: dict, result: Result) -> str | None:
-    """Why ``choice`` does not read the official ``pred`` on ``row`` (``None`` when it does, or pred is null)."""
-    pred, details = row["pred"], result.details
-    read = details.get("extracted") if "correct" in details and not _refused(details) else None
-    if pred is None or read == pred:
-        return None
-    reason = details.get("reason") or ""
-    by_reason = [
-        (("two options", "several options"), "hedge"),
-        (("with the text of option",), "letter_text_conflict"),
-        (("negated",), "negated_final"),
-        (("names no option letter", "box names no"), "final_names_no_option"),
-        (("is not one of the",), "letter_beyond_options"),
-    ]
-    for words, name in by_reason:
-        if any(word in reason for word in words):
-            return name
-    official = OFFICIAL_FIRST.search(row["response"])
-    if official is not None and re.match(r"[a-z]", row["response"][official.end() :]):
-        return "official_word_initial"
-    if read is not None and official is not None and official.start() < details["extracted_span"][0]:
-        return "superseded"
-    return "unexplained"
-
-
-def _refused(details: dict) -> bool:
-    reason = details.get("reason") or ""
-    return details.get("extracted") is None or not (details["correct"] or reason.startswith("read "))
-
-
-def score_rows(rows: list[dict]) -> list[Result]:
-    verifier = ChoiceVerifier()
-    return [
-        verifier.score(
-            Record(completion=row["response"], reference={"answer": row["answer"], "options": row["options"]})
-        )
-        for row in rows
-    ]
-
-
-def write_allowlist(rows: list[dict], out: Path) -> dict[str, int]:
-    listed = {row["id"]: classify(row, result) for row, result in zip(rows, score_rows(rows), strict=True)}
-    listed = {key: name for key, name in listed.items() if name is not None}
-    out.write_text(json.dumps(dict(sorted(listed.items())), indent=0) + "\n")
-    counts: dict[str, int] = {}
-    for name in listed.values():
-        counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -136,8 +71,6 @@ def main() -> None:
     write_rows(rows, args.out)
     nulls = sum(row["pred"] is None for row in rows)
     print(f"{len(rows)} rows ({nulls} with pred null) -> {args.out} ({args.out.stat().st_size / 1e6:.2f} MB)")
-    counts = write_allowlist(rows, args.out.with_name(ALLOWLIST.name))
-    print(f"disagreements with the official pred, by class -> {ALLOWLIST.name}: {counts}")
 
 
 if __name__ == "__main__":
