@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from rewardlab.cli import main
 from rewardlab.types import Record, Result
 from rewardlab.verifiers import Verifier, get_verifier
 from rewardlab.verifiers.format import CombinedVerifier, FormatVerifier, format_and_correct
@@ -205,9 +206,6 @@ def test_format_with_correct_from_config(tmp_path):
     assert v.score(Record(completion=good, reference=ref)).reward == 1.5
     assert v.score_batch([Record(completion="SELECT count(*) FROM singer", reference=ref)])[0].reward == 0.0
     assert pickle.loads(pickle.dumps(v)).score(Record(completion=good, reference=ref)).reward == 1.5
-    pytest.importorskip("rewardlab.scoring.engine")
-    from rewardlab.cli import main
-
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text(json.dumps({"completion": good, "reference": ref}) + "\n")
     argv = ["score", str(src), "-o", str(out), "--verifier", "format", "--workers", "0", "--no-progress",

@@ -1,8 +1,9 @@
 """rewardlab's sources as TRL reward functions (``rewardlab.integrations.trl``).
 
 The end-to-end test runs ``docs/examples/trl_grpo.py`` (the documented example itself): a real
-``trl.GRPOTrainer`` trains the tiny model for 2 steps with ``reward_function("math")``, and what the function
-returned, and what TRL logged, equals ``score_records(records, "math")`` on the same completions. A second
+``trl.GRPOTrainer`` trains the tiny model for 2 steps with ``reward_function("math")``, the model made to
+write known completions (right, wrong, no answer), and what the function returned, and what TRL logged, are
+the rewards expected for them (1s and 0s), equal to ``score_records(records, "math")`` too. A second
 trainer drives TRL's reward path (``GRPOTrainer._calculate_rewards``: the synchronous and the ``async``
 reward functions, ``None`` as NaN, ``log_metric`` / ``log_extra``) without generating. The rest calls the
 function directly, as TRL does: missing rewards, error rows, conversational completions, timeouts, closing.
@@ -14,6 +15,7 @@ import asyncio
 import gc
 import importlib.util
 import math
+import re
 import subprocess
 import sys
 import time
@@ -114,38 +116,111 @@ class RecordingRewardFunction(RewardFunction):
         return rewards
 
 
+def forced_completion(prompt: str, row: int) -> tuple[str, float, str | None]:
+    """What the policy is made to write for ``prompt`` in row ``row`` of a generation batch (2 prompts x 2
+    completions, one prompt's two side by side), with the reward and error expected for it: a correct boxed
+    answer, a wrong one, a correct one, no answer at all. The answer is worked out here from the prompt
+    (``"a+b="`` or ``"a-b="``), not read from the dataset."""
+    a, op, b = re.fullmatch(r"(\d+)([+-])(\d+)=", prompt).groups()
+    answer = int(a) + int(b) if op == "+" else int(a) - int(b)
+    return [
+        (f"\\boxed{{{answer}}}", 1.0, None),
+        (f"\\boxed{{{answer + 1}}}", 0.0, None),
+        (f"\\boxed{{{answer}}}", 1.0, None),
+        ("no idea", 0.0, "no answer found"),
+    ][row % 4]
+
+
+def forcing_model(tokenizer, generated: list[list[str]]):
+    """The tiny model, its ``generate`` made to write :func:`forced_completion` (a logits processor leaves
+    one token possible at each step, then EOS); each call's texts are appended to ``generated``."""
+    import torch  # lazy: torch (the [rl] extra) is only needed by the TRL tests
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    from rewardlab.data.tiny import build_tiny_model
+
+    class Forced(LogitsProcessor):
+        def __init__(self, targets: list[list[int]], prompt_length: int) -> None:
+            self.targets, self.prompt_length = targets, prompt_length
+
+        def __call__(self, input_ids, scores):
+            step = input_ids.shape[1] - self.prompt_length
+            forced = torch.full_like(scores, float("-inf"))
+            for row, target in enumerate(self.targets):
+                forced[row, target[step] if step < len(target) else tokenizer.eos_token_id] = 0.0
+            return forced
+
+    model = build_tiny_model()
+    generate = model.generate
+
+    def forced_generate(*args, input_ids, **kwargs):
+        prompts = tokenizer.batch_decode(input_ids, skip_special_tokens=True)
+        texts = [forced_completion(p, row)[0] for row, p in enumerate(prompts)]
+        generated.append(texts)
+        targets = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        processors = LogitsProcessorList([Forced(targets, input_ids.shape[1])])
+        return generate(*args, input_ids=input_ids, logits_processor=processors, **kwargs)
+
+    model.generate = forced_generate
+    return model
+
+
 def test_example_trains_with_trl_and_its_rewards_are_rewardlabs(tmp_path, monkeypatch, one_torch_thread):
+    """The example trains 2 steps with a policy made to write known completions (per batch: right, wrong,
+    right, no answer): the rewards TRL got, logged and averaged are the expected ones, 1s and 0s."""
     pytest.importorskip("trl")
     example = _load_example()
     made: list[RecordingRewardFunction] = []
+    generated: list[list[str]] = []
 
     def recording_reward_function(*args, **kwargs):
         made.append(RecordingRewardFunction(*args, **kwargs))
         return made[-1]
 
     monkeypatch.setattr(example, "reward_function", recording_reward_function)
-    trainer = example.main(str(tmp_path / "out"), steps=2, max_completion_length=10)
+    monkeypatch.setattr(
+        example, "build_tiny_model", lambda: forcing_model(example.load_tiny_tokenizer(), generated)
+    )
+    trainer = example.main(str(tmp_path / "out"), steps=2, max_completion_length=12)
 
     (fn,) = made
     assert fn._pools[0].scorer is None  # the example closed the pool
-    assert len(fn.calls) == 2 and all(len(c["completions"]) == 4 for c in fn.calls)
-    for call in fn.calls:
+    assert len(generated) == 2 and len(fn.calls) == 2
+    dataset = {row["prompt"]: row["solution"] for row in example.arithmetic_dataset(4)}
+    seen_prompts = []
+    for call, texts in zip(fn.calls, generated, strict=True):
+        assert len(call["prompts"]) == 4 and call["prompts"][0::2] == call["prompts"][1::2]
+        seen_prompts += call["prompts"][0::2]
+        expected = [forced_completion(p, row) for row, p in enumerate(call["prompts"])]
+        assert call["completions"] == texts == [text for text, _, _ in expected]  # what the policy wrote
+        assert call["solution"] == [dataset[p] for p in call["prompts"]]
+        assert call["rewards"] == [reward for _, reward, _ in expected] == [1.0, 0.0, 1.0, 0.0]
         records = [
             Record(prompt=p, completion=c, reference=s)
             for p, c, s in zip(call["prompts"], call["completions"], call["solution"], strict=True)
         ]
         assert call["rewards"] == [r.reward for r in score_records(records, "math")]
+    assert sorted(seen_prompts) == sorted(dataset)  # 2 steps x 2 prompts: each of the 4 once
 
     # What TRL logged: the last generation batch's rewards and the extra columns, and each step's metrics.
     last = fn.calls[-1]
     assert list(trainer._logs["completion"]) == last["completions"]
-    assert list(trainer._logs["rewards"]["math"]) == last["rewards"]
-    assert len(trainer._logs["extra"]["math/error"]) == 4
+    assert list(trainer._logs["rewards"]["math"]) == [1.0, 0.0, 1.0, 0.0]
+    assert list(trainer._logs["extra"]["math/error"]) == [None, None, None, "no answer found"]
+    answers = [dataset[p] for p in last["prompts"]]
+    assert list(trainer._logs["extra"]["math/answer"]) == [
+        answers[0],
+        str(int(answers[1]) + 1),
+        answers[2],
+        None,
+    ]
     steps = [entry for entry in trainer.state.log_history if "rewards/math/mean" in entry]
     assert len(steps) == 2
-    for entry, call in zip(steps, fn.calls, strict=True):
-        assert entry["rewards/math/mean"] == pytest.approx(sum(call["rewards"]) / 4)
-        assert 0.0 <= entry["rewardlab/math/errors"] <= 1.0
+    for entry in steps:
+        assert entry["rewards/math/mean"] == 0.5
+        assert entry["reward"] == 0.5
+        assert entry["rewardlab/math/errors"] == 0.25
+        assert entry["rewardlab/math/errors/no_answer_found"] == 0.25
         assert entry["rewardlab/math/missing"] == 0.0
 
 
@@ -314,12 +389,13 @@ def test_a_timeout_row_does_not_stall_the_others():
     try:
         logs = Loggers()
         start = time.monotonic()
-        rewards = fn(prompts=["p"] * 4, completions=["0", "30", "0", "0"], **logs.kwargs())
+        rewards = fn(prompts=["p"] * 4, completions=["0", "60", "0", "0"], **logs.kwargs())
         elapsed = time.monotonic() - start
         assert rewards == [1.0, 0.0, 1.0, 1.0]
         assert logs.extra["_trl_sleepy/error"] == [None, "timeout", None, None]
         assert logs.metrics["rewardlab/_trl_sleepy/errors/timeout"] == [0.25]
-        assert elapsed < 8, elapsed  # the 30 s row was cut at ~1 s
+        # a hang guard, not a speed check: the 60 s row was cut at ~1 s (uncut, the call takes 60 s)
+        assert elapsed < 30, elapsed
         assert fn(prompts=["p"], completions=["0"]) == [1.0]  # the pool goes on
     finally:
         fn.close()
@@ -356,7 +432,7 @@ def test_garbage_collection_closes_the_pool():
     gc.collect()
     assert scorer._closed
     for process in workers:
-        process.join(timeout=5)
+        process.join(timeout=30)  # a hang guard: a live worker fails at once after it
         assert not process.is_alive()
 
 

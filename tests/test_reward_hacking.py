@@ -23,8 +23,6 @@ from rewardlab.rl.step_rewards import (
 )
 from rewardlab.types import Record
 
-pytest.importorskip("rewardlab.rewardmodels.shaping")
-
 BASE = ["7*3=21", "12+21=33", "Answer: 33"]
 SHAPINGS = ["clip", "delta", "clip+delta"]
 

@@ -7,8 +7,11 @@ import os
 import pickle
 import shutil
 
+import duckdb  # a core dependency (the SQL verifier's duckdb engine): imported plainly
 import pytest
 
+from rewardlab.cli import main
+from rewardlab.scoring import score_records
 from rewardlab.types import Record
 from rewardlab.verifiers import get_verifier
 from rewardlab.verifiers.sql import SQLVerifier, compare_results, extract_sql, has_top_level_order_by
@@ -285,7 +288,6 @@ def test_gold_cache_invalidated_when_file_changes(tmp_path):
 
 # ----------------------------------------------------------------------------------------- duckdb
 def _duckdb_file(tmp_path, db_id: str) -> str:
-    duckdb = pytest.importorskip("duckdb")
     path = str(tmp_path / f"{db_id}.duckdb")
     conn = duckdb.connect(path)
     conn.execute(read(os.path.join(DB_ROOT, db_id, db_id + ".sql")))
@@ -359,9 +361,6 @@ def test_sample_on_duckdb_agrees_where_dialects_agree(tmp_path):
 # ----------------------------------------------------------------------------------------- scoring engine
 def test_rewardlab_score_cli_on_the_sample(tmp_path):
     """``rewardlab score --verifier sql`` through the scoring engine's worker processes."""
-    pytest.importorskip("rewardlab.scoring.engine")
-    from rewardlab.cli import main
-
     rows = [json.loads(line) for line in read(os.path.join(DATA, "predictions.jsonl")).splitlines()][:24]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -377,9 +376,6 @@ def test_rewardlab_score_cli_on_the_sample(tmp_path):
 
 
 def test_score_records_with_a_verifier_instance():
-    pytest.importorskip("rewardlab.scoring.engine")
-    from rewardlab.scoring import score_records
-
     records = load_predictions()[:12]
     results = score_records(records, SQLVerifier(db_root=DB_ROOT, test_suite=True), workers=0)
     assert [r.reward for r in results] == [float(r.metadata["expected"]) for r in records]
