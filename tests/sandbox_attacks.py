@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from collections.abc import Callable
 from typing import Any
 
 BOUNDED_FORKS = (
@@ -24,14 +26,17 @@ BOUNDED_FORKS = (
 FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
 DAEMON = (
     "import os, time\n"
+    "_r, _w = os.pipe()\n"
     "if os.fork() == 0:\n"
     "    os.setsid()\n"
     "    if os.fork() == 0:\n"
+    "        os.write(_w, b'up')\n"
     "        time.sleep(60)\n"
     "    os._exit(0)\n"
-    "time.sleep(0.2)\n"
+    "os.read(_r, 2)\n"
 )
-"""A double-forked, setsid-ed daemon meant to outlive its program (append what the program then does)."""
+"""A double-forked, setsid-ed daemon meant to outlive its program (append what the program then does); the
+program goes on once the daemon runs (a pipe, not a sleep: the order holds on a loaded machine)."""
 
 
 def secret_hunter(roots: list[str]) -> str:
@@ -91,6 +96,18 @@ def sandbox_processes(sandbox: Any) -> list[str]:
         if base <= uid < base + n_slots:
             found.append(pid)
     return found
+
+
+def eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
+    """Whether ``condition()`` holds within ``within`` seconds, polled (a killed process is reaped a moment
+    after the call that killed it returns): true at once when it already holds, so a pass costs no wait, and
+    the bound is room for a loaded 2-core machine, not a speed."""
+    end = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def machine_healthy() -> bool:

@@ -28,6 +28,7 @@ from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on
     BOUNDED_FORKS,
     DAEMON,
     FORK_BOMB,
+    eventually,
     machine_healthy,
     sandbox_processes,
     secret_hunter,
@@ -40,6 +41,9 @@ from rewardlab.envs.tools import CalculatorError, calculate, echo_last_expressio
 from rewardlab.types import Record
 
 TIMEOUT = 2.0
+HANG_S = max(10.0, TIMEOUT + 5)
+"""A bound that guards a hang or a kill (never a speed): room for a loaded 2-core machine; the programs it
+guards against run forever unless killed."""
 SANDBOX = {"max_processes": 16, "parallelism": 2}  # the code verifier's safety tests use these limits
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV_SECRET = f"rk-env-secret-{uuid.uuid4().hex}"
@@ -92,7 +96,9 @@ def children() -> set[int]:
 
 def needs_private_uid(env: ToolEnv) -> None:
     if not sandbox_of(env).info["private_uid"]:
-        pytest.skip("no private uid (not root): RLIMIT_NPROC would count the user's own processes")
+        pytest.skip(
+            "this machine cannot have it: a private uid (not root): RLIMIT_NPROC would count the user's own processes"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -108,10 +114,9 @@ def test_fork_bomb_is_contained(env):
     bomb = FORK_BOMB
     t0 = time.monotonic()
     observation, ep = observe(env, bomb)
-    assert time.monotonic() - t0 < TIMEOUT + 5
+    assert time.monotonic() - t0 < HANG_S
     assert observation.endswith("error: timed out") and ep.tool_errors == {"timeout": 1}
-    time.sleep(0.2)
-    assert sandbox_processes(sandbox_of(env)) == []
+    assert eventually(lambda: sandbox_processes(sandbox_of(env)) == []), sandbox_processes(sandbox_of(env))
     assert children() <= before  # the warm workers, and nothing the program started
     assert machine_healthy()
 
@@ -121,8 +126,7 @@ def test_process_outliving_the_call_is_killed(env):
     before = children()
     observation, ep = observe(env, daemon)
     assert observation == "parent done" and not ep.tool_errors
-    time.sleep(0.2)
-    assert sandbox_processes(sandbox_of(env)) == []
+    assert eventually(lambda: sandbox_processes(sandbox_of(env)) == []), sandbox_processes(sandbox_of(env))
     assert children() <= before
 
 
@@ -130,7 +134,7 @@ def test_infinite_loop_times_out(env):
     for loop in ["while True:\n    pass", "import time\nprint('started', flush=True)\ntime.sleep(3600)"]:
         t0 = time.monotonic()
         observation, ep = observe(env, loop)
-        assert time.monotonic() - t0 < TIMEOUT + 5
+        assert time.monotonic() - t0 < HANG_S
         assert observation.endswith("error: timed out") and ep.tool_errors == {"timeout": 1}
     assert observation.startswith("started")  # what it printed before is kept
     assert sandbox_processes(sandbox_of(env)) == []
@@ -139,7 +143,7 @@ def test_infinite_loop_times_out(env):
 def test_output_flood(env):
     t0 = time.monotonic()
     observation, ep = observe(env, "while True:\n    print('x' * 10000)")
-    assert time.monotonic() - t0 < TIMEOUT + 5
+    assert time.monotonic() - t0 < HANG_S
     assert ep.tool_errors == {"output_limit": 1}
     assert observation.endswith("error: output limit exceeded")
     assert len(observation) <= SANDBOX.get("max_output_mb", 16) * 2**20 + 100  # captured output is capped
@@ -477,7 +481,8 @@ def test_unreadable_calls_are_observations(cheap_env, case):
     text, kind, message = REFUSED_CALLS[case]
     t0 = time.monotonic()
     observation, ep = turn_observation(cheap_env, text)
-    assert time.monotonic() - t0 < 5  # refused before any costly parse
+    # a hang guard, not a speed: a parse that is quadratic or worse on these megabytes would take minutes
+    assert time.monotonic() - t0 < HANG_S
     assert observation.startswith("error: ") and message in observation, observation[:200]
     assert ep.tool_errors == {kind: 1} and ep.tool_calls == 1
 

@@ -221,7 +221,7 @@ def test_catastrophic_pattern_times_out_as_an_error_row():
     schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}}}
     start = time.perf_counter()
     result = score('{"name": "' + "a" * 40 + '!"}', schema, timeout=0.2)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < 10  # a hang guard: unstopped, the backtracking takes hours
     assert result.reward == 0.0 and result.error.startswith("timeout")
     assert result.details["extracted"].startswith('{"name"')
 

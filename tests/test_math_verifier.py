@@ -164,9 +164,11 @@ def test_adversarial_completions_extract_in_linear_time(verifier):
         "$" * 20_000,
     ]
     for text in floods:
+        # a hang guard only: quadratic or worse would take minutes on the longer floods; how the time grows
+        # with the length (the linear-time claim, as a ratio) is bench/latency.py's `math extract` figure
         start = time.perf_counter()
         verifier.extract(text)
-        assert time.perf_counter() - start < 2.0, text[:20]
+        assert time.perf_counter() - start < 10, text[:20]
     assert verifier.score(Record(completion="{" * 100_000 + "\\boxed{3}", reference="3")).reward == 1.0
 
 

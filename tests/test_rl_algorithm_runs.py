@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 
 import pytest
 import torch
@@ -60,10 +59,10 @@ def _rows(tmp_path):
 
 # -- asynchronous rollouts ------------------------------------------------------------------------------------
 def test_overlapped_rollouts_bound_the_lag_and_overlap_the_update():
-    started = {}
+    started = {step: threading.Event() for step in range(5)}
 
     def produce(step, weights):
-        started[step] = time.perf_counter()
+        started[step].set()
         return f"batch {step} with {weights}"
 
     rollouts = OverlappedRollouts(produce, staleness=1, start=0, stop=5)
@@ -72,14 +71,13 @@ def test_overlapped_rollouts_bound_the_lag_and_overlap_the_update():
         # exactly the weights of update step - 1 (the sampler's own copy for the first two batches)
         assert got.version == max(step - 1, 0)
         assert got.item == f"batch {step} with {f'w{step - 1}' if step >= 2 else None}"
-        t_update = time.perf_counter()
-        time.sleep(0.2)  # the update
         if step + 1 < 5:
-            # the next batch was started before this update ended (generation overlaps it)
-            assert started[step + 1] < t_update + 0.2
+            # the update waits for the next batch to start: it starts before this update ends (generation
+            # overlaps it), an order, not a stopwatch (a sampler that waited for publish never would)
+            assert started[step + 1].wait(30)
         rollouts.publish(step + 1, f"w{step + 1}")
     rollouts.close()
-    assert sorted(started) == [0, 1, 2, 3, 4]
+    assert all(event.is_set() for event in started.values())
 
 
 def test_overlapped_rollouts_raise_the_threads_error_and_close_while_waiting():
@@ -97,7 +95,7 @@ def test_overlapped_rollouts_raise_the_threads_error_and_close_while_waiting():
     waiting.take(0)
     closer = threading.Thread(target=waiting.close)
     closer.start()
-    closer.join(timeout=5)
+    closer.join(timeout=30)
     assert not closer.is_alive()  # the thread waiting for version 1 stops on close
 
 

@@ -12,6 +12,10 @@ from rewardlab.scoring import Scorer, score_dataset, score_records, summarize
 from rewardlab.types import Record, Result
 from rewardlab.verifiers import Verifier, get_verifier
 
+HANG_S = 10.0
+"""A bound that guards a kill (never a speed): room for a loaded 2-core machine, far from the hostile rows'
+30 s or more."""
+
 
 class SleepyVerifier(Verifier):
     """Sleeps ``completion`` seconds (a stand-in for a runaway check), then rewards 1."""
@@ -97,7 +101,7 @@ def test_timeout_fires_and_the_run_goes_on():
     elapsed = time.monotonic() - start
     assert [r.error for r in results] == [None, "timeout", None, "timeout", None]
     assert results[1].details == {"timeout_s": 1.0}
-    assert elapsed < 8, elapsed  # two 30 s sleeps were killed at ~1 s
+    assert elapsed < HANG_S, elapsed  # two 30 s sleeps were killed at ~1 s (not killed: 30 s)
 
 
 def test_math_pathological_inputs_time_out_within_the_timeout():
@@ -117,7 +121,7 @@ def test_math_pathological_inputs_time_out_within_the_timeout():
     for result in results[1:3]:  # either math-verify gives up quickly, or the engine kills it
         assert result.error == "timeout" or (result.reward == 0.0 and result.error is None), result
     assert results[3].reward == 1.0
-    assert elapsed < 3 * timeout + 3, elapsed
+    assert elapsed < max(HANG_S, 3 * timeout + 3), elapsed  # not killed: ~50 s
 
 
 def test_worker_crash_costs_one_row():

@@ -281,7 +281,7 @@ def test_workers_die_with_a_killed_parent_and_release_its_pipes(tmp_path):
     start = time.time()
     proc.communicate(timeout=20)  # returns only once no worker holds the stdout/stderr pipes
     assert time.time() - start < 10
-    assert _gone(workers, within=5)
+    assert _gone(workers, within=30)
 
 
 def test_sigterm_stops_cleanly_and_the_run_resumes(tmp_path):
@@ -293,7 +293,7 @@ def test_sigterm_stops_cleanly_and_the_run_resumes(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143 and b"rewardlab score: terminated" in err
     assert b"Traceback" not in err
-    assert _gone(workers, within=5)
+    assert _gone(workers, within=30)
     data = out.read_bytes()
     assert data.endswith(b"\n")  # every row written is whole
     done = [json.loads(line) for line in data.splitlines()]

@@ -16,6 +16,10 @@ from rewardlab.scoring import Closed, QueueFull, Scorer, ScoringStream, score_re
 from rewardlab.types import Record, Result
 from rewardlab.verifiers.base import Verifier
 
+HANG_S = 10.0
+"""A bound that guards a hang or a kill (never a speed): room for a loaded 2-core machine, well under the
+hostile rows' 60 s."""
+
 
 def _sleepy(n: int, seconds: float = 0.0) -> list[dict]:
     return [{"completion": str(seconds)} for _ in range(n)]
@@ -34,12 +38,14 @@ class _HeldSource:
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
+        self.started = threading.Event()
         self.release = threading.Event()
 
     def score_batch(self, records):
         self.batches.append([r.completion for r in records])
         if len(self.batches) == 1:
-            self.release.wait(10)
+            self.started.set()
+            self.release.wait(60)
         return [Result(reward=float(len(r.completion))) for r in records]
 
 
@@ -73,20 +79,18 @@ def test_eight_threads_get_score_records_rewards_bit_for_bit():
 
 def test_a_hostile_row_does_not_hold_a_later_clean_request():
     # Under a barrier (the old micro-batcher: one call per turn) the clean request would wait for the
-    # hostile row's call to end, i.e. the timeout (2 s); here a free worker takes it at once.
-    with ScoringStream(Scorer(SleepyVerifier(), workers=2, timeout=2.0)) as stream:
+    # hostile row's call to end, i.e. its timeout (30 s, past the clean request's 15 s wait); here a free
+    # worker takes it at once. The order is the check, not a stopwatch: the clean request is answered while
+    # the hostile row is still held, then abort kills it (the timeout itself is checked below).
+    with ScoringStream(Scorer(SleepyVerifier(), workers=2, timeout=30.0)) as stream:
         _warm(stream)
-        start = time.monotonic()
-        hostile = stream.submit(_sleepy(1, 30))
-        time.sleep(0.1)
-        clean_start = time.monotonic()
-        clean = stream.submit(_sleepy(3)).result(10)
-        clean_s = time.monotonic() - clean_start
-        [timed_out] = hostile.result(10)
-        hostile_s = time.monotonic() - start
+        hostile = stream.submit(_sleepy(1, 60))
+        clean = stream.submit(_sleepy(3)).result(15)
+        assert not hostile.done()
+        stream.abort()
+        [aborted] = hostile.result(10)
     assert [r.reward for r in clean] == [1.0] * 3
-    assert timed_out.error == "timeout" and timed_out.details == {"timeout_s": 2.0}
-    assert clean_s < 0.75 and clean_s < hostile_s / 2, (clean_s, hostile_s)
+    assert aborted.error == "scoring failed: the scoring stream was aborted"
 
 
 def test_a_row_submitted_while_idle_is_answered_promptly_and_idle_costs_no_cpu():
@@ -97,9 +101,9 @@ def test_a_row_submitted_while_idle_is_answered_promptly_and_idle_costs_no_cpu()
         after = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         assert cpu < 0.1, cpu  # a busy spin would use ~1 s
-        start = time.monotonic()
+        # answered at all (a lost wake-up would hang here); how promptly is bench/score_engine.py's
+        # `stream` figure (idle against busy latency, a ratio), not a bound here
         assert [r.reward for r in stream.submit(_sleepy(1)).result(10)] == [1.0]
-        assert time.monotonic() - start < 0.3
 
 
 def test_close_answers_everything_submitted_then_refuses():
@@ -118,12 +122,14 @@ def test_close_answers_everything_submitted_then_refuses():
 def test_abort_fails_what_is_left_and_kills_busy_workers():
     stream = ScoringStream(Scorer(SleepyVerifier(), workers=1, timeout=30))
     _warm(stream)
-    future = stream.submit(_sleepy(2, 30))
+    future = stream.submit(_sleepy(2, 60))
     time.sleep(0.2)
     start = time.monotonic()
     stream.abort()
-    assert time.monotonic() - start < 5
-    assert [r.error for r in future.result(1)] == ["scoring failed: the scoring stream was aborted"] * 2
+    # a hang guard: an abort that waited for the rows would take their 30 s timeout
+    assert time.monotonic() - start < HANG_S
+    assert future.done()  # answered by abort itself
+    assert [r.error for r in future.result()] == ["scoring failed: the scoring stream was aborted"] * 2
 
 
 def test_a_crash_or_a_timeout_costs_only_its_row():
@@ -135,23 +141,26 @@ def test_a_crash_or_a_timeout_costs_only_its_row():
         assert results[1].error == "worker crashed: exit code 3"
         assert [r.reward for r in other.result(20)] == [1.0] * 3
     with ScoringStream(Scorer(SleepyVerifier(), workers=1, timeout=1.0)) as stream:
-        results = stream.submit(_sleepy(1) + _sleepy(1, 30) + _sleepy(2)).result(20)
+        start = time.monotonic()
+        results = stream.submit(_sleepy(1) + _sleepy(1, 60) + _sleepy(2)).result(30)
         assert [r.error for r in results] == [None, "timeout", None, None]
+        assert results[1].details == {"timeout_s": 1.0}
+        assert time.monotonic() - start < HANG_S  # the 60 s row was killed at its 1 s timeout
 
 
 def test_queue_limit_cancelled_requests_and_in_process_batches():
     source = _HeldSource()
     with ScoringStream(Scorer(source, workers=1), max_queued_rows=3) as stream:
         first = stream.submit([Record(completion="a")])
-        time.sleep(0.1)  # the first batch is being scored: what follows waits in the feed
+        assert source.started.wait(30)  # the first batch is being scored: what follows waits in the feed
         cancelled = stream.submit([Record(completion="bb")])
         kept = stream.submit([Record(completion="ccc")])
         with pytest.raises(QueueFull, match="3 rows are waiting"):
             stream.submit([Record(completion="d")])
         assert stream.queued_rows == 3 and cancelled.cancel()
         source.release.set()
-        assert [r.reward for r in first.result(5)] == [1.0]
-        assert [r.reward for r in kept.result(5)] == [3.0]
+        assert [r.reward for r in first.result(30)] == [1.0]
+        assert [r.reward for r in kept.result(30)] == [3.0]
     assert source.batches == [["a"], ["ccc"]]  # the cancelled request was never scored
 
 
@@ -195,24 +204,30 @@ def _spinning(*seconds: float) -> list[Record]:
 
 
 def test_spare_workers_take_the_rows_behind_cpu_stragglers_and_stop_after():
-    # One worker: without spares, the clean request would wait for the 3 hostile rows' timeouts (6 s);
-    # with them, each straggler is demoted after STRAGGLER_S of CPU and a fresh worker goes on.
-    scorer = Scorer(SpinningVerifier(), workers=1, timeout=2.0, spare_workers=4)
+    # One worker: without spares, the clean request would wait for the 6 hostile rows' timeouts, one after
+    # the other (12 s, past the 10 s bound below); with them, each straggler is demoted after STRAGGLER_S of
+    # CPU and a fresh worker goes on, so the clean request costs no timeout at all.
+    scorer = Scorer(SpinningVerifier(), workers=1, timeout=2.0, spare_workers=6)
     with ScoringStream(scorer) as stream:
         stream.submit(_spinning(0)).result(10)
-        hostile = [stream.submit(_spinning(60)) for _ in range(3)]
+        hostile = [stream.submit(_spinning(60)) for _ in range(6)]
         time.sleep(0.05)
         start = time.monotonic()
-        clean = stream.submit(_spinning(0, 0, 0)).result(10)
+        clean = stream.submit(_spinning(0, 0, 0)).result(30)
         clean_s = time.monotonic() - start
         assert scorer.pool_size > 1  # stragglers hold spares
-        timed_out = [future.result(10)[0] for future in hostile]
-        time.sleep(0.3)
-        stream.submit(_spinning(0)).result(10)  # the next dispatch stops the stragglers' workers
+        timed_out = [future.result(30)[0] for future in hostile]
+        # the next dispatch stops the stragglers' workers (once the killed ones are reaped)
+        deadline = time.monotonic() + HANG_S
+        while True:
+            stream.submit(_spinning(0)).result(10)
+            if scorer.pool_size == 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert scorer.pool_size == 1
     assert [r.reward for r in clean] == [1.0] * 3
-    assert clean_s < 1.0, clean_s
-    assert [r.error for r in timed_out] == ["timeout"] * 3
+    assert clean_s < 10, clean_s  # 6 timeouts of 2 s in a row would be 12 s
+    assert [r.error for r in timed_out] == ["timeout"] * 6
 
 
 def test_a_slow_legitimate_row_among_stragglers_still_finishes():

@@ -34,6 +34,7 @@ from rewardlab.types import Record, Result
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = "\\boxed{" + "+".join(f"x^{{{k}}}" for k in range(10_000)) + "}"  # ~50 s in math-verify
 TIMEOUT = 2.0
+HANG_S = 10.0  # a bound that guards a hang or a kill: room for a loaded 2-core machine, far from ~50 s
 
 ROWS = [
     {
@@ -303,12 +304,14 @@ class _HeldSource:
 
     def __init__(self) -> None:
         self.calls: list[int] = []
+        self.started = threading.Event()
         self.release = threading.Event()
 
     def score_batch(self, records):
         self.calls.append(len(records))
         if len(self.calls) == 1:
-            self.release.wait(10)
+            self.started.set()
+            self.release.wait(60)
         return [Result(reward=float(len(record.completion))) for record in records]
 
 
@@ -316,11 +319,11 @@ def test_concurrent_requests_to_an_in_process_source_share_one_batch():
     source = _HeldSource()
     stream = ScoringStream(Scorer(source, workers=1))
     first = stream.submit([Record(completion="a")])
-    time.sleep(0.1)  # the first batch is running: the next requests queue behind it
+    assert source.started.wait(30)  # the first batch is running: the next requests queue behind it
     later = [stream.submit([Record(completion="b" * n) for _ in range(n)]) for n in (1, 2, 3)]
     source.release.set()
-    assert [r.reward for r in first.result(5)] == [1.0]
-    assert [[r.reward for r in f.result(5)] for f in later] == [[1.0], [2.0, 2.0], [3.0, 3.0, 3.0]]
+    assert [r.reward for r in first.result(30)] == [1.0]
+    assert [[r.reward for r in f.result(30)] for f in later] == [[1.0], [2.0, 2.0], [3.0, 3.0, 3.0]]
     assert source.calls == [1, 6]  # three requests, one batch
     stream.close()
     with pytest.raises(Closed):
@@ -336,9 +339,12 @@ def test_a_full_queue_refuses_with_503():
     app = app_of(server)
     with TestClient(app) as c, ThreadPoolExecutor(3) as pool:
         first = pool.submit(c.post, "/score", json={"records": [{"completion": "a"}]})
-        time.sleep(0.2)
+        assert source.started.wait(30)
         queued = pool.submit(c.post, "/score", json={"records": [{"completion": "b"}] * 2})
-        time.sleep(0.2)
+        deadline = time.monotonic() + 30
+        while server.pool.stream.queued_rows < 2:  # the second request waits in the queue
+            assert time.monotonic() < deadline, "the second request never queued"
+            time.sleep(0.02)
         refused = c.post("/score", json={"records": [{"completion": "c"}] * 2})
         assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
         assert "rows are waiting" in refused.json()["error"]
@@ -364,22 +370,40 @@ def _post(url: str, records: list[dict]) -> tuple[float, list[dict]]:
     return time.monotonic() - start, response.json()["results"]
 
 
-def test_a_hostile_row_times_out_without_stalling_other_requests(server):
+def test_a_hostile_row_times_out(server):
     _post(f"{server}/score", ROWS[:4])  # warm: the workers exist and the parser's caches are built
-    clean = [{"completion": f"\\boxed{{{i}}}", "reference": str(i)} for i in range(4)]
-    with ThreadPoolExecutor(6) as pool:
-        hostile = pool.submit(_post, f"{server}/score", [clean[0], {"completion": HOSTILE, "reference": "1"}])
-        time.sleep(0.2)  # the hostile row is being scored: the others arrive while it runs
-        others = [pool.submit(_post, f"{server}/score", clean) for _ in range(5)]
-        seconds, results = hostile.result()
-        assert [r["error"] for r in results] == [None, "timeout"] and results[1]["details"] == {
-            "timeout_s": TIMEOUT
-        }
-        assert seconds < TIMEOUT + 1.5
-        for future in others:
-            seconds, results = future.result()
-            assert [r["reward"] for r in results] == [1.0] * 4
-            assert seconds < TIMEOUT + 1.0, seconds
+    seconds, results = _post(f"{server}/score", [ROWS[0], {"completion": HOSTILE, "reference": "1"}])
+    assert [r["error"] for r in results] == [None, "timeout"] and results[1]["details"] == {
+        "timeout_s": TIMEOUT
+    }
+    assert seconds < HANG_S, seconds  # killed at the 2 s timeout: scored to the end, it takes ~50 s
+
+
+def test_a_hostile_row_does_not_stall_other_requests():
+    # A server of its own whose timeout (60 s) outlasts every wait below: the clean requests must be answered
+    # while the hostile row is still held (a server that stalled them behind it would answer them only at
+    # its timeout), an order, not a stopwatch. The server is killed at the end, hostile row and all.
+    proc, url = start_server("--workers", "2", "--timeout", "60")
+    try:
+        _post(f"{url}/score", ROWS[:4])  # warm
+        clean = [{"completion": f"\\boxed{{{i}}}", "reference": str(i)} for i in range(4)]
+        with ThreadPoolExecutor(6) as pool:
+            hostile = pool.submit(
+                _post, f"{url}/score", [clean[0], {"completion": HOSTILE, "reference": "1"}]
+            )
+            deadline = time.monotonic() + 30
+            while "rewardlab_serve_in_flight_requests 2" not in httpx.get(f"{url}/metrics").text:
+                assert time.monotonic() < deadline, "the hostile request never arrived"
+                time.sleep(0.05)  # in flight: this /metrics request and the hostile one
+            others = [pool.submit(_post, f"{url}/score", clean) for _ in range(5)]
+            for future in others:
+                seconds, results = future.result(timeout=HANG_S + 20)
+                assert [r["reward"] for r in results] == [1.0] * 4
+                assert seconds < HANG_S, seconds
+            assert not hostile.done()
+            proc.kill()  # the workers die with it
+    finally:
+        stop_process(proc)
 
 
 def test_sigterm_answers_the_request_in_flight_then_exits_0():

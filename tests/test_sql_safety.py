@@ -125,7 +125,7 @@ def test_runaway_sqlite_queries_stop_at_the_timeout(world_copy, sql):
     result = v.score(Record(completion=sql, reference={"query": GOLD, "db": world_copy}))
     elapsed = time.monotonic() - start
     assert result.error == "timeout" and result.reward == 0.0
-    assert elapsed < 3.0
+    assert elapsed < 10  # a hang guard: unstopped, these queries run for hours
     # the connection is usable afterwards
     assert v.score(Record(completion=GOLD, reference={"query": GOLD, "db": world_copy})).reward == 1.0
 
@@ -218,5 +218,5 @@ def test_runaway_duckdb_queries_stop_at_the_timeout(world_duckdb, sql):
     start = time.monotonic()
     result = v.score(Record(completion=sql, reference={"query": GOLD, "db": world_duckdb}))
     assert result.error == "timeout" and result.reward == 0.0
-    assert time.monotonic() - start < 3.0
+    assert time.monotonic() - start < 10  # a hang guard: unstopped, these queries run for hours
     assert v.score(Record(completion=GOLD, reference={"query": GOLD, "db": world_duckdb})).reward == 1.0

@@ -873,11 +873,11 @@ def test_cli_serves_a_real_server(tmp_path):
         body = None
         for _ in range(100):  # the socket listens before uvicorn serves: retry briefly
             try:
-                body = httpx.get(url + "api/s/0/rows", timeout=5).json()
+                body = httpx.get(url + "api/s/0/rows", timeout=30).json()
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
         assert body and [r["id"] for r in body["data"]] == ["a", "b"]
-        assert httpx.get(url, timeout=5).status_code in (302, 307)
+        assert httpx.get(url, timeout=30).status_code in (302, 307)
     finally:
         stop_process(proc)
