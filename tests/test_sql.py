@@ -119,7 +119,7 @@ def test_sample_shape():
 
 
 def test_sample_test_suite_verdicts_match_labels():
-    verifier = SQLVerifier(db_root=DB_ROOT, test_suite=True, timeout=1.0)
+    verifier = SQLVerifier(db_root=DB_ROOT, test_suite=True, timeout=10.0)
     records = load_predictions()
     results = verifier.score_batch(records)
     wrong = [
@@ -131,7 +131,7 @@ def test_sample_test_suite_verdicts_match_labels():
 
 
 def test_single_database_misses_exactly_the_coincidences():
-    verifier = SQLVerifier(db_root=DB_ROOT, timeout=1.0)
+    verifier = SQLVerifier(db_root=DB_ROOT, timeout=10.0)
     records = load_predictions()
     results = verifier.score_batch(records)
     false_positives = {
@@ -341,8 +341,8 @@ def test_sample_on_duckdb_agrees_where_dialects_agree(tmp_path):
     paths = {
         db_id: _duckdb_file(tmp_path, db_id) for db_id in ("concert_singer", "company", "library", "world")
     }
-    sqlite_v = SQLVerifier(db_root=DB_ROOT, timeout=1.0)
-    duck_v = SQLVerifier(engine="duckdb", timeout=1.0)
+    sqlite_v = SQLVerifier(db_root=DB_ROOT, timeout=10.0)
+    duck_v = SQLVerifier(engine="duckdb", timeout=10.0)
     records = load_predictions()
     agree = total = 0
     for r in records:
@@ -416,14 +416,14 @@ def test_agreement_with_spider_and_bird_logic(tmp_path):
     bench.REF_ROOT = str(tmp_path / "databases")  # the reference harnesses write: give them a copy
     shutil.copytree(DB_ROOT, bench.REF_ROOT)
     records = load_predictions()
-    ours = SQLVerifier(db_root=DB_ROOT, test_suite=True, timeout=1.0).score_batch(records)
+    ours = SQLVerifier(db_root=DB_ROOT, test_suite=True, timeout=10.0).score_batch(records)
     bird_cfg = SQLVerifier(
         db_root=DB_ROOT,
         distinct=True,
         ignore_column_order=False,
         row_order="never",
         float_tolerance=0.0,
-        timeout=1.0,
+        timeout=10.0,
     ).score_batch(records)
     differ_spider, differ_bird = [], []
     for r, o, b in zip(records, ours, bird_cfg, strict=True):
