@@ -1,7 +1,15 @@
-"""Shared fixtures: the tiny tokenizer and model, and a temporary run folder."""
+"""Shared fixtures (the tiny tokenizer and model, a temporary run folder) and the skip policy.
+
+Skip policy: a test may skip only where this machine cannot have what it needs, and its reason then starts
+with ``MACHINE_CANNOT`` (no GPU, not root, no fork). Every other skip (a package, a toolchain or a browser
+that could be installed) is a failure on CI (``REWARDLAB_CI=1``, set by ``.ci/run``) and a line in the
+summary elsewhere. The summary counts skips by reason; ``REWARDLAB_SKIP_LOG`` names a file the counts are
+appended to (``.ci/run`` prints the total of its runs at the end).
+"""
 
 from __future__ import annotations
 
+import collections
 import os
 
 import pytest
@@ -68,3 +76,38 @@ def rm_dir(tmp_path_factory, tiny_tokenizer):
     AutoModelForSequenceClassification.from_config(tiny_model_config(num_labels=1)).save_pretrained(path)
     tiny_tokenizer.save_pretrained(path)
     return str(path)
+
+
+MACHINE_CANNOT = "this machine cannot have it: "
+_SESSION: list[pytest.Session] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SESSION[:] = [session]
+
+
+def _skip_reasons(terminalreporter) -> collections.Counter:
+    reasons = collections.Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    return reasons
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    reasons = _skip_reasons(terminalreporter)
+    if not reasons:
+        return
+    terminalreporter.section("skips by reason")
+    for reason, count in reasons.most_common():
+        terminalreporter.line(f"{count:5d}  {reason}")
+    if os.environ.get("REWARDLAB_SKIP_LOG"):
+        with open(os.environ["REWARDLAB_SKIP_LOG"], "a", encoding="utf-8") as log:
+            log.writelines(f"{count}\t{reason}\n" for reason, count in reasons.items())
+    avoidable = sum(n for reason, n in reasons.items() if not reason.startswith(MACHINE_CANNOT))
+    if avoidable and os.environ.get("REWARDLAB_CI") == "1":
+        terminalreporter.line(
+            f"[ci] {avoidable} skipped where this machine can have the part: install it (CI fails)", red=True
+        )
+        _SESSION[0].exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -330,7 +330,7 @@ def test_one_warm_pool_per_source_and_settings_in_this_process(sleepy_verifier):
     assert rk_verl.compute_score("s", "a", "", routes=routes, workers=1)["score"] == 1.0  # built again
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="this machine cannot have it: os.fork")
 def test_a_forked_child_builds_its_own_pool_and_leaves_the_parents_alone(sleepy_verifier):
     routes = {"s": sleepy_verifier}
     rk_verl.close_pools()

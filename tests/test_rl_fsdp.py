@@ -289,4 +289,6 @@ def test_optimizer_state_keyed_by_name_loads_into_a_plain_model(tiny_model):
         )
 
 
-pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed unavailable")
+pytestmark = pytest.mark.skipif(
+    not torch.distributed.is_available(), reason="this machine cannot have it: torch.distributed"
+)

