@@ -1,14 +1,19 @@
 """Exploration against entropy collapse (issue 35): Clip-Cov and KL-Cov against verl's functions, the
 entropy statistics, and the switches in a run. (``top_entropy_quantile`` against TRL: tests/test_trl_parity.py;
-tree rollouts: tests/test_tree_rollouts.py.)"""
+its gradient in the trainer's update: tests/test_update_through_trainer.py; tree rollouts:
+tests/test_tree_rollouts.py.)"""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 import verl_cov_reference as verl  # tests/verl_cov_reference.py (pytest puts tests/ on the path)
 
 from rewardlab import core_algos as ca
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: one thread is much faster
 
 # Cui et al. (2025), section 4 and verl's PolicyLossConfig: written out here, not read from our defaults,
 # so that a changed default fails the tests.
@@ -111,6 +116,7 @@ def test_config_defaults_are_the_papers():
 
 
 def _run(tmp_path, *overrides):
+    """A 2-step GRPO run of the tiny model (seed 3); returns its metrics rows and its final weights."""
     from rewardlab.rl.config import load_config
     from rewardlab.rl.trainer import RLTrainer
     from rewardlab.training.metrics import read_metrics
@@ -136,7 +142,24 @@ def _run(tmp_path, *overrides):
     cfg = load_config(preset="grpo", overrides=base + list(overrides))
     with RLTrainer(cfg, train_records=prompts, eval_records=[], reward_fns=[digits], console=None) as tr:
         tr.train()
-    return read_metrics(tmp_path / "run" / "metrics.jsonl")
+        weights = {k: v.detach().clone() for k, v in tr.policy.state_dict().items()}
+    return read_metrics(tmp_path / "run" / "metrics.jsonl"), weights
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    """The run without a switch, and the token entropies each step's update handed to ``entropy_stats``."""
+    seen = []
+    stats = ca.entropy_stats
+
+    def recorded(entropies, response_mask=None):
+        seen.append(entropies.detach().clone())
+        return stats(entropies, response_mask)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ca, "entropy_stats", recorded)
+        rows, weights = _run(tmp_path_factory.mktemp("default"))
+    return rows, weights, seen
 
 
 @pytest.mark.parametrize(
@@ -147,19 +170,44 @@ def _run(tmp_path, *overrides):
             "clip_cov/cut_share",
         ),
         (["algorithm.policy_loss=kl_cov", "algorithm.kl_cov_ratio=0.05"], "kl_cov/penalised_share"),
-        (["algorithm.top_entropy_quantile=0.2"], "entropy/p90"),
     ],
 )
 def test_switches_train_and_log(tmp_path, overrides, key):
-    rows = _run(tmp_path, *overrides)
-    assert len(rows) == 2 and all(key in r for r in rows)
-    if key.endswith("share"):
-        assert all(r[key] > 0 for r in rows)
+    rows, _ = _run(tmp_path, *overrides)
+    assert len(rows) == 2 and all(r[key] > 0 for r in rows)
 
 
-def test_default_run_logs_entropy_percentiles(tmp_path):
-    rows = _run(tmp_path)
-    for r in rows:
+def test_top_entropy_quantile_changes_the_run(tmp_path, default_run):
+    """Same seed, same first rollout: with ``top_entropy_quantile=0.2`` the first update trains on a fifth
+    of the tokens, so its loss, gradient and the final weights are another run's. (At ratio 1 GRPO's
+    ``seq-mean-token-mean`` loss over every token is ``-(1/N) sum_i A_i = 0``: the group advantages sum to 0;
+    over the forking tokens only it is not. The gradient itself: tests/test_update_through_trainer.py.)"""
+    base, base_weights, _ = default_run
+    rows, weights = _run(tmp_path, "algorithm.top_entropy_quantile=0.2")
+    assert len(rows) == len(base) == 2 and not any("skipped_update" in r for r in rows + base)
+    for key in ("reward", "completions/mean_length", "entropy", "advantages/abs_mean", "num_loss_tokens"):
+        assert rows[0][key] == pytest.approx(base[0][key], rel=1e-6), key  # the same first rollout
+    assert base[0]["advantages/abs_mean"] > 0.1
+    assert abs(base[0]["policy_loss"]) < 1e-6 and abs(rows[0]["policy_loss"]) > 1e-4
+    assert rows[0]["grad_norm"] != pytest.approx(base[0]["grad_norm"], rel=1e-3)
+    assert weights.keys() == base_weights.keys()
+    assert max(float((weights[k] - base_weights[k]).abs().max()) for k in weights) > 1e-5
+
+
+def test_default_run_logs_entropy_percentiles(default_run):
+    """Each step's ``entropy/pXX`` are the percentiles, and ``entropy`` the mean, of the entropies of exactly
+    the update's loss tokens (one micro-batch, no sample skipped), each between 0 and log(vocabulary)."""
+    from rewardlab.data.tiny import tiny_model_config
+
+    rows, _, seen = default_run
+    assert len(rows) == len(seen) == 2
+    vocab = tiny_model_config().vocab_size  # the run's model: the config's default, qwen2-tiny
+    for r, tokens in zip(rows, seen, strict=True):
+        assert r["samples/skipped_zero_advantage"] == 0 and tokens.numel() == r["num_loss_tokens"] > 0
+        assert float(tokens.min()) >= 0 and float(tokens.max()) <= math.log(vocab) + 1e-5
         ps = [r[f"entropy/p{p}"] for p in ca.ENTROPY_PERCENTILES]
-        assert ps == sorted(ps) and 0 <= r["entropy/near_deterministic"] <= 1
-        assert ps[0] <= r["entropy"] <= ps[-1] or abs(r["entropy"] - ps[2]) < 5
+        assert ps == pytest.approx(
+            torch.quantile(tokens, torch.tensor(ca.ENTROPY_PERCENTILES) / 100).tolist()
+        )
+        assert r["entropy"] == pytest.approx(float(tokens.mean()), rel=1e-6)
+        assert r["entropy/near_deterministic"] == pytest.approx(float((tokens < 0.05).float().mean()))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -19,7 +20,6 @@ from rewardlab.cli import main as cli_main
 from rewardlab.data import kb
 from rewardlab.envs import ToolEnv
 from rewardlab.envs.search import (
-    BM25Params,
     SearchTool,
     build_index,
     default_index_dir,
@@ -50,7 +50,7 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _query(tool, query):
-    return tool.run([(None, {"query": query})], timeout=5)[0]
+    return tool.run([(None, {"query": query})], timeout=30)[0]  # room for a loaded machine
 
 
 def test_search_returns_the_passage_that_answers(corpus):
@@ -95,7 +95,8 @@ def test_hostile_queries_are_bounded(corpus, query, kind):
     tool = build_tool("search", {"corpus": str(corpus)})
     started = time.perf_counter()
     result = _query(tool, query)
-    assert time.perf_counter() - started < 1.0
+    # The refusal comes before any work on the query (its kind says so); the time is a hang guard only.
+    assert time.perf_counter() - started < 10
     assert result.error == kind, result.output
     assert result.output  # an observation either way
 
@@ -200,22 +201,39 @@ def test_index_build_refuses_a_bad_corpus_in_one_line(tmp_path, rows, message):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# bm25s against rank-bm25
+# the search tool's own path against rank-bm25
 # ----------------------------------------------------------------------------------------------------------
 SQUAD = Path(__file__).resolve().parent.parent / "data" / "search"
 
+LUCENE_STOP_WORDS = frozenset(
+    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no"]
+    + ["not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this"]
+    + ["to", "was", "will", "with"]
+)
+"""Lucene's English stop words (``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET``, Pyserini's), written out here."""
 
-def _corpus_and_questions(name: str) -> tuple[list[str], list[str]]:
-    """(passage texts, questions): the synthetic knowledge base's 3,000 passages and 1,000 of its questions,
-    or the shipped SQuAD 2.0 sample's 173 paragraphs and 705 questions (data/search/README.md)."""
+TOP_K = 10
+
+
+def _shipped_corpus(name: str, folder: Path) -> tuple[Path, list[dict], list[str]]:
+    """(corpus file, its rows, questions): the synthetic knowledge base's 3,000 passages (written to
+    ``folder``) and 1,000 of its questions, or the shipped SQuAD 2.0 sample's 173 paragraphs and 705
+    questions (data/search/README.md), read where they ship."""
     if name == "kb":
         knowledge = kb.generate(600, seed=0)
-        return [f"{p['title']}\n{p['text']}" for p in knowledge.passages], [
-            q["prompt"] for q in knowledge.questions[::3]
-        ]
-    rows = [json.loads(line) for line in (SQUAD / "squad2_dev_passages.jsonl").read_text().splitlines()]
+        path = _write(folder / "kb.jsonl", knowledge.passages)
+        return path, knowledge.passages, [q["prompt"] for q in knowledge.questions[::3]]
+    path = SQUAD / "squad2_dev_passages.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
     questions = [json.loads(line) for line in (SQUAD / "squad2_dev_questions.jsonl").read_text().splitlines()]
-    return [f"{r['title']}\n{r['text']}" for r in rows], [q["prompt"] for q in questions]
+    return path, rows, [q["prompt"] for q in questions]
+
+
+def _documented_tokens(text: str, stemmer) -> list[str]:
+    """envs/search.py's documented analysis, written out: lower-cased, split on ``\\b\\w\\w+\\b``, English
+    stop words removed, Snowball-stemmed (PyStemmer's English stemmer, the one stemmer the index names)."""
+    words = re.findall(r"(?u)\b\w\w+\b", text.lower())
+    return stemmer.stemWords([w for w in words if w not in LUCENE_STOP_WORDS])
 
 
 @pytest.mark.parametrize("corpus_name", ["kb", "squad"])
@@ -224,36 +242,74 @@ def _corpus_and_questions(name: str) -> tuple[list[str], list[str]]:
     [("robertson", "BM25Okapi", "k1+1"), ("bm25+", "BM25Plus", 1.0)],
     ids=["okapi", "bm25plus"],
 )
-def test_rankings_equal_rank_bm25(method, reference, scale, corpus_name):
-    """On the synthetic knowledge base and on the shipped SQuAD sample, tokenized once, bm25s scores every
-    passage as rank-bm25 does for the same variant and parameters (k1 1.2, b 0.75, delta 0.5): equal, or
-    (Okapi) equal times k1 + 1, a factor bm25s's Robertson variant leaves out, which no ranking sees. So the
-    rankings are equal. (No term of either corpus is in more than half the passages, where rank-bm25 floors
-    Okapi's negative idf and bm25s does not.)"""
-    import bm25s
+def test_rankings_equal_rank_bm25(tmp_path, method, reference, scale, corpus_name):
+    """The search tool's own path (``rewardlab index build --method M --k1 1.2 --b 0.75``, then
+    ``open_retriever`` on that folder, its ``terms`` for each question and its ``search``) ranks every
+    question's top 10 as rank-bm25's ``BM25Okapi`` / ``BM25Plus`` (same k1, b; delta 0.5, the index's) do,
+    fed the documented tokens of each title + text and question, built here without bm25s.
+
+    Scores: equal, or (Okapi) equal times k1 + 1, a factor bm25s's Robertson variant leaves out, which no
+    ranking sees. (No term of either corpus is in more than half the passages, where rank-bm25 floors Okapi's
+    negative idf and bm25s does not: every matching passage scores > 0, asserted.) Ties: the retriever's
+    top 10 must be a top 10 under rank-bm25's scores, in their order (the same float64 rank-bm25 score at
+    every rank); it may order passages whose rank-bm25 scores are bitwise equal differently from rank-bm25's
+    stable order (bm25s's top-k selection breaks ties its own way), or take other members of a tie group
+    that the 10th rank cuts, and nothing else: a passage whose score is unique is at its rank exactly. How
+    much that frees is bounded: at least 19% (kb) / 99% (SQuAD) of the compared positions are pinned, and
+    the first passage of 99% of the questions (measured, either method: kb 19.98% of the positions and 999
+    of the 1,000 first passages; SQuAD 99.6% and all 705)."""
     import rank_bm25
     import Stemmer
 
+    corpus, rows, questions = _shipped_corpus(corpus_name, tmp_path)
+    index = tmp_path / f"{method}.bm25"
+    build = ["index", "build", str(corpus), "-o", str(index)]
+    assert cli_main([*build, "--method", method, "--k1", "1.2", "--b", "0.75"]) == 0
+    params = json.loads((index / "rewardlab-index.json").read_text())["params"]
+    assert params == {
+        "method": method,
+        "k1": 1.2,
+        "b": 0.75,
+        "delta": 0.5,
+        "stemmer": "english",
+        "stopwords": "en",
+    }
+    retriever = open_retriever(index=str(index))
+
     stemmer = Stemmer.Stemmer("english")
-
-    def tokenize(texts):
-        return bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
-
-    texts, questions = _corpus_and_questions(corpus_name)
-    docs, queries = tokenize(texts), tokenize(questions)
-    params = BM25Params(method=method, k1=1.2, b=0.75, delta=0.5)
-    ours = bm25s.BM25(method=params.method, k1=params.k1, b=params.b, delta=params.delta)
-    ours.index(docs, show_progress=False)
-    kwargs = {"k1": params.k1, "b": params.b} | ({"delta": params.delta} if method != "robertson" else {})
+    docs = [_documented_tokens(f"{r['title']}\n{r['text']}", stemmer) for r in rows]
+    kwargs = {"k1": 1.2, "b": 0.75} | ({"delta": 0.5} if reference == "BM25Plus" else {})
     theirs = getattr(rank_bm25, reference)(docs, **kwargs)
-    factor = params.k1 + 1 if scale == "k1+1" else 1.0
-    for query in queries:
-        a, b = ours.get_scores(query) * factor, theirs.get_scores(query)
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
-        top = np.argsort(-b, kind="stable")[:10]
-        assert np.array_equal(
-            np.argsort(-np.round(a, 4), kind="stable")[:10], np.argsort(-np.round(b, 4), kind="stable")[:10]
-        ), top
+    factor = 1.2 + 1 if scale == "k1+1" else 1.0
+    position = {r["id"]: i for i, r in enumerate(rows)}
+
+    terms = [retriever.terms(q) for q in questions]
+    assert terms == [_documented_tokens(q, stemmer) for q in questions]  # the tool's query tokenisation
+    assert all(terms)
+    found = retriever.search(terms, TOP_K)
+    compared = unique = first_unique = 0
+    for query, passages in zip(terms, found, strict=True):
+        b = theirs.get_scores(query)
+        assert b.min() >= 0  # no negative idf (see the docstring)
+        ranked = np.argsort(-b, kind="stable")[: min(TOP_K, int((b > 0).sum()))]
+        got = np.array([position[p.id] for p in passages])
+        assert len(got) == len(ranked) > 0 and len(set(got)) == len(got)
+        # the retriever's scores are rank-bm25's (its own float32 arithmetic) ...
+        np.testing.assert_allclose([p.score * factor for p in passages], b[got], rtol=1e-5, atol=1e-6)
+        # ... and its list is a top 10 under rank-bm25's scores, in their order: the same score at every rank,
+        # so a passage whose score no other passage has is at rank-bm25's rank exactly (counted: pinned)
+        np.testing.assert_array_equal(b[got], b[ranked])
+        alone = np.array([(b == b[i]).sum() == 1 for i in ranked])
+        compared += len(got)
+        unique += int(alone.sum())
+        first_unique += int(alone[0])
+    assert compared == TOP_K * len(questions)
+    # The tie freedom, bounded: the share of compared positions whose passage is pinned (its score unique)
+    # and the questions whose first passage is. The synthetic passages are templates: after the first one
+    # or two, a question's matches tie by the dozen; SQuAD's paragraphs hardly ever tie.
+    floor = {"kb": 0.19, "squad": 0.99}[corpus_name]
+    assert unique >= floor * compared, (unique, compared)
+    assert first_unique >= 0.99 * len(questions), (first_unique, len(questions))
 
 
 def test_a_search_r1_episode_reads_and_scores(corpus):

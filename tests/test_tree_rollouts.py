@@ -1,5 +1,6 @@
 """Tree rollouts (issue 35): branch positions, Tree-GRPO's intra-tree term, the shared-prefix loss weights on
-a hand-built tree (the flat estimator's gradient), the hf backend's prefix reuse, and a run."""
+a hand-built tree (the flat estimator's gradient; in the trainer's own update:
+tests/test_update_through_trainer.py), the hf backend's prefix reuse, and a run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from rewardlab.generation import Generation, SamplingParams
 from rewardlab.generation import prefix_cache as pc
 from rewardlab.rl.config import ConfigError, TreeConfig, load_config
 from rewardlab.rl.tree import grow_trees, tree_token_counts
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: one thread is much faster
 
 # ------------------------------------------------------------------------------------------ branch points
 
@@ -149,11 +152,12 @@ def test_trees_layout_and_shared_prefixes(backend, tiny_tokenizer):
     for group in groups:
         for j in (0, 5):  # each root, then its points * branches branches
             root = group[j]
-            assert root.branch is None
+            # every root runs to the budget (this seed), so every branch shares a prefix: 2 points evenly
+            # spaced over positions 1..9 (3.67 and 6.33, rounded), 2 branches each. (A root too short to
+            # branch gives fresh samples: test_branch_positions_uniform_spreads_and_short_roots_start_fresh.)
+            assert root.branch is None and len(root.token_ids) == 10
+            assert [b.branch for b in group[j + 1 : j + 5]] == [(j, 4), (j, 4), (j, 6), (j, 6)]
             for b in group[j + 1 : j + 5]:
-                if b.branch is None:  # a root too short to branch: a fresh sample
-                    continue
-                assert b.branch[0] == j
                 p = b.branch[1]
                 assert b.token_ids[:p] == root.token_ids[:p] and b.logprobs[:p] == root.logprobs[:p]
                 assert b.prompt_token_ids == root.prompt_token_ids
@@ -212,8 +216,8 @@ def test_entropy_rule_reads_the_entropies(backend, tiny_tokenizer):
     params = SamplingParams(n=2, max_new_tokens=8, seed=1, stop=[])
     groups = grow_trees(backend, ["1+1="], params, tree, decode=_decode(tiny_tokenizer), entropies=entropies)
     assert seen == [1]
-    if len(groups[0][0].token_ids) > 2:
-        assert groups[0][1].branch == (0, 2)
+    assert len(groups[0][0].token_ids) == 8  # the root runs to the budget (this seed): position 2 is in it
+    assert groups[0][1].branch == (0, 2)
 
 
 # -------------------------------------------------------------------------------------------- config, run
@@ -265,15 +269,15 @@ def test_tree_run_trains_and_logs(tmp_path, branch_at):
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert len(rows) == 2
     for r in rows:
-        assert 0 <= r["tree/shared_token_share"] < 1
+        assert 0 < r["tree/shared_token_share"] < 1  # every root branched
         assert r["tree/generated_tokens_per_sample"] <= r["completions/mean_length"]
     samples = [json.loads(line) for line in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()]
     assert len(samples) == 24 and {s["group"] for s in samples} == {0, 1}
-    for s in samples:
-        if "branch" in s:
-            root = next(
-                x
-                for x in samples
-                if (x["step"], x["group"], x["index"]) == (s["step"], s["group"], s["branch"][0])
-            )
-            assert "branch" not in root and s["index"] != root["index"]
+    # each group: 2 roots, each followed by its 2 branches; every root of this seed is long enough to branch
+    assert [("branch" in s) for s in samples] == [False, True, True] * 8
+    for k in range(0, len(samples), 3):
+        root = samples[k]
+        for offset, b in enumerate(samples[k + 1 : k + 3], start=1):
+            assert (b["step"], b["group"]) == (root["step"], root["group"])
+            assert b["branch"][0] == root["index"] and b["index"] == root["index"] + offset
+            assert 0 < b["branch"][1] < root["length"]  # a shared prefix, and a token of its own at least
