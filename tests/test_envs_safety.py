@@ -40,8 +40,13 @@ from rewardlab.envs.parsing import MAX_CALL_CHARS, MAX_CALL_DEPTH
 from rewardlab.envs.tools import CalculatorError, calculate, echo_last_expression
 from rewardlab.types import Record
 
-TIMEOUT = 2.0
-HANG_S = max(10.0, TIMEOUT + 5)
+ROOM_S = 30.0
+"""The tool timeout of calls that must end by themselves (legitimate programs, and hacks stopped by a limit
+other than time): room for a loaded 2-core machine, so that a slow call never reads as a wrong observation.
+It costs nothing when they pass."""
+KILL_S = 2.0
+"""The tool timeout of ``short_env``: only programs that run forever unless killed at it."""
+HANG_S = max(10.0, KILL_S + 5)
 """A bound that guards a hang or a kill (never a speed): room for a loaded 2-core machine; the programs it
 guards against run forever unless killed."""
 SANDBOX = {"max_processes": 16, "parallelism": 2}  # the code verifier's safety tests use these limits
@@ -55,7 +60,7 @@ def env():
     os.environ["RK_TEST_ENV_SECRET"] = ENV_SECRET
     try:
         tool_env = ToolEnv(
-            ["python"], formats=["fenced"], tool_timeout=TIMEOUT, tool_options={"python": SANDBOX}
+            ["python"], formats=["fenced"], tool_timeout=ROOM_S, tool_options={"python": SANDBOX}
         )
         assert observe(tool_env, "print('warm')")[0] == "warm"
     finally:
@@ -65,9 +70,18 @@ def env():
 
 
 @pytest.fixture(scope="module")
+def short_env():
+    """The python tool with a short timeout, for programs that never end (the timeout is what is tested)."""
+    tool_env = ToolEnv(["python"], formats=["fenced"], tool_timeout=KILL_S, tool_options={"python": SANDBOX})
+    observe(tool_env, "pass")  # starts its sandbox (the observation does not matter: nothing is checked here)
+    yield tool_env
+    tool_env.close()
+
+
+@pytest.fixture(scope="module")
 def state_env():
     options = {"python": {**SANDBOX, "state": True}}
-    tool_env = ToolEnv(["python"], formats=["fenced"], tool_timeout=TIMEOUT, tool_options=options)
+    tool_env = ToolEnv(["python"], formats=["fenced"], tool_timeout=ROOM_S, tool_options=options)
     yield tool_env
     tool_env.close()
 
@@ -104,19 +118,20 @@ def needs_private_uid(env: ToolEnv) -> None:
 # ----------------------------------------------------------------------------------------------------------
 # processes, time, output, memory, disk
 # ----------------------------------------------------------------------------------------------------------
-def test_fork_bomb_is_contained(env):
+def test_fork_bomb_is_contained(env, short_env):
     before = children()
-    bounded = BOUNDED_FORKS
+    bounded = BOUNDED_FORKS  # ends by itself: the tool's ample timeout
     observation, ep = observe(env, bounded)
     if sandbox_of(env).info["private_uid"]:
         assert observation == "15" and not ep.tool_errors  # 16 processes: the program and 15 children
     needs_private_uid(env)
-    bomb = FORK_BOMB
+    bomb = FORK_BOMB  # never ends: killed at the short timeout
     t0 = time.monotonic()
-    observation, ep = observe(env, bomb)
+    observation, ep = observe(short_env, bomb)
     assert time.monotonic() - t0 < HANG_S
     assert observation.endswith("error: timed out") and ep.tool_errors == {"timeout": 1}
-    assert eventually(lambda: sandbox_processes(sandbox_of(env)) == []), sandbox_processes(sandbox_of(env))
+    sandbox = sandbox_of(short_env)
+    assert eventually(lambda: sandbox_processes(sandbox) == []), sandbox_processes(sandbox)
     assert children() <= before  # the warm workers, and nothing the program started
     assert machine_healthy()
 
@@ -130,14 +145,14 @@ def test_process_outliving_the_call_is_killed(env):
     assert children() <= before
 
 
-def test_infinite_loop_times_out(env):
+def test_infinite_loop_times_out(short_env):
     for loop in ["while True:\n    pass", "import time\nprint('started', flush=True)\ntime.sleep(3600)"]:
         t0 = time.monotonic()
-        observation, ep = observe(env, loop)
+        observation, ep = observe(short_env, loop)
         assert time.monotonic() - t0 < HANG_S
         assert observation.endswith("error: timed out") and ep.tool_errors == {"timeout": 1}
     assert observation.startswith("started")  # what it printed before is kept
-    assert sandbox_processes(sandbox_of(env)) == []
+    assert sandbox_processes(sandbox_of(short_env)) == []
 
 
 def test_output_flood(env):
@@ -354,7 +369,7 @@ def test_sql_tool_refuses_writes(tmp_path, engine):
         conn.close()
     reference = {"query": "SELECT name FROM singer", "db": str(path), "engine": engine}
     before, listing = fingerprint(path), sorted(os.listdir(tmp_path))
-    env = ToolEnv(["sql"], formats=["fenced"], tool_timeout=5.0)
+    env = ToolEnv(["sql"], formats=["fenced"], tool_timeout=ROOM_S)
     try:
         assert sql_observation(env, reference, "SELECT name FROM singer ORDER BY id")[0] == "name\nAnn\nBob"
         for query in WRITES:
@@ -374,7 +389,7 @@ def test_sql_tool_refuses_writes(tmp_path, engine):
 
 def test_sql_tool_writes_nothing_to_a_setup_database():
     reference = {"query": "SELECT name FROM singer", "setup_sql": SETUP_SQL}
-    env = ToolEnv(["sql"], formats=["fenced"], tool_timeout=5.0)
+    env = ToolEnv(["sql"], formats=["fenced"], tool_timeout=ROOM_S)
     try:
         for query in WRITES[:7]:
             observation, ep = sql_observation(env, reference, query)
@@ -395,7 +410,9 @@ def echo(text: str) -> str:
 @pytest.fixture(scope="module")
 def cheap_env():
     """Every call format, the in-process tools (no python sandbox: the fuzz test must stay fast)."""
-    tool_env = ToolEnv(["calculator", "sql", echo], formats=["tool_call", "fenced", "tag"], tool_timeout=2.0)
+    tool_env = ToolEnv(
+        ["calculator", "sql", echo], formats=["tool_call", "fenced", "tag"], tool_timeout=ROOM_S
+    )
     yield tool_env
     tool_env.close()
 

@@ -24,6 +24,9 @@ from rewardlab.types import Record
 PRIMARY = {"python": "code", "sql": "query", "calculator": "expression"}
 ALL = ["tool_call", "fenced", "tag"]
 SANDBOX = {"max_processes": 16, "parallelism": 2}  # as the code verifier's sandbox tests
+ROOM_S = 30.0
+"""The tool timeout of calls that must end by themselves: room for a loaded 2-core machine, so that a slow
+call never reads as a wrong observation (it costs nothing when they pass)."""
 SETUP_SQL = (
     "CREATE TABLE singer(id INTEGER, name TEXT, age INTEGER);"
     "INSERT INTO singer VALUES (1, 'Ann', 31), (2, 'Bob', 45), (3, 'Cy', 27);"
@@ -308,11 +311,15 @@ def test_function_tool_exception_and_bad_arguments():
 
 
 def test_function_tool_timeout():
-    release = threading.Event()
+    release, ok_answered = threading.Event(), threading.Event()
 
     def maybe_stuck(x: str) -> str:
         if x == "stuck":
             release.wait(60)
+        if x == "held":  # stuck until its neighbour in the batch has answered
+            ok_answered.wait(60)
+        if x == "ok":
+            ok_answered.set()
         return x.upper()
 
     tool = FunctionTool(maybe_stuck)
@@ -327,9 +334,13 @@ def test_function_tool_timeout():
         # this call would wait for them (60 s) and answer its own timeout (30 s) instead of "A"
         out = tool.run([(episode(), {"x": "a"})], 30.0)
         assert [(r.output, r.error) for r in out] == [("A", None)]
-        # a call beside a stuck one in the same batch gets its own answer
-        out = tool.run([(episode(), {"x": "stuck"}), (episode(), {"x": "ok"})], 2.0)
-        assert [(r.output, r.error) for r in out][1] == ("OK", None) and out[0].error == "timeout"
+        # a call beside a stuck one in the same batch gets its own answer, while its neighbour is stuck: the
+        # neighbour waits for that answer (an order, not a stopwatch; the batch has ample time). A batch run
+        # one call after the other would leave "held" waiting: timed out, 30 s (the hang guard).
+        t0 = time.monotonic()
+        out = tool.run([(episode(), {"x": "held"}), (episode(), {"x": "ok"})], ROOM_S)
+        assert [(r.output, r.error) for r in out] == [("HELD", None), ("OK", None)]
+        assert time.monotonic() - t0 < 10
     finally:
         release.set()
 
@@ -456,7 +467,7 @@ def test_unknown_format_is_refused():
 @pytest.fixture(scope="module")
 def py_env():
     env = ToolEnv(
-        ["python"], formats=["fenced", "tool_call"], tool_timeout=5.0, tool_options={"python": SANDBOX}
+        ["python"], formats=["fenced", "tool_call"], tool_timeout=ROOM_S, tool_options={"python": SANDBOX}
     )
     yield env
     env.close()
@@ -465,7 +476,7 @@ def py_env():
 @pytest.fixture(scope="module")
 def py_state_env():
     options = {"python": {**SANDBOX, "state": True}}
-    env = ToolEnv(["python"], formats=["fenced"], tool_timeout=5.0, tool_options=options)
+    env = ToolEnv(["python"], formats=["fenced"], tool_timeout=ROOM_S, tool_options=options)
     yield env
     env.close()
 
@@ -571,7 +582,7 @@ def test_python_state_survives_a_cell_that_exits(py_state_env):
 # ----------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def sql_env():
-    env = ToolEnv(["sql"], formats=["fenced", "tool_call"], tool_timeout=5.0)
+    env = ToolEnv(["sql"], formats=["fenced", "tool_call"], tool_timeout=ROOM_S)
     yield env
     env.close()
 

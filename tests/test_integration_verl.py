@@ -9,6 +9,7 @@ import gc
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -298,11 +299,17 @@ def test_verls_own_timeout_mid_batch_drops_the_pool_and_the_next_row_scores(
     rows = [("s", "?", "hang", ""), ("s", "?", "ok", "")]
     batch = example.tiny_batch(rows, tiny_tokenizer)
     routes = {"s": sleepy_verifier}
+
+    def compute_score(**kw):
+        if kw["solution_str"] != "hang":
+            # The legitimate row builds a fresh pool (forks a worker) under verl's alarm: it gets room for a
+            # loaded machine (verl's own SIGALRM timer, re-armed; verl disarms it after the call). Only the
+            # hanging row, which sleeps 60 s, has the 0.5 s.
+            signal.setitimer(signal.ITIMER_REAL, 30.0)
+        return rk_verl.compute_score(**kw, routes=routes, timeout=30, workers=1)
+
     manager = NaiveRewardManager(
-        tiny_tokenizer,
-        num_examine=0,
-        compute_score=lambda **kw: rk_verl.compute_score(**kw, routes=routes, timeout=30, workers=1),
-        compute_score_timeout=0.5,
+        tiny_tokenizer, num_examine=0, compute_score=compute_score, compute_score_timeout=0.5
     )
     out = manager(batch, return_dict=True)
     info = out["reward_extra_info"]

@@ -205,9 +205,9 @@ def _spinning(*seconds: float) -> list[Record]:
 
 def test_spare_workers_take_the_rows_behind_cpu_stragglers_and_stop_after():
     # One worker: without spares, the clean request would wait for the 6 hostile rows' timeouts, one after
-    # the other (12 s, past the 10 s bound below); with them, each straggler is demoted after STRAGGLER_S of
+    # the other (24 s, far past the 10 s bound below); with them, each straggler is demoted after STRAGGLER_S of
     # CPU and a fresh worker goes on, so the clean request costs no timeout at all.
-    scorer = Scorer(SpinningVerifier(), workers=1, timeout=2.0, spare_workers=6)
+    scorer = Scorer(SpinningVerifier(), workers=1, timeout=4.0, spare_workers=6)
     with ScoringStream(scorer) as stream:
         stream.submit(_spinning(0)).result(10)
         hostile = [stream.submit(_spinning(60)) for _ in range(6)]
@@ -226,20 +226,25 @@ def test_spare_workers_take_the_rows_behind_cpu_stragglers_and_stop_after():
             time.sleep(0.1)
         assert scorer.pool_size == 1
     assert [r.reward for r in clean] == [1.0] * 3
-    assert clean_s < 10, clean_s  # 6 timeouts of 2 s in a row would be 12 s
+    assert clean_s < 10, clean_s  # 6 timeouts of 4 s in a row would be 24 s
     assert [r.error for r in timed_out] == ["timeout"] * 6
 
 
 def test_a_slow_legitimate_row_among_stragglers_still_finishes():
     # 0.3 s of CPU is a straggler (demoted, run at low priority among the others least-CPU first), but it
-    # finishes long before its timeout while hostile rows wait for theirs.
-    with ScoringStream(Scorer(SpinningVerifier(), workers=1, timeout=4.0, spare_workers=8)) as stream:
+    # finishes while the hostile rows still spin. The timeout is ample (30 s: the hostile rows never reach it
+    # here, abort stops them), so the order is the check, not whether 0.3 s of CPU fits a loaded machine's
+    # few seconds.
+    with ScoringStream(Scorer(SpinningVerifier(), workers=1, timeout=30.0, spare_workers=8)) as stream:
         stream.submit(_spinning(0)).result(10)
         hostile = [stream.submit(_spinning(60)) for _ in range(4)]
         slow = stream.submit(_spinning(0.3))
-        [result] = slow.result(10)
+        [result] = slow.result(20)  # a hang guard: held behind the hostile rows, it would wait for 30 s
+        assert not any(future.done() for future in hostile)
+        stream.abort()
         for future in hostile:
-            future.result(10)
+            [aborted] = future.result(HANG_S)
+            assert aborted.error == "scoring failed: the scoring stream was aborted"
     assert result.reward == 1.0 and result.error is None
 
 

@@ -17,6 +17,11 @@ from rewardlab.verifiers.sql.engines import Database, DuckDBEngine, QueryError, 
 
 DB_ROOT = os.path.join(os.path.dirname(__file__), "..", "data", "sql", "databases")
 GOLD = "SELECT count(*) FROM city"
+ROOM_S = 30.0
+"""The timeout of queries that end by themselves (the gold query, and hostile ones refused or cut by a limit
+other than time): room for a loaded 2-core machine, so that a slow query never reads as a wrong verdict. It
+costs nothing when they pass. Runaway queries, where the timeout is what is tested, get ``KILL_S``."""
+KILL_S = 0.5
 
 
 def sha256(path: str) -> str:
@@ -61,7 +66,7 @@ def world_copy(tmp_path) -> str:
 
 def test_hostile_queries_leave_sqlite_file_unchanged(world_copy, tmp_path):
     before = sha256(world_copy)
-    verifier = SQLVerifier(timeout=1.0)
+    verifier = SQLVerifier(timeout=ROOM_S)
     engine = SQLiteEngine(max_rows=1000, max_value_bytes=10**6)
     db = Database.file(world_copy)
     for sql in hostile_sqlite(str(tmp_path)):
@@ -75,7 +80,7 @@ def test_hostile_queries_leave_sqlite_file_unchanged(world_copy, tmp_path):
             "sql syntax error",
         ), (sql, result.error)
         with pytest.raises(QueryError) as info:  # the engine alone, no lexical guard
-            engine.run(db, sql, 1.0)
+            engine.run(db, sql, ROOM_S)
         assert info.value.kind in ("unsafe", "error"), (sql, info.value.kind, info.value.message)
     engine.close()
     verifier.close()
@@ -95,8 +100,8 @@ def test_in_memory_setup_databases_are_read_only_too():
     db = Database.script(setup)
     for sql in ("DELETE FROM t", "PRAGMA query_only = 0", "INSERT INTO t VALUES (3)"):
         with pytest.raises(QueryError):
-            engine.run(db, sql, 1.0)
-    assert engine.run(db, "SELECT count(*) FROM t", 1.0).rows == [(2,)]
+            engine.run(db, sql, ROOM_S)
+    assert engine.run(db, "SELECT count(*) FROM t", ROOM_S).rows == [(2,)]
     assert (
         v.score(
             Record(completion="DELETE FROM t", reference={"query": "SELECT 1", "setup_sql": setup})
@@ -120,18 +125,22 @@ def test_in_memory_setup_databases_are_read_only_too():
     ],
 )
 def test_runaway_sqlite_queries_stop_at_the_timeout(world_copy, sql):
-    v = SQLVerifier(timeout=0.5, partial=True)
+    # The gold query (and the check after) run with ample time; only the runaway query gets the short one.
+    v = SQLVerifier(timeout=ROOM_S, partial=True)
+    assert v.score(Record(completion=GOLD, reference={"query": GOLD, "db": world_copy})).reward == 1.0
+    v.cfg.timeout = KILL_S
     start = time.monotonic()
     result = v.score(Record(completion=sql, reference={"query": GOLD, "db": world_copy}))
     elapsed = time.monotonic() - start
     assert result.error == "timeout" and result.reward == 0.0
     assert elapsed < 10  # a hang guard: unstopped, these queries run for hours
     # the connection is usable afterwards
+    v.cfg.timeout = ROOM_S
     assert v.score(Record(completion=GOLD, reference={"query": GOLD, "db": world_copy})).reward == 1.0
 
 
 def test_result_size_and_value_size_are_bounded(world_copy):
-    v = SQLVerifier(max_rows=1000, max_value_bytes=10**6, timeout=2.0)
+    v = SQLVerifier(max_rows=1000, max_value_bytes=10**6, timeout=ROOM_S)
     big = v.score(
         Record(
             completion="SELECT a.name FROM city a, city b, city c",
@@ -191,14 +200,14 @@ def test_hostile_queries_leave_duckdb_file_unchanged(world_duckdb, tmp_path):
         f"SELECT * FROM glob('{t}/*')",
         "SELECT 1; DROP TABLE city",
     ]
-    v = SQLVerifier(engine="duckdb", timeout=1.0)
+    v = SQLVerifier(engine="duckdb", timeout=ROOM_S)
     engine = DuckDBEngine(max_rows=1000, memory_limit_mb=256)
     db = Database.file(world_duckdb)
     for sql in hostile:
         result = v.score(Record(completion=sql, reference={"query": GOLD, "db": world_duckdb}))
         assert result.reward == 0.0 and result.error.startswith("unsafe query"), (sql, result.error)
         with pytest.raises(QueryError) as info:
-            engine.run(db, sql, 1.0)
+            engine.run(db, sql, ROOM_S)
         assert info.value.kind == "unsafe", (sql, info.value.message)
     engine.close()
     v.close()
@@ -214,9 +223,13 @@ def test_hostile_queries_leave_duckdb_file_unchanged(world_duckdb, tmp_path):
     ],
 )
 def test_runaway_duckdb_queries_stop_at_the_timeout(world_duckdb, sql):
-    v = SQLVerifier(engine="duckdb", timeout=0.5)
+    # The gold query (and the check after) run with ample time; only the runaway query gets the short one.
+    v = SQLVerifier(engine="duckdb", timeout=ROOM_S)
+    assert v.score(Record(completion=GOLD, reference={"query": GOLD, "db": world_duckdb})).reward == 1.0
+    v.cfg.timeout = KILL_S
     start = time.monotonic()
     result = v.score(Record(completion=sql, reference={"query": GOLD, "db": world_duckdb}))
     assert result.error == "timeout" and result.reward == 0.0
     assert time.monotonic() - start < 10  # a hang guard: unstopped, these queries run for hours
+    v.cfg.timeout = ROOM_S
     assert v.score(Record(completion=GOLD, reference={"query": GOLD, "db": world_duckdb})).reward == 1.0
