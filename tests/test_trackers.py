@@ -118,6 +118,8 @@ def wandb_records(path: Path) -> list:
             pos += 32768 - pos % 32768
             continue
         _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind == 0 or pos + 7 + length > len(data):  # the tail wandb's service is still writing
+            break
         chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind in (1, 2):
             pending = chunk
@@ -134,9 +136,10 @@ def read_wandb(
     run_dir: Path, until: dict[tuple[int, str], float] | None = None
 ) -> tuple[dict[tuple[int, str], float], dict, list[str]]:
     """Metrics, config and run ids of every offline run file under ``RUN_DIR/wandb``. With ``until``, read
-    again for up to 10 s until the metrics equal it: wandb's service process writes the file, and once in
-    CI (2 loaded cores) a read right after ``finish()`` found none of the history records yet."""
-    deadline = time.monotonic() + 10
+    again for up to 30 s until the metrics equal it: wandb's service process writes the file, and once in
+    CI (2 loaded cores) a read right after ``finish()`` found none of the history records yet, once a record
+    half written (:func:`wandb_records` stops before a chunk that is not all there)."""
+    deadline = time.monotonic() + 30
     found = _read_wandb_files(run_dir)
     while until is not None and found[0] != until and time.monotonic() < deadline:
         time.sleep(0.2)
