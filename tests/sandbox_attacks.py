@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
-from collections.abc import Callable
 from typing import Any
 
 BOUNDED_FORKS = (
@@ -98,18 +96,6 @@ def sandbox_processes(sandbox: Any) -> list[str]:
         if base <= uid < base + n_slots:
             found.append(pid)
     return found
-
-
-def eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
-    """Whether ``condition()`` holds within ``within`` seconds, polled (a killed process is reaped a moment
-    after the call that killed it returns): true at once when it already holds, so a pass costs no wait, and
-    the bound is room for a loaded 2-core machine, not a speed."""
-    end = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def machine_healthy() -> bool:

@@ -18,11 +18,11 @@ from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on
     BOUNDED_FORKS,
     DAEMON,
     FORK_BOMB,
-    eventually,
     machine_healthy,
     sandbox_processes,
     secret_hunter,
 )
+from time_bounds import ROOM_S, eventually  # tests/time_bounds.py
 
 from rewardlab.types import Record
 from rewardlab.verifiers import get_verifier
@@ -35,10 +35,6 @@ WRONG_ADD = "def add(a, b):\n    return 0\n"
 RIGHT_ADD = "def add(a, b):\n    return a + b\n"
 
 
-ROOM_S = 30.0
-"""The timeout of runs that must end by themselves (legitimate programs, and hacks stopped by anything but
-the clock): room for a loaded 2-core machine, so that a slow run never reads as a wrong verdict. It costs
-nothing when they pass."""
 KILL_S = 2.0
 """The timeout of programs that never end, where the timeout is what is tested (``short_verifier``)."""
 

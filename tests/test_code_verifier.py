@@ -7,18 +7,17 @@ import os
 import pickle
 
 import pytest
+from time_bounds import ROOM_S  # tests/time_bounds.py
 
 from rewardlab.types import Record
 from rewardlab.verifiers import get_verifier
 from rewardlab.verifiers.code import extract_code, normalize_reference, outputs_match, prompt_helpers
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "code")
-ROOM_S = 30.0
-"""The wall-clock timeout of every verifier here: room for a loaded 2-core machine, so that a slow correct
-program never reads as a wrong verdict (it costs nothing when they pass). Programs that never end are
-stopped by a CPU-time limit instead (``cpu_time``): CPU time does not run while a program waits for a core,
-so a correct program's few milliseconds never reach it, however loaded the machine."""
 SPIN_CPU_S = 1.0
+"""Every verifier here has ROOM_S of wall clock; programs that never end are stopped by this CPU-time limit
+instead (``cpu_time``): CPU time does not run while a program waits for a core, so a correct program's few
+milliseconds never reach it, however loaded the machine."""
 
 
 @pytest.fixture(scope="module")

@@ -28,11 +28,11 @@ from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on
     BOUNDED_FORKS,
     DAEMON,
     FORK_BOMB,
-    eventually,
     machine_healthy,
     sandbox_processes,
     secret_hunter,
 )
+from time_bounds import HANG_S, ROOM_S, eventually  # tests/time_bounds.py
 
 from rewardlab.envs import EnvConfig, ToolEnv, Turn, build_env, parsing
 from rewardlab.envs.base import EpisodeState
@@ -40,15 +40,8 @@ from rewardlab.envs.parsing import MAX_CALL_CHARS, MAX_CALL_DEPTH
 from rewardlab.envs.tools import CalculatorError, calculate, echo_last_expression
 from rewardlab.types import Record
 
-ROOM_S = 30.0
-"""The tool timeout of calls that must end by themselves (legitimate programs, and hacks stopped by a limit
-other than time): room for a loaded 2-core machine, so that a slow call never reads as a wrong observation.
-It costs nothing when they pass."""
 KILL_S = 2.0
 """The tool timeout of ``short_env``: only programs that run forever unless killed at it."""
-HANG_S = max(10.0, KILL_S + 5)
-"""A bound that guards a hang or a kill (never a speed): room for a loaded 2-core machine; the programs it
-guards against run forever unless killed."""
 SANDBOX = {"max_processes": 16, "parallelism": 2}  # the code verifier's safety tests use these limits
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV_SECRET = f"rk-env-secret-{uuid.uuid4().hex}"

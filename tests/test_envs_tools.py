@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+from time_bounds import ROOM_S  # tests/time_bounds.py
 
 from rewardlab.envs import ToolEnv, Turn
 from rewardlab.envs.base import END_ANSWER, END_MAX_TURNS, EpisodeState
@@ -24,9 +25,6 @@ from rewardlab.types import Record
 PRIMARY = {"python": "code", "sql": "query", "calculator": "expression"}
 ALL = ["tool_call", "fenced", "tag"]
 SANDBOX = {"max_processes": 16, "parallelism": 2}  # as the code verifier's sandbox tests
-ROOM_S = 30.0
-"""The tool timeout of calls that must end by themselves: room for a loaded 2-core machine, so that a slow
-call never reads as a wrong observation (it costs nothing when they pass)."""
 SETUP_SQL = (
     "CREATE TABLE singer(id INTEGER, name TEXT, age INTEGER);"
     "INSERT INTO singer VALUES (1, 'Ann', 31), (2, 'Bob', 45), (3, 'Cy', 27);"

@@ -7,14 +7,11 @@ import time
 from typing import ClassVar
 
 import pytest
+from time_bounds import HANG_S  # tests/time_bounds.py
 
 from rewardlab.scoring import Scorer, score_dataset, score_records, summarize
 from rewardlab.types import Record, Result
 from rewardlab.verifiers import Verifier, get_verifier
-
-HANG_S = 10.0
-"""A bound that guards a kill (never a speed): room for a loaded 2-core machine, far from the hostile rows'
-30 s or more."""
 
 
 class SleepyVerifier(Verifier):

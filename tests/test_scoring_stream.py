@@ -11,14 +11,11 @@ from typing import ClassVar
 
 import pytest
 from test_scoring import CrashingVerifier, SleepyVerifier, math_rows  # tests/ is on the path
+from time_bounds import HANG_S, eventually  # tests/time_bounds.py
 
 from rewardlab.scoring import Closed, QueueFull, Scorer, ScoringStream, score_records
 from rewardlab.types import Record, Result
 from rewardlab.verifiers.base import Verifier
-
-HANG_S = 10.0
-"""A bound that guards a hang or a kill (never a speed): room for a loaded 2-core machine, well under the
-hostile rows' 60 s."""
 
 
 def _sleepy(n: int, seconds: float = 0.0) -> list[dict]:
@@ -217,14 +214,12 @@ def test_spare_workers_take_the_rows_behind_cpu_stragglers_and_stop_after():
         clean_s = time.monotonic() - start
         assert scorer.pool_size > 1  # stragglers hold spares
         timed_out = [future.result(30)[0] for future in hostile]
-        # the next dispatch stops the stragglers' workers (once the killed ones are reaped)
-        deadline = time.monotonic() + HANG_S
-        while True:
+
+        def dispatched_and_drained() -> bool:  # the next dispatch stops the stragglers' workers (once reaped)
             stream.submit(_spinning(0)).result(10)
-            if scorer.pool_size == 1 or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert scorer.pool_size == 1
+            return scorer.pool_size == 1
+
+        assert eventually(dispatched_and_drained), scorer.pool_size
     assert [r.reward for r in clean] == [1.0] * 3
     assert clean_s < 10, clean_s  # 6 timeouts of 4 s in a row would be 24 s
     assert [r.error for r in timed_out] == ["timeout"] * 6

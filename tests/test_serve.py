@@ -24,6 +24,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from http_servers import stop_process  # tests/http_servers.py (pytest puts tests/ on the path)
+from time_bounds import HANG_S, eventually  # tests/time_bounds.py
 
 from rewardlab.cli import main
 from rewardlab.scoring import Closed, Scorer, ScoringStream, score_records
@@ -34,7 +35,6 @@ from rewardlab.types import Record, Result
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = "\\boxed{" + "+".join(f"x^{{{k}}}" for k in range(10_000)) + "}"  # ~50 s in math-verify
 TIMEOUT = 2.0
-HANG_S = 10.0  # a bound that guards a hang or a kill: room for a loaded 2-core machine, far from ~50 s
 
 ROWS = [
     {
@@ -341,10 +341,8 @@ def test_a_full_queue_refuses_with_503():
         first = pool.submit(c.post, "/score", json={"records": [{"completion": "a"}]})
         assert source.started.wait(30)
         queued = pool.submit(c.post, "/score", json={"records": [{"completion": "b"}] * 2})
-        deadline = time.monotonic() + 30
-        while server.pool.stream.queued_rows < 2:  # the second request waits in the queue
-            assert time.monotonic() < deadline, "the second request never queued"
-            time.sleep(0.02)
+        # the second request waits in the queue
+        assert eventually(lambda: server.pool.stream.queued_rows >= 2, 30), "the second request never queued"
         refused = c.post("/score", json={"records": [{"completion": "c"}] * 2})
         assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
         assert "rows are waiting" in refused.json()["error"]
@@ -391,10 +389,11 @@ def test_a_hostile_row_does_not_stall_other_requests():
             hostile = pool.submit(
                 _post, f"{url}/score", [clean[0], {"completion": HOSTILE, "reference": "1"}]
             )
-            deadline = time.monotonic() + 30
-            while "rewardlab_serve_in_flight_requests 2" not in httpx.get(f"{url}/metrics").text:
-                assert time.monotonic() < deadline, "the hostile request never arrived"
-                time.sleep(0.05)  # in flight: this /metrics request and the hostile one
+            # in flight: the /metrics request asking and the hostile one
+            in_flight = "rewardlab_serve_in_flight_requests 2"
+            assert eventually(lambda: in_flight in httpx.get(f"{url}/metrics").text, 30), (
+                "the hostile request never arrived"
+            )
             others = [pool.submit(_post, f"{url}/score", clean) for _ in range(5)]
             for future in others:
                 seconds, results = future.result(timeout=HANG_S + 20)
