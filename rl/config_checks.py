@@ -9,12 +9,12 @@ combinations of several fields, one small function each, run in order by :func:`
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rewardlab.config import ConfigError, check_fields
 from rewardlab.envs import ENVS, TOOLS
+from rewardlab.extras import MissingExtraError, require_installed
 from rewardlab.rl.sources import check_source
 from rewardlab.training.trackers import missing_package
 from rewardlab.verifiers.python import check_python_path
@@ -194,8 +194,11 @@ def _check_lora(cfg: RLConfig) -> None:
         raise ConfigError(
             f"model.lora.target_modules must be all-linear or a list of module names, got {lc.target_modules!r}"
         )
-    if lc.enabled and importlib.util.find_spec("peft") is None:
-        raise ConfigError("model.lora.r: LoRA needs peft (pip install 'rewardlab[lora]')")
+    if lc.enabled:
+        try:
+            require_installed("peft", extra="rl", what="LoRA (model.lora.r > 0)")
+        except MissingExtraError as exc:  # there is no lora extra: peft comes with rl (and rm)
+            raise ConfigError(f"model.lora.r: {exc}") from exc
     if not lc.load_in_4bit:
         return
     if not lc.enabled:

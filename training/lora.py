@@ -11,7 +11,7 @@
 * :class:`MergedModel` -- ``save_pretrained`` of the merged weights: a plain transformers folder.
 * :func:`plain_copy` -- a copy of a module without its adapters (PPO's critic body).
 
-peft is imported only by the functions that need it (``pip install 'rewardlab[lora]'``).
+peft is imported only by the functions that need it (it comes with the rl and rm extras).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from rewardlab.extras import require
 
 ADAPTER_DIR = "adapter"
 """The checkpoint folder of a LoRA model's adapter (next to the merged model's folder)."""
@@ -67,10 +69,12 @@ def add_lora(
     ``kbit``: the model was loaded in 4 or 8 bit (QLoRA): peft's ``prepare_model_for_kbit_training`` runs
     first. ``gradient_checkpointing``: the frozen embeddings' output is made to require a gradient, which
     checkpointed blocks need to pass one back to the adapters."""
-    try:
-        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
-    except ImportError as exc:  # pragma: no cover - peft is a declared extra
-        raise ImportError("LoRA needs peft: pip install 'rewardlab[lora]'") from exc
+    peft = require("peft", extra="rl", what="LoRA")
+    LoraConfig, get_peft_model, prepare_model_for_kbit_training = (  # noqa: N806 - peft's class name
+        peft.LoraConfig,
+        peft.get_peft_model,
+        peft.prepare_model_for_kbit_training,
+    )
     if kbit:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing)
     elif gradient_checkpointing:
