@@ -20,8 +20,8 @@ PRIME-RL/TTRL, keeps the answered samples, takes ``Counter.most_common(1)`` and 
 
 :class:`MajorityVoteSource` is a reward source for the RL loop (``score_batch`` / ``name`` / ``close``, as
 :class:`rewardlab.verifiers.python.CallableSource`); :func:`majority_vote_rewards` is the vote itself, pure.
-Importing this module registers the ``ttrl`` and ``self_certainty`` kinds of reward-source name
-(:func:`rewardlab.verifiers.sources.register_source_kind`).
+The ``ttrl`` and ``self_certainty`` kinds of reward-source name that build these sources are registered
+in :mod:`rewardlab.rl.sources`, lazily, so that resolving names does not import this module's math-verify.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from math_verify.errors import TimeoutException
 from rewardlab.types import Record, Result
 from rewardlab.verifiers.math.answer import Candidate
 from rewardlab.verifiers.math.verifier import MathVerifier, _Answer
-from rewardlab.verifiers.sources import SourceKind, register_source_kind
 
 __all__ = ["MajorityVoteSource", "majority_vote_rewards", "math_equivalent"]
 
@@ -309,30 +308,3 @@ class SelfCertaintySource:
 
     def close(self) -> None:
         pass
-
-
-TTRL = register_source_kind(
-    SourceKind(
-        spelling="ttrl",
-        names=("ttrl",),
-        build=MajorityVoteSource,
-        argument="none",
-        run_only=True,
-        group="label-free",
-    )
-)
-"""``ttrl`` in an RL run's ``reward.sources``: :class:`MajorityVoteSource`."""
-
-SELF_CERTAINTY = register_source_kind(
-    SourceKind(
-        spelling="self_certainty",
-        names=("self_certainty",),
-        build=SelfCertaintySource,
-        argument="none",
-        run_only=True,
-        run_objects={"score_fn": "the policy: it runs inside an RL run"},
-        takes_config=False,
-        group="label-free",
-    )
-)
-"""``self_certainty`` in an RL run's ``reward.sources``: :class:`SelfCertaintySource`, scored by the policy."""
