@@ -200,3 +200,26 @@ def test_source_never_raises_on_a_completion(monkeypatch):
     assert crashed.error.startswith("extraction failed: RecursionError")
     assert crashed.details["extracted"] is None and "too deep" in crashed.details["reason"]
     assert results[0].details["group_size"] == 6
+
+
+def test_the_source_table_knows_the_label_free_kinds_without_importing_them():
+    """The TRL and verl integrations and the RL config check resolve names through rl/sources.py: it lists
+    ``ttrl`` and ``self_certainty`` with lazy builders, so importing it loads neither this module nor
+    math-verify; building a ``ttrl`` source in a run then does."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom rewardlab.rl.sources import build_source, known_sources\n"
+        "import rewardlab.integrations.trl, rewardlab.integrations.verl\n"
+        "print('ttrl' in known_sources() and 'self_certainty' in known_sources())\n"
+        "loaded = lambda: sorted(m for m in ('rewardlab.rl.label_free', 'math_verify') if m in sys.modules)\n"
+        "print(loaded())\nprint(type(build_source('ttrl', run={})).__name__, loaded())"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "True",
+        "[]",
+        "MajorityVoteSource ['math_verify', 'rewardlab.rl.label_free']",
+    ]
