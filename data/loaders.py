@@ -107,22 +107,17 @@ def open_dataset(path_or_name: str, split: str | None = None) -> Any:
     """
     path = Path(path_or_name)
     if _is_saved_dataset(path):
-        kind = "reading a saved dataset folder"
-    elif path.is_file() and path.suffix == ".parquet":
-        kind = "reading parquet files"
-    elif path.is_dir():
-        kind = "reading a folder of data files"
-    elif _looks_local(path_or_name):
-        raise FileNotFoundError(f"input not found: {path_or_name}")
-    else:
-        kind = f"reading the hub dataset {path_or_name}"
-    datasets = _datasets(kind)
-    if _is_saved_dataset(path):
+        datasets = _datasets("reading a saved dataset folder")
         return _select_split(datasets.load_from_disk(str(path)), split, str(path))
     if path.is_file() and path.suffix == ".parquet":
+        datasets = _datasets("reading parquet files")
         return datasets.load_dataset("parquet", data_files=str(path), split=split or "train")
     if path.is_dir():  # a folder of data files: datasets infers the builder
+        datasets = _datasets("reading a folder of data files")
         return _select_split(datasets.load_dataset(str(path)), split, str(path))
+    if _looks_local(path_or_name):
+        raise FileNotFoundError(f"input not found: {path_or_name}")
+    datasets = _datasets(f"reading the hub dataset {path_or_name}")
     hub_problem = why_no_hub(datasets_offline=True)
     if hub_problem:
         raise FileNotFoundError(f"input not found: {path_or_name} is not a local file, and {hub_problem}")
