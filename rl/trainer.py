@@ -46,7 +46,6 @@ from rewardlab.rl.async_sampler import AsyncSampler
 from rewardlab.rl.batch import Rollout, UpdateBatch, UpdateStats, build_tensors
 from rewardlab.rl.config import RLConfig, dump_config, validate
 from rewardlab.rl.forward import ForwardPasses
-from rewardlab.rl.overlap import OverlappedRollouts
 from rewardlab.rl.policy import ValueModel, build_backend, load_policy, setup_models
 from rewardlab.rl.prompts import (
     PromptSource,
@@ -299,11 +298,6 @@ class RLTrainer:
     def _self_certainty(self, records: Sequence[Record]) -> list[float]:
         """The ``self_certainty`` reward source's scores (the sampler knows which model sampled ``records``)."""
         return self.sampler.self_certainty(records)
-
-    @property
-    def _overlap(self) -> OverlappedRollouts | None:
-        """The rollout thread's scheduler while asynchronous rollouts run (``None`` otherwise)."""
-        return self.async_sampler.overlap
 
     # -- evaluation -------------------------------------------------------------------------------------------
     def evaluate(self, records: Sequence[Record] | None = None) -> dict[str, Any]:

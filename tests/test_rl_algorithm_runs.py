@@ -117,7 +117,7 @@ def test_async_run_trains_one_step_behind_on_the_same_prompts(tmp_path):
     assert prompts[:2] == prompts[2:]
     position = ("data_epoch", "data_index")
     assert [tr.state_dict()[k] for k in position] == [sync.state_dict()[k] for k in position]
-    assert tr._overlap is None  # the thread is stopped when train() returns
+    assert tr.async_sampler.overlap is None  # the thread is stopped when train() returns
 
 
 # -- prompt filters -------------------------------------------------------------------------------------------
