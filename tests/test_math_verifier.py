@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from time_bounds import HANG_S  # tests/time_bounds.py
 
 sys.path.insert(0, str(Path(__file__).parent))  # math_cases.py is shared with bench/score_math.py
 from math_cases import EQUIVALENCE, EXTRACTION  # noqa: E402
@@ -148,13 +149,17 @@ def test_normalize_and_parse_number_helpers():
 
 
 def test_signal_timeout_on_the_main_thread():
-    # Outside the engine (main thread), math-verify's own signal timeout turns a runaway parse into "timeout".
+    # Outside the engine (main thread), math-verify's own signal timeout stops a runaway comparison. Where the
+    # alarm lands decides the verdict: in parsing it is the error "timeout"; inside math-verify's verify, which
+    # catches it, "not equivalent" (a CI run got that). Either way reward 0, and within the hang guard: without
+    # the timeout this input takes ~32 s (measured on 2 cores), far past it.
     v = get_verifier("math", timeout=1)
-    big = "+".join(f"x^{{{i}}}" for i in range(3000))
+    big = "+".join(f"x^{{{i}}}" for i in range(5000))
     start = time.perf_counter()
     result = v.score(Record(completion=f"\\boxed{{{big}}}", reference="1"))
-    assert result.error == "timeout" and result.reward == 0.0, (result.error, result.reward)
-    assert time.perf_counter() - start < 10  # a hang guard: the timeout is 1 s
+    elapsed = time.perf_counter() - start
+    assert result.reward == 0.0 and result.error in (None, "timeout"), (result.error, result.reward)
+    assert elapsed < HANG_S, elapsed
 
 
 def test_adversarial_completions_extract_in_linear_time(verifier):
