@@ -6,6 +6,11 @@ Reference, same run: ``subprocess.run([python, "-I", "-S", "-c", code])`` per pr
 all), from a pool of the same number of threads. Prints milliseconds per program, programs per second,
 and the ratio (rewardlab / reference, higher is better); the median of ``--repeats`` runs.
 
+Then the cost of a supervisor per program: ``--n`` programs one at a time (one call each, the median
+latency), the default sandbox against the same sandbox with ``supervisor_per_program=False`` (the slot
+supervises every program itself: no fork per program, no fresh memory per program), the two interleaved
+so that both see the same load. Target: the default within 1.15x.
+
     python bench/sandbox_cost.py --n 300 --workers 2
 """
 
@@ -55,6 +60,28 @@ def start_seconds(workers: int) -> float:
     return elapsed
 
 
+def single_costs(n: int) -> dict[str, float]:
+    """Median latency of one program per call, per program supervisor on and off, interleaved."""
+    boxes = {
+        "supervisor per program (default)": Sandbox(SandboxConfig(parallelism=1)),
+        "slot supervises (isolation off)": Sandbox(SandboxConfig(parallelism=1, supervisor_per_program=False)),
+    }
+    times: dict[str, list[float]] = {name: [] for name in boxes}
+    for box in boxes.values():
+        box.start()
+        sandbox_rate(box, 20)  # warm
+    for i in range(n):
+        for name, box in boxes.items():
+            t0 = time.perf_counter()
+            report = box.run([StdioTask(PROGRAM, f"{i}\n")])[0]
+            times[name].append(time.perf_counter() - t0)
+            if report.stdout != f"{i}\n".encode():
+                raise SystemExit(f"sandbox gave wrong output: {report}")
+    for box in boxes.values():
+        box.close()
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=300, help="programs per measurement")
@@ -76,6 +103,11 @@ def main() -> None:
             f"plain interpreter {1000 / ref:6.2f} ms/program ({ref:6.1f}/s), ratio {ours / ref:.2f}x"
         )
     print(f"isolation: {sandbox.info}")
+    costs = single_costs(args.n)
+    for name, cost in costs.items():
+        print(f"one program per call, {name}: {1000 * cost:.2f} ms (median of {args.n})")
+    on, off = costs.values()
+    print(f"supervisor per program costs {on / off:.2f}x the slot supervising (target <= 1.15x)")
 
 
 if __name__ == "__main__":

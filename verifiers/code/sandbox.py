@@ -115,6 +115,11 @@ class SandboxConfig(SandboxLimits):
     pid_namespace: bool = True
     """Give each slot a PID namespace where the kernel allows it (off: the fallback used where it does
     not, killing leftovers by process group and by sweeping the slot's uid)."""
+    supervisor_per_program: bool = True
+    """Fork a supervisor for each program (forked one program ahead where programs have private uids), so
+    that no program is forked from a process that held an earlier program's code or output. Off: the
+    slot supervises every program itself; only the reference of ``bench/sandbox_cost.py``, never for
+    untrusted code."""
 
     def limits(self) -> dict[str, Any]:
         return {
@@ -152,6 +157,26 @@ class FunctionTask:
 
 
 @dataclass
+class ExecTask:
+    """Run a command (a compiler, a compiled program, a runtime) in a fresh working directory holding
+    ``files``, with ``stdin``; the parent compares the captured stdout. Needs a read-only root (the
+    ``native`` or ``bwrap`` backend): a command is not Python, so no audit hook can stand in for one."""
+
+    argv: list[str]
+    files: dict[str, bytes] = field(default_factory=dict)
+    """Written into the working directory before the command starts (names without ``/``)."""
+    executable: tuple[str, ...] = ()
+    """Names among ``files`` made executable (a compiled binary)."""
+    stdin: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    """Set over the program's clean environment (``PATH``, ``HOME`` and ``TMPDIR`` = its directory...)."""
+    collect: tuple[str, ...] = ()
+    """Names or ``fnmatch`` patterns of the files returned in :attr:`RunReport.files` once it has ended."""
+    limits: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the batch's limits for this command (a compiler's own time and memory)."""
+
+
+@dataclass
 class RunReport:
     """What the supervisor saw of one program."""
 
@@ -165,6 +190,8 @@ class RunReport:
     stdout: bytes = b""
     stderr: str = ""
     error: str | None = None  # the sandbox itself failed (zygote died, bad report)
+    files: dict[str, bytes] = field(default_factory=dict)
+    """:class:`ExecTask` files collected after the program ended (a compiler's output)."""
 
     @property
     def last_error_line(self) -> str:
@@ -251,6 +278,7 @@ class Sandbox:
             "uid_base": self._uid_base,
             "judge_memory_mb": max(int(self.config.memory_mb), 1024) if self.config.memory_mb else 0,
             "pid_namespace": bool(self.config.pid_namespace),
+            "supervisor_per_program": bool(self.config.supervisor_per_program),
             "drop_privileges": bool(self.config.private_uids),
         }
         script = os.path.join(ZYGOTE, ZYGOTE_MAIN)
@@ -362,7 +390,7 @@ class Sandbox:
                 argv += ["--tmpfs", target, "--remount-ro", target]
             else:
                 argv += ["--ro-bind", "/dev/null", target]
-        argv += ["--ro-bind", ZYGOTE, INSIDE_ZYGOTE, "--dev", "/dev"]
+        argv += ["--ro-bind", ZYGOTE, INSIDE_ZYGOTE, "--dev", "/dev", "--perms", "0555", "--dir", "/proc"]
         argv += ["--size", str(int(self.config.workdir_mb) * 1024 * 1024), "--tmpfs", "/runs"]
         if os.geteuid() == 0:
             argv += ["--cap-add", "ALL"]
@@ -411,7 +439,7 @@ class Sandbox:
         return report_r
 
     def run(
-        self, tasks: Sequence[StdioTask | FunctionTask], *, config: SandboxConfig | None = None
+        self, tasks: Sequence[StdioTask | FunctionTask | ExecTask], *, config: SandboxConfig | None = None
     ) -> list[RunReport | FunctionOutcome]:
         """Runs every task, up to ``parallelism`` at once; results in input order. Never raises on a task."""
         with self._lock:
@@ -432,9 +460,15 @@ class Sandbox:
                         ]
         raise AssertionError("unreachable")
 
-    def _run(self, tasks: Sequence[StdioTask | FunctionTask], limits: dict) -> list[Any]:
+    def _run(self, tasks: Sequence[StdioTask | FunctionTask | ExecTask], limits: dict) -> list[Any]:
         results: list[Any] = [None] * len(tasks)
-        pending = list(range(len(tasks)))[::-1]
+        if not self.info.get("read_only_root"):  # a command would see the whole host: none runs
+            refused = RunReport(error=f"sandbox error: {NO_ROOT_FOR_COMMANDS} ({self.info.get('backend')})")
+            for i, task in enumerate(tasks):
+                if isinstance(task, ExecTask):
+                    results[i] = refused
+            tasks = [None if isinstance(t, ExecTask) else t for t in tasks]  # type: ignore[misc]
+        pending = [i for i in range(len(tasks)) if tasks[i] is not None][::-1]
         sel = selectors.DefaultSelector()
         buffers: dict[int, bytearray] = {}
         free_slots, free_judges = list(self._slots), list(self._judges)
@@ -447,14 +481,15 @@ class Sandbox:
             task = tasks[index]
             state: dict[str, Any] = {"reports": {}, "fds": []}
             inflight[index] = state
-            if isinstance(task, StdioTask):
+            if isinstance(task, (StdioTask, ExecTask)):
+                kind, payload, task_limits = _single_program(task, limits)
                 stdin_fd = os.memfd_create("rk-stdin", os.MFD_CLOEXEC)
                 slot = free_slots.pop()
                 try:
                     os.write(stdin_fd, task.stdin.encode("utf-8", "replace"))
                     os.lseek(stdin_fd, 0, os.SEEK_SET)
-                    fd = self._launch("stdio", task.code.encode("utf-8", "replace"), stdin_fd, limits, slot)
-                    state["fds"].append((fd, "stdio", slot))
+                    fd = self._launch(kind, payload, stdin_fd, task_limits, slot)
+                    state["fds"].append((fd, kind, slot))
                 finally:
                     os.close(stdin_fd)
             else:
@@ -486,8 +521,9 @@ class Sandbox:
         def finish(index: int) -> None:
             state = inflight.pop(index)
             reports = state["reports"]
-            if isinstance(tasks[index], StdioTask):
-                results[index] = reports.get("stdio") or RunReport(error="sandbox error: no report")
+            if isinstance(tasks[index], (StdioTask, ExecTask)):
+                kind = "exec" if isinstance(tasks[index], ExecTask) else "stdio"
+                results[index] = reports.get(kind) or RunReport(error="sandbox error: no report")
             else:
                 cand = reports.get("candidate") or RunReport(error="sandbox error: no report")
                 judge = reports.get("judge") or RunReport(error="sandbox error: no report")
@@ -510,7 +546,7 @@ class Sandbox:
         def can_launch() -> bool:
             if not pending or not free_slots:
                 return False
-            return isinstance(tasks[pending[-1]], StdioTask) or bool(free_judges)
+            return not isinstance(tasks[pending[-1]], FunctionTask) or bool(free_judges)
 
         try:
             while pending or inflight:
@@ -527,7 +563,7 @@ class Sandbox:
                         inflight.pop(index)
                         err = RunReport(error=f"sandbox error: {exc}")
                         results[index] = (
-                            err if isinstance(tasks[index], StdioTask) else _function_outcome(err, err)
+                            _function_outcome(err, err) if isinstance(tasks[index], FunctionTask) else err
                         )
                 if pending and not inflight and not can_launch():
                     for index in pending:  # every worker is gone
@@ -563,6 +599,24 @@ class Sandbox:
             if broken:
                 self.close()
         return results
+
+
+NO_ROOT_FOR_COMMANDS = "programs other than Python need a read-only root (the native or bwrap backend)"
+
+
+def _single_program(task: StdioTask | ExecTask, limits: dict) -> tuple[str, bytes, dict]:
+    """The worker's kind, payload and limits of a one-process task."""
+    if isinstance(task, StdioTask):
+        return "stdio", task.code.encode("utf-8", "replace"), limits
+    files = {
+        name: (base64.b64encode(data).decode(), 0o755 if name in task.executable else 0o644)
+        for name, data in task.files.items()
+    }
+    job = {"argv": list(task.argv), "files": files, "env": dict(task.env), "collect": list(task.collect)}
+    # Commands get a /proc of their own (compilers and runtimes find themselves through it) and an
+    # RLIMIT_DATA instead of RLIMIT_AS (JIT and threaded runtimes reserve far more than they use).
+    merged = {**limits, "proc": True, "data_mb": limits["memory_mb"], **task.limits}
+    return "exec", json.dumps(job).encode(), merged
 
 
 def _parents_to_create(layout: Layout) -> list[str]:
@@ -623,7 +677,7 @@ def _parse_report(data: bytes) -> RunReport:
     except ValueError:
         return RunReport(error="sandbox error: unreadable report")
     stdout = raw.get("stdout", "")
-    if raw.get("kind") == "stdio":
+    if raw.get("kind") in ("stdio", "exec"):
         stdout = base64.b64decode(stdout)
     else:
         stdout = stdout.encode()
@@ -637,6 +691,7 @@ def _parse_report(data: bytes) -> RunReport:
         maxrss_kb=int(raw.get("maxrss_kb", 0)),
         stdout=stdout,
         stderr=raw.get("stderr", ""),
+        files={name: base64.b64decode(data) for name, data in (raw.get("files") or {}).items()},
     )
 
 
@@ -664,4 +719,12 @@ def _function_outcome(candidate: RunReport, judge: RunReport) -> FunctionOutcome
     )
 
 
-__all__ = ["FunctionOutcome", "FunctionTask", "RunReport", "Sandbox", "SandboxConfig", "StdioTask"]
+__all__ = [
+    "ExecTask",
+    "FunctionOutcome",
+    "FunctionTask",
+    "RunReport",
+    "Sandbox",
+    "SandboxConfig",
+    "StdioTask",
+]

@@ -21,6 +21,7 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
+MS_NOEXEC = 8
 MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
@@ -60,6 +61,7 @@ def build_root(root: str, mounts: list, workdir_mb: int) -> None:
         target = f"{root}/dev/{dev}"
         open(target, "a").close()
         mount(f"/dev/{dev}", target, None, MS_BIND)
+    os.makedirs(root + "/proc", mode=0o555, exist_ok=True)  # mount point of a compiled program's own /proc
     os.makedirs(root + "/runs", exist_ok=True)
     # Mount points of the programs' working dirs (each a tmpfs of its own, see supervisor.py); their
     # shared home where per-program mounts are refused, capped so that no program fills the host's disk.

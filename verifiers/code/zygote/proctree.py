@@ -88,30 +88,121 @@ def _spawn_worker(kind: str, uid: int, control: socket.socket, others: list[sock
 
 
 def slot_loop(sock: socket.socket, uid: int | None) -> None:
-    """One program at a time, each under a supervisor forked for it (see :func:`run_supervisor`)."""
+    """One program at a time, each under a supervisor forked for it (see :func:`run_supervisor`).
+
+    With a private uid, the supervisor is forked one program ahead (a *spare*, :func:`fork_spare`): once a
+    program has started, the next supervisor is forked while it runs, and the last one is reaped then,
+    so that neither the fork nor the exit of a supervisor is on the way of a program's start. A spare is
+    forked from the slot, like any supervisor, and has read nothing. (Its sweep, by the program's uid,
+    spares the spare; ``reaper.kill_others``. A supervisor that failed before its own sweep is found
+    only then, and its sweep by uid also ends the program just handed over.)"""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     if not STATE["pidns"]:
         # Without a namespace of its own, the slot adopts what a dead supervisor left (see kill_leftovers).
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    prefork = uid is not None and CONFIG.get("supervisor_per_program", True)
+    spare = fork_spare(sock, uid) if prefork else None
+    previous: int | None = None  # the last handed-over supervisor, reaped after the next hand-over
     while True:
         job = recv_job(sock)
         if job is None:
+            for pid in (spare[0] if spare else None, previous):
+                if pid is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
             return
         header, fds = job
         try:
-            run_supervisor(header, fds, uid)
+            if spare is None:
+                run_supervisor(header, fds, uid, fork=CONFIG.get("supervisor_per_program", True))
+            elif hand_over(spare, header, fds):
+                _close(fds)  # before the next fork: no spare may hold the report's pipe open
+                _wait_started(spare[1])  # the next fork would compete with the program's start
+                spare[1].close()
+                done, previous, spare = previous, spare[0], fork_spare(sock, uid)
+                if done is not None:  # it wrote its report before this job came: exiting, or gone
+                    wait_supervisor(done, uid)
+            else:  # the spare had died: a supervisor forked now
+                wait_supervisor(spare[0], uid)
+                run_supervisor(header, fds, uid)
+                spare = fork_spare(sock, uid)
         except BaseException:
             traceback.print_exc()
         finally:
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            _close(fds)
 
 
-def run_supervisor(header: dict, fds: list[int], uid: int | None) -> None:
+def _close(fds: list[int]) -> None:
+    """Closes the job's descriptors once (the list is emptied: their numbers may be reused at once)."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
+
+
+def fork_spare(slot_sock: socket.socket, uid: int | None) -> tuple[int, socket.socket]:
+    """A supervisor forked ahead of its program, waiting for one job on a socket of its own (on which it
+    says when its program has started). Returns its pid and that socket."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid:
+        theirs.close()
+        return pid, ours
+    code = 0
+    try:
+        slot_sock.close()
+        ours.close()
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        job = recv_job(theirs)
+        if job is not None:
+            supervise(job[0], job[1], uid, started=lambda: _started(theirs))
+        theirs.close()
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+        code = 1
+    os._exit(code)
+
+
+def hand_over(spare: tuple[int, socket.socket], header: dict, fds: list[int]) -> bool:
+    """Gives a job to a spare supervisor; ``False`` (its socket closed) when it is gone."""
+    try:
+        socket.send_fds(spare[1], [json.dumps(header).encode()], fds)
+        return True
+    except OSError:
+        spare[1].close()
+        return False
+
+
+def _started(sock: socket.socket) -> None:
+    """The spare tells the slot that its program is running (one byte)."""
+    with contextlib.suppress(OSError):
+        sock.send(b"s")
+
+
+def _wait_started(sock: socket.socket) -> None:
+    """Waits (up to 50 ms) until the handed-over supervisor has started its program."""
+    sock.settimeout(0.05)
+    with contextlib.suppress(OSError):
+        sock.recv(1)
+
+
+def wait_supervisor(pid: int, uid: int | None) -> None:
+    """Reaps a supervisor; one that failed before its clean-up leaves what the program left to the slot."""
+    status = os.waitpid(pid, 0)[1]
+    if status != 0:
+        kill_leftovers(None, uid)
+
+
+def run_supervisor(header: dict, fds: list[int], uid: int | None, fork: bool = True) -> None:
     """Forks the supervisor of one program and waits for it. The slot itself never reads the program's
     code or output: each program is forked from a supervisor whose memory held nothing of an earlier one
-    (its output stayed in its own supervisor, gone with it)."""
+    (its output stayed in its own supervisor, gone with it). ``fork=False``: the slot supervises the
+    program itself (``supervisor_per_program=False``, the reference of ``bench/sandbox_cost.py``)."""
+    if not fork:
+        supervise(header, fds, uid)
+        return
     pid = os.fork()
     if pid == 0:
         code = 0

@@ -30,7 +30,19 @@ import tempfile
 import traceback
 
 from .guards import disable_network, guard_files
-from .namespaces import PR_SET_NO_NEW_PRIVS, libc, program_namespaces, unshare
+from .namespaces import (
+    CLONE_NEWNS,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_REC,
+    PR_SET_NO_NEW_PRIVS,
+    libc,
+    mount,
+    program_namespaces,
+    unshare,
+)
 from .state import CONFIG, STATE
 
 
@@ -40,7 +52,10 @@ def enter_program(uid: int | None, workdir: str, limits: dict) -> None:
     mb = 1024 * 1024
     cpu = max(1, int(limits["cpu"] + 0.999))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    if limits.get("memory_mb"):
+    if limits.get("data_mb"):  # JIT and threaded runtimes reserve far more address space than they use
+        data = int(limits["data_mb"] * mb)
+        resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+    elif limits.get("memory_mb"):
         as_bytes = int(limits["memory_mb"] * mb)
         resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
     fsize = int(limits["fsize_mb"] * mb)
@@ -49,6 +64,8 @@ def enter_program(uid: int | None, workdir: str, limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
     if STATE["program_ns"]:  # while still root: System V IPC and sockets of its own, gone when it ends
         unshare(program_namespaces())
+    if limits.get("proc") and STATE["chroot"] and uid is not None:
+        _mount_own_proc()
     if uid is not None:
         # RLIMIT_NPROC counts the processes of the real uid: exact here because each in-flight program
         # has a uid of its own. Root ignores it, hence the drop below.
@@ -76,6 +93,36 @@ def enter_program(uid: int | None, workdir: str, limits: dict) -> None:
         disable_network()
     if not STATE["chroot"]:
         guard_files(workdir)
+
+
+def _mount_own_proc() -> None:
+    """A ``/proc`` of the program's own (a mount namespace of its own): compilers and runtimes find their
+    files through ``/proc/self/exe`` (the loader's ``$ORIGIN``, rustc's sysroot, the JVM). It shows the
+    slot's PID namespace only, and of that only the program's own uid's processes (``hidepid=2``)."""
+    try:
+        unshare(CLONE_NEWNS)
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+    except OSError as exc:
+        os.write(2, f"sandbox: no /proc for this program ({exc})\n".encode())
+
+
+def run_exec(job: dict) -> int:
+    """Writes the job's files into the working directory and replaces this process with its command (a
+    compiler, a compiled binary, a runtime); returns only when the command cannot start."""
+    for name, (data, mode) in job["files"].items():
+        if "/" in name or name.startswith("."):
+            raise ValueError(f"bad file name {name!r}")
+        with open(name, "wb") as f:
+            f.write(data)
+        os.chmod(name, mode)
+    os.environ.update(job.get("env") or {})
+    argv = job["argv"]
+    try:
+        os.execvpe(argv[0], argv, os.environ)
+    except OSError as exc:
+        os.write(2, f"cannot run {argv[0]}: {exc.strerror}\n".encode())
+    return 127
 
 
 def _fresh_streams() -> None:

@@ -28,8 +28,11 @@ def kill_others(pid: int | None = None, uid: int | None = None) -> None:
     it but the caller and the slot (its PID 1). Without a namespace: the program's process group and the
     processes of its uid."""
     if STATE["pidns"]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)
+        if uid is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+        else:
+            _kill_all_as(uid)
         return
     if pid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -59,6 +62,17 @@ def _kill_adopted() -> int:
     return n
 
 
+def _kill_all_as(uid: int) -> None:
+    """kill(-1) with the program's uid as the real and effective uid (root kept as the saved one, then
+    taken back): every process of the program, and not the slot's spare supervisor, which is root's."""
+    os.setresuid(uid, uid, 0)
+    try:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+    finally:
+        os.setresuid(0, 0, 0)
+
+
 def _sweep_uid(uid: int) -> None:
     """kill(-1) from a helper running as ``uid``: every process of that uid, ``setsid``-ed ones included."""
     child = os.fork()
@@ -78,7 +92,7 @@ def kill_leftovers(pid: int | None, uid: int | None) -> None:
     private uid) every process of that uid, which also catches double-forked, ``setsid``-ed children."""
     if STATE["pidns"]:
         for _ in range(10000):
-            kill_others()
+            kill_others(None, uid)
             try:
                 while os.waitpid(-1, os.WNOHANG)[0] > 0:
                     pass

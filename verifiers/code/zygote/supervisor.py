@@ -10,29 +10,37 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fnmatch
 import json
 import os
 import select
 import shutil
 import signal
+import stat
 import time
 import traceback
+from collections.abc import Callable
 
 from .jobs import read_fd, write_all
 from .namespaces import MS_NODEV, MS_NOSUID, mount, umount
-from .program import enter_program, run_stdio
+from .program import enter_program, run_exec, run_stdio
 from .reaper import kill, kill_leftovers, kill_others
 from .rpc import run_candidate
 from .state import CONFIG, STATE
 
 
-def supervise(header: dict, fds: list[int], uid: int | None) -> None:
-    """Runs one program under limits and writes a JSON report to ``fds[0]``."""
+def supervise(
+    header: dict, fds: list[int], uid: int | None, started: Callable[[], None] | None = None
+) -> None:
+    """Runs one program under limits and writes a JSON report to ``fds[0]``; calls ``started`` once the
+    program is forked."""
     report_fd, payload_fd, extra_fd = fds[0], fds[1], fds[2]
     kind = header["kind"]
     limits = header["limits"]
     payload = read_fd(payload_fd)
     os.close(payload_fd)
+    if kind == "exec":
+        payload = _exec_job(payload)
     workdir = _make_workdir(kind, uid)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -43,12 +51,17 @@ def supervise(header: dict, fds: list[int], uid: int | None) -> None:
     os.close(out_w)
     os.close(err_w)
     os.close(extra_fd)
+    if started is not None:
+        started()
     out, err, status = _watch(pid, uid, out_r, err_r, limits, t0)
     wall = time.monotonic() - t0
     kill_leftovers(pid, uid)
-    _remove_workdir(workdir)
     report = {"kind": kind, "wall": round(wall, 4), **status}
-    report["stdout"] = base64.b64encode(out).decode() if kind == "stdio" else out.decode("utf-8", "replace")
+    if kind == "exec" and payload.get("collect"):
+        report["files"] = _collect(workdir, payload["collect"], limits)
+    _remove_workdir(workdir)
+    binary = kind in ("stdio", "exec")
+    report["stdout"] = base64.b64encode(out).decode() if binary else out.decode("utf-8", "replace")
     report["stderr"] = err[-4000:].decode("utf-8", "replace")
     write_all(report_fd, json.dumps(report).encode())
     os.close(report_fd)
@@ -62,18 +75,21 @@ def _run_program(
     (``candidate``); ``keep`` holds those three ends, ``close`` the supervisor's own. Then its limits and
     identity, then the program."""
     out_w, err_w, extra_fd = keep
+    piped = kind in ("stdio", "exec")
     try:
         for fd in close:
             os.close(fd)
-        stdin_fd = extra_fd if kind == "stdio" else os.open("/dev/null", os.O_RDONLY)
+        stdin_fd = extra_fd if piped else os.open("/dev/null", os.O_RDONLY)
         os.dup2(stdin_fd, 0)
-        os.dup2(out_w if kind == "stdio" else os.open(os.devnull, os.O_WRONLY), 1)
+        os.dup2(out_w if piped else os.open(os.devnull, os.O_WRONLY), 1)
         os.dup2(err_w, 2)
-        if kind != "stdio":
+        if not piped:
             os.dup2(extra_fd, 3)
-        os.closerange(4, 1 << 16)
+        os.closerange(3 if piped else 4, 1 << 16)
         enter_program(uid, workdir, limits)
-        if kind == "stdio":
+        if kind == "exec":
+            code = run_exec(payload)
+        elif kind == "stdio":
             code = run_stdio(payload.decode("utf-8", "replace"))
         else:
             code = run_candidate(payload.decode("utf-8", "replace"), 3)
@@ -82,6 +98,42 @@ def _run_program(
             traceback.print_exc()
         code = 1
     os._exit(code)
+
+
+def _exec_job(payload: bytes) -> dict:
+    """An ``exec`` program's job: its command, environment, the files to write (name: base64, mode) and
+    the names or patterns of the files to return once it has ended (a compiler's output)."""
+    job = json.loads(payload)
+    job["files"] = {name: (base64.b64decode(data), mode) for name, (data, mode) in job["files"].items()}
+    return job
+
+
+def _collect(workdir: str, patterns: list[str], limits: dict) -> dict:
+    """The regular files of the working directory's top level matching ``patterns`` (a compiler's output),
+    base64, to ``limits["collect_mb"]`` in all. Opened without following links: the program, not the
+    supervisor, decided what they are."""
+    budget = int(limits.get("collect_mb", 64) * 1024 * 1024)
+    found: dict[str, str] = {}
+    try:
+        names = sorted(os.listdir(workdir))
+    except OSError:
+        return found
+    for name in names:
+        if not any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            continue
+        try:
+            fd = os.open(os.path.join(workdir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > budget:
+                continue
+            budget -= info.st_size
+            found[name] = base64.b64encode(read_fd(fd)).decode()
+        finally:
+            os.close(fd)
+    return found
 
 
 def _watch(
