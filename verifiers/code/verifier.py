@@ -1,6 +1,8 @@
 """Code-execution verifier: extract the program, run it against the record's tests in the sandbox, reward.
 
-Two test styles (see ``docs/code.md``):
+Python runs on the path below; C, C++, Java, JavaScript, TypeScript, Go and Rust are compiled once per
+distinct program and run as commands in the same sandbox (``multilang.py``: which language and tests;
+``foreign.py``: the runs). Two test styles (see ``docs/code.md``):
 
 * function tests (HumanEval / MBPP): a test body and an entry point, or a list of ``assert`` lines. The
   solution is loaded in a *candidate* process; the tests run in a separate *judge* process that calls the
@@ -18,12 +20,23 @@ import contextlib
 import json
 import math
 import re
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from rewardlab.types import Record, Result
 from rewardlab.verifiers.base import Verifier
+from rewardlab.verifiers.code.foreign import Planned, make_program, run_planned, stdio_case, test_case
+from rewardlab.verifiers.code.languages import Language
+from rewardlab.verifiers.code.multilang import (
+    cut_at_stop,
+    fence_label,
+    foreign_spec,
+    record_language,
+    resolve_language,
+)
+from rewardlab.verifiers.code.programs import Builds, CompileLimits
 from rewardlab.verifiers.code.sandbox import (
     FunctionOutcome,
     FunctionTask,
@@ -61,6 +74,14 @@ class CodeConfig(SandboxLimits):
     The reward is the same; the cases not run are reported as ``skipped``."""
     include_challenge_tests: bool = False
     """MBPP: also run ``challenge_test_list``."""
+    language: str | None = None
+    """Language of every record that names none (``cpp``, ``java``, ``js``...); ``None``: the record's
+    (``reference.language``, a HumanEval-X ``task_id``, ``metadata.language``), else the fence label of the
+    extracted block, else Python."""
+    compile_timeout: float = 30.0
+    """Wall-clock and CPU limit of one compilation, in seconds (its own, apart from ``timeout``)."""
+    compile_memory_mb: int = 2048
+    """Memory limit of one compilation (RLIMIT_DATA), in MiB."""
 
     def sandbox_config(self) -> SandboxConfig:
         return SandboxConfig(**limit_values(self))
@@ -408,6 +429,11 @@ class CodeVerifier(Verifier):
             raise TypeError(f"unknown code verifier option(s) {unknown} (known: {sorted(known)})")
         self.options = CodeConfig(**config)
         self._sandbox: Sandbox | None = None
+        limits = CompileLimits(self.options.compile_timeout, self.options.compile_memory_mb)
+        self.builds = Builds(limits)
+        """Programs in other languages, compiled once each for this verifier's life."""
+        self._done = f"rk-tests-done-{secrets.token_hex(8)}"
+        """The line a test program prints only after its last test (see ``languages.py``)."""
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config}
@@ -458,6 +484,27 @@ class CodeVerifier(Verifier):
             code, source = prompt + sep + code, source + " after the prompt"
         return spec, code, source
 
+    def language_of(self, record: Record) -> Language | None:
+        """The record's language (``None``: Python); raises ``ValueError`` on an unknown name."""
+        named = record_language(record.reference, record.metadata) or self.options.language
+        return resolve_language(named, fence_label(record.completion_text, self.options.extract))
+
+    def prepare_foreign(self, record: Record, language: Language) -> Planned:
+        """The program of a record in ``language`` (index 0; the batch sets it); raises on a bad
+        reference."""
+
+        def python_stdio(reference: Any, metadata: dict | None) -> TestSpec:
+            return normalize_reference(reference, metadata=metadata)
+
+        spec = foreign_spec(record.reference, record.metadata, language, python_stdio)
+        text = record.completion_text
+        code, source = extract_code(text, extract=self.options.extract, languages=language.fences)
+        if source == "text" and spec.stop_tokens:
+            code = cut_at_stop(code, spec.stop_tokens)
+        memory = self.options.memory_mb
+        program = make_program(spec, code, source, record.prompt_text or "", self._done, memory)
+        return Planned(0, spec, program, source)
+
     def score_batch(self, records: Sequence[Record]) -> list[Result]:
         """Scores all records, running their programs in parallel (``parallelism`` at a time).
 
@@ -466,8 +513,13 @@ class CodeVerifier(Verifier):
         most wrong programs already fail the first case."""
         results: list[Result | None] = [None] * len(records)
         plan: list[tuple[int, TestSpec, str, str]] = []
+        foreign: list[Planned] = []
         for i, record in enumerate(records):
             try:
+                language = self.language_of(record)
+                if language is not None:
+                    results[i] = self._plan_foreign(i, record, language, foreign)
+                    continue
                 spec, code, source = self.prepare(record)
             except InvalidReference as exc:
                 results[i] = Result.failure(str(exc))
@@ -515,6 +567,7 @@ class CodeVerifier(Verifier):
                 outcomes = self._run(tasks)
                 for i, js in ids.items():
                     reports[i] += [outcomes[j] for j in js]
+        self._score_foreign(foreign, staged, results)
         for i, spec, _, source in plan:
             try:
                 if spec.style == "stdio":
@@ -524,6 +577,60 @@ class CodeVerifier(Verifier):
             except Exception as exc:  # noqa: BLE001
                 results[i] = Result.failure(f"verifier error: {type(exc).__name__}: {exc}")
         return [r if r is not None else Result.failure("verifier error: not scored") for r in results]
+
+    def _plan_foreign(
+        self, index: int, record: Record, language: Language, plan: list[Planned]
+    ) -> Result | None:
+        """Adds the record's program to ``plan``; returns the row's result when it cannot run."""
+        missing = language.missing()
+        if missing:
+            return Result.failure(missing, language=language.name)
+        item = self.prepare_foreign(record, language)
+        if not item.program.text.strip():
+            return Result.failure("no code found", language=language.name)
+        item.index = index
+        plan.append(item)
+        return None
+
+    def _score_foreign(self, plan: list[Planned], staged: bool, results: list[Result | None]) -> None:
+        if not plan:
+            return
+        reports = run_planned(self.sandbox, self.builds, plan, staged, self._match)
+        for item in plan:
+            try:
+                results[item.index] = self._foreign_result(item, reports.get(item.index, []))
+            except Exception as exc:  # noqa: BLE001
+                results[item.index] = Result.failure(f"verifier error: {type(exc).__name__}: {exc}")
+
+    def _match(self, actual: str, expected: str) -> bool:
+        return outputs_match(
+            actual,
+            expected,
+            float_tolerance=self.options.float_tolerance,
+            case_sensitive=self.options.case_sensitive,
+        )
+
+    def _foreign_result(self, item: Planned, reports: list[RunReport]) -> Result:
+        spec, built = item.spec, item.built
+        assert built is not None
+        extra = {
+            "language": spec.language.name,
+            "compile": {"wall": built.compile_wall, "cpu": built.compile_cpu, "cached": built.cached},
+        }
+        if built.error:
+            status = "compile_error" if built.error.startswith("compile error") else "error"
+            return Result.failure(built.error, status=status, code_source=item.source, **extra)
+        failed = next((r.error for r in reports if r.error), None)
+        if failed:
+            return Result.failure(failed, **extra)
+        if spec.style == "tests":
+            cases = [test_case(r, item.program.done) for r in reports]
+            return self._reward(cases, item.source, extra)
+        cases = [stdio_case(r, e, self._match) for r, e in zip(reports, spec.outputs, strict=False)]
+        cases += [{"outcome": "skipped", "message": "not run: an earlier case failed"}] * (
+            len(spec.outputs) - len(cases)
+        )
+        return self._reward(cases, item.source, extra)
 
     def _run(self, tasks: list[StdioTask | FunctionTask]) -> list[Any]:
         if not tasks:
