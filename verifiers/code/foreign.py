@@ -47,20 +47,13 @@ def make_program(
     """The record's program: the completion alone (stdin/stdout) or prompt + completion + tests."""
     language = spec.language
     if spec.style == "stdio":
-        return language.stdio(code, _heap_mb(memory_mb))
-    whole = (
-        source.startswith("fenced")
-        and bool(spec.entry_point)
-        and language.defines(code, spec.entry_point or "")
-    )
-    text = assemble(spec, code, whole, record_prompt)
-    return language.tests(text, done, _heap_mb(memory_mb))
-
-
-def _heap_mb(memory_mb: int) -> int:
-    """A runtime's own heap flag: three quarters of the memory limit (the rest is the runtime's own code,
-    stacks and metadata), so that a full heap is the runtime's clean error, not a refused allocation."""
-    return max(64, int((memory_mb or 4096) * 3 // 4))
+        program = language.stdio(code, language.heap_mb(memory_mb))
+    else:
+        entry = spec.entry_point or ""
+        whole = source.startswith("fenced") and bool(entry) and language.defines(code, entry)
+        text = assemble(spec, code, whole, record_prompt)
+        program = language.tests(text, done, language.heap_mb(memory_mb))
+    return language.limited(program, memory_mb)
 
 
 Match = Callable[[str, str], bool]

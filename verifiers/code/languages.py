@@ -45,6 +45,8 @@ class Program:
     env: dict[str, str] = field(default_factory=dict)
     done: str | None = None
     """Test programs: a line of stdout that proves the tests ran to their end."""
+    limits: dict[str, float] = field(default_factory=dict)
+    """Limits of the run over the sandbox's (``as_mb``: native code's address space)."""
 
 
 class Language:
@@ -63,6 +65,24 @@ class Language:
     """Lines of a prompt that a whole solution needs too (includes, imports)."""
     test_prelude: ClassVar[str] = ""
     """Code put between the completion and the test code (JavaScript: an ``assert`` that throws)."""
+    address_space_mb: ClassVar[int | None] = None
+    """Native code: an RLIMIT_AS of the memory limit plus this many MiB (the runtime's own reservations),
+    because shared mappings count in RLIMIT_AS and not in RLIMIT_DATA. ``None`` for JIT runtimes (the
+    JVM, node), which reserve gigabytes and cannot map shared memory without native code."""
+
+    def heap_mb(self, memory_mb: int) -> int:
+        """A runtime's own heap flag: three quarters of the memory limit, and at least 256 MiB below it
+        (the runtime's code, stacks and metadata), so that a full heap is the runtime's clean error (an
+        OutOfMemoryError), not a refused allocation that crashes it."""
+        memory_mb = memory_mb or 4096
+        return max(64, min(memory_mb * 3 // 4, memory_mb - 256))
+
+    def limited(self, program: Program, memory_mb: int) -> Program:
+        """``program`` with the run's own limits: native code's address space (see
+        :attr:`address_space_mb`)."""
+        if self.address_space_mb is not None and memory_mb:
+            program.limits["as_mb"] = memory_mb + self.address_space_mb
+        return program
 
     def missing(self) -> str | None:
         """Why this language cannot run here (a command to install), or ``None``."""
@@ -71,11 +91,11 @@ class Language:
                 return f"toolchain missing: {command} (apt-get install {package}; scripts/_toolchains.sh)"
         return None
 
-    def stdio(self, code: str, memory_mb: int) -> Program:
-        """The completion as a program reading stdin."""
+    def stdio(self, code: str, heap_mb: int) -> Program:
+        """The completion as a program reading stdin (``heap_mb``: a runtime's heap flag, :meth:`heap_mb`)."""
         raise NotImplementedError
 
-    def tests(self, text: str, done: str, memory_mb: int) -> Program:
+    def tests(self, text: str, done: str, heap_mb: int) -> Program:
         """A test program (function head, completion, tests) that prints ``done`` once its tests pass."""
         raise NotImplementedError
 
@@ -101,6 +121,7 @@ def _c_main_wrapper(done: str) -> str:
 class C(Language):
     name = "c"
     fences = ("c", "h")
+    address_space_mb = 64
     commands: ClassVar[dict[str, str]] = {"gcc": "gcc"}
     source = "main.c"
     compiler: ClassVar[list[str]] = ["gcc", "-O2", "-std=gnu11", "-o", "main", "main.c", "-lm"]
@@ -110,10 +131,10 @@ class C(Language):
         # OpenSSL's libcrypto where the program includes it (HumanEval-X's CPP/162: MD5)
         return [*self.compiler, "-lcrypto"] if "openssl/" in text else list(self.compiler)
 
-    def stdio(self, code: str, memory_mb: int) -> Program:
+    def stdio(self, code: str, heap_mb: int) -> Program:
         return Program(self.source, code, self._compiler(code), ("main",), ["./main"], ("main",))
 
-    def tests(self, text: str, done: str, memory_mb: int) -> Program:
+    def tests(self, text: str, done: str, heap_mb: int) -> Program:
         body = _rename_main(text) + _c_main_wrapper(done)
         return Program(self.source, body, self._compiler(body), ("main",), ["./main"], ("main",), done=done)
 
@@ -178,34 +199,55 @@ class Cpp(C):
     entry_pattern = r"^[\w\s\*&:<>,]*\b{name}\s*\([^;]*\)\s*(const\s*)?\{"
 
 
+JDK = "/usr/lib/jvm/java-17-openjdk-amd64/bin"
+"""Debian's JDK 17 by its own path: a machine may have other JDKs first in ``/usr/bin``'s alternatives."""
+
+
 class Java(Language):
     name = "java"
     fences = ("java",)
     commands: ClassVar[dict[str, str]] = {
-        "javac": "openjdk-17-jdk-headless",
-        "java": "openjdk-17-jdk-headless",
+        f"{JDK}/javac": "openjdk-17-jdk-headless",
+        f"{JDK}/java": "openjdk-17-jdk-headless",
     }
     source = "Main.java"
     entry_pattern = r"\b{name}\s*\([^;]*\)\s*(throws[\w\s,.]*)?\{"
-    # Serial GC and C1 only: few threads (RLIMIT_NPROC counts them), fast start for short programs.
-    jvm: ClassVar[list[str]] = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss64m"]
+    # Serial GC, C1 only, one compiler thread: few threads (RLIMIT_NPROC counts them, RLIMIT_DATA counts
+    # each one's -Xss stack), a fast start for short programs; -Xms small, or the JVM commits 1/64 of the
+    # machine's memory at start.
+    jvm: ClassVar[list[str]] = [
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:CICompilerCount=1",
+        "-XX:-UsePerfData",
+        "-XX:ActiveProcessorCount=1",
+        "-Xms8m",
+        "-Xlog:disable",  # the JVM's own warnings go to stdout by default: to stderr instead
+        "-Xlog:all=warning:stderr",
+    ]
 
     def _compile(self, source: str) -> list[str]:
-        return ["javac", "-J-XX:+UseSerialGC", "-J-Xmx768m", "-encoding", "UTF-8", "-nowarn", source]
+        flags = [f"-J{flag}" for flag in self.jvm]
+        return [f"{JDK}/javac", *flags, "-J-Xmx768m", "-encoding", "UTF-8", "-nowarn", source]
 
-    def stdio(self, code: str, memory_mb: int) -> Program:
+    def _run(self, heap_mb: int, main: str) -> list[str]:
+        tail = ["-Xss16m", "-XX:ErrorFile=hs_err.log", "-Djava.io.tmpdir=.", "-ea", "-cp", ".", main]
+        return [f"{JDK}/java", *self.jvm, f"-Xmx{heap_mb}m", *tail]
+
+    def stdio(self, code: str, heap_mb: int) -> Program:
         found = re.search(r"public\s+(?:final\s+)?class\s+(\w+)", code)
         main = found.group(1) if found else "Main"
-        run = ["java", *self.jvm, f"-Xmx{memory_mb}m", "-cp", ".", main]
-        return Program(f"{main}.java", code, self._compile(f"{main}.java"), ("*.class",), run)
+        return Program(
+            f"{main}.java", code, self._compile(f"{main}.java"), ("*.class",), self._run(heap_mb, main)
+        )
 
-    def tests(self, text: str, done: str, memory_mb: int) -> Program:
+    def tests(self, text: str, done: str, heap_mb: int) -> Program:
         wrapper = (
             "\nclass RkTests {\n  public static void main(String[] args) throws Throwable {\n"
             f'    Main.main(args);\n    System.out.flush();\n    System.out.print("\\n{done}\\n");\n'
             "    System.out.flush();\n  }\n}\n"
         )
-        run = ["java", *self.jvm, f"-Xmx{memory_mb}m", "-ea", "-cp", ".", "RkTests"]
+        run = self._run(heap_mb, "RkTests")
         return Program(self.source, text + wrapper, self._compile(self.source), ("*.class",), run, done=done)
 
 
@@ -223,15 +265,19 @@ class JavaScript(Language):
     )
     entry_pattern = r"(function\s*\*?\s*{name}\s*\(|\b{name}\s*=\s*(async\s*)?(function\b|\())"
 
-    def _run(self, memory_mb: int, source: str) -> list[str]:
-        return ["node", f"--max-old-space-size={memory_mb}", "--stack-size=65500", source]
+    # Debian's node modules (lodash; NodeSource's node does not look there itself); one thread per pool
+    env: ClassVar[dict[str, str]] = {"NODE_PATH": "/usr/share/nodejs", "UV_THREADPOOL_SIZE": "1"}
 
-    def stdio(self, code: str, memory_mb: int) -> Program:
-        return Program(self.source, code, None, (), self._run(memory_mb, self.source))
+    def _run(self, heap_mb: int, source: str) -> list[str]:
+        return ["node", f"--max-old-space-size={heap_mb}", "--v8-pool-size=1", source]
 
-    def tests(self, text: str, done: str, memory_mb: int) -> Program:
+    def stdio(self, code: str, heap_mb: int) -> Program:
+        return Program(self.source, code, None, (), self._run(heap_mb, self.source), env=dict(self.env))
+
+    def tests(self, text: str, done: str, heap_mb: int) -> Program:
         body = text + f"\n;console.log('\\n{done}');\n"
-        return Program(self.source, body, None, (), self._run(memory_mb, self.source), done=done)
+        run = self._run(heap_mb, self.source)
+        return Program(self.source, body, None, (), run, env=dict(self.env), done=done)
 
 
 class TypeScript(JavaScript):
@@ -248,13 +294,14 @@ class TypeScript(JavaScript):
         # no @types/node: MultiPL-E's tests declare `require` themselves, which node's types would refuse
         return [*self.compiler, self.source]
 
-    def stdio(self, code: str, memory_mb: int) -> Program:
-        return Program(self.source, code, self._compiler(), ("main.js",), self._run(memory_mb, "main.js"))
+    def stdio(self, code: str, heap_mb: int) -> Program:
+        run = self._run(heap_mb, "main.js")
+        return Program(self.source, code, self._compiler(), ("main.js",), run, env=dict(self.env))
 
-    def tests(self, text: str, done: str, memory_mb: int) -> Program:
+    def tests(self, text: str, done: str, heap_mb: int) -> Program:
         body = text + f"\n;console.log('\\n{done}');\n"
-        run = self._run(memory_mb, "main.js")
-        return Program(self.source, body, self._compiler(), ("main.js",), run, done=done)
+        run = self._run(heap_mb, "main.js")
+        return Program(self.source, body, self._compiler(), ("main.js",), run, env=dict(self.env), done=done)
 
 
 class Go(Language):
@@ -263,49 +310,56 @@ class Go(Language):
     commands: ClassVar[dict[str, str]] = {"go": "golang-go"}
     source = "main.go"
     entry_pattern = r"^func\s+{name}\s*\("
-    # GOPATH mode: Debian's Go libraries (testify for HumanEval-X) live in /usr/share/gocode; the build
-    # cache is the program's own (its HOME), never shared between programs.
+    address_space_mb = 1024  # the runtime reserves ~600 MiB of page summaries at start
+    # GOPATH mode: testify comes installed (.a files) in scripts/_toolchains.sh's GOPATH, else from
+    # Debian's sources; the build cache is the program's own (its HOME), never shared between programs.
     env: ClassVar[dict[str, str]] = {
         "GO111MODULE": "off",
-        "GOPATH": "/usr/share/gocode",
-        "GOFLAGS": "-mod=mod",
-        "GOTOOLCHAIN": "local",
+        "CGO_ENABLED": "1",  # as the prebuilt archives were built: otherwise 15 standard packages rebuild
+        "GOFLAGS": "-p=2",
         "GOMAXPROCS": "2",
-        "CGO_ENABLED": "0",
     }
 
-    def _env(self, memory_mb: int) -> dict[str, str]:
-        return {**self.env, "GOFLAGS": "", "GOMEMLIMIT": f"{memory_mb}MiB"}
+    def _env(self) -> dict[str, str]:
+        prebuilt = os.path.join(TOOLCHAINS, "go")
+        gopath = prebuilt if os.path.isdir(os.path.join(prebuilt, "pkg")) else "/usr/share/gocode"
+        return {**self.env, "GOPATH": gopath}
 
-    def stdio(self, code: str, memory_mb: int) -> Program:
-        build = ["sh", "-c", 'GOCACHE="$HOME/.gocache" exec go build -o main main.go']
-        return Program(self.source, code, build, ("main",), ["./main"], ("main",), self._env(memory_mb))
+    def stdio(self, code: str, heap_mb: int) -> Program:
+        build = ["sh", "-c", 'GOCACHE="$HOME/.gocache" exec go build -ldflags="-s -w" -o main main.go']
+        return Program(self.source, code, build, ("main",), ["./main"], ("main",), self._env())
 
-    def tests(self, text: str, done: str, memory_mb: int) -> Program:
-        build = ["sh", "-c", 'GOCACHE="$HOME/.gocache" exec go test -c -o tests main_test.go']
+    def tests(self, text: str, done: str, heap_mb: int) -> Program:
+        build = [
+            "sh",
+            "-c",
+            'GOCACHE="$HOME/.gocache" exec go test -vet=off -ldflags="-s -w" -c -o tests main_test.go',
+        ]
         # -test.paniconexit0: os.Exit(0) inside a test fails it (go test passes it too); the harness
         # prints PASS last, and nothing else prints it on its own line after the tests.
         run = ["./tests", "-test.paniconexit0", "-test.count=1"]
-        return Program("main_test.go", text, build, ("tests",), run, ("tests",), self._env(memory_mb), "PASS")
+        return Program("main_test.go", text, build, ("tests",), run, ("tests",), self._env(), "PASS")
 
 
 class Rust(Language):
     name = "rust"
     fences = ("rust", "rs")
-    commands: ClassVar[dict[str, str]] = {"rustc": "rustc"}
+    commands: ClassVar[dict[str, str]] = {"/usr/bin/rustc": "rustc"}  # Debian's, not a rustup one
     source = "main.rs"
     entry_pattern = r"^\s*(pub\s+)?fn\s+{name}\b"
+    address_space_mb = 64
     header_pattern = r"^\s*(use\b|extern crate\b)"
 
     def _compiler(self, *extra: str) -> list[str]:
-        return ["rustc", "--edition", "2021", "-O", "-C", "codegen-units=1", *_rust_externs(), *extra]
+        options = ["-O", "-C", "codegen-units=1", "-C", "strip=debuginfo"]
+        return ["/usr/bin/rustc", "--edition", "2021", *options, *_rust_externs(), *extra]
 
-    def stdio(self, code: str, memory_mb: int) -> Program:
+    def stdio(self, code: str, heap_mb: int) -> Program:
         return Program(
             self.source, code, self._compiler("-o", "main", "main.rs"), ("main",), ["./main"], ("main",)
         )
 
-    def tests(self, text: str, done: str, memory_mb: int) -> Program:
+    def tests(self, text: str, done: str, heap_mb: int) -> Program:
         build = self._compiler("--test", "-o", "tests", "main.rs")
         run = ["./tests", "--test-threads=1"]
         return Program(self.source, text, build, ("tests",), run, ("tests",), done="test result: ok.")

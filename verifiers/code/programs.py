@@ -136,7 +136,14 @@ def _first_lines(report: RunReport) -> str:
 
 def run_task(program: Program, built: Built, stdin: str = "") -> ExecTask:
     """The sandbox task running a built program on ``stdin``."""
-    return ExecTask(list(program.run), dict(built.files), built.executable, stdin, dict(program.env))
+    return ExecTask(
+        list(program.run),
+        dict(built.files),
+        built.executable,
+        stdin,
+        dict(program.env),
+        limits=dict(program.limits),
+    )
 
 
 __all__ = ["Built", "Builds", "CompileLimits", "run_task"]

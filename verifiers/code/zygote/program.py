@@ -55,6 +55,9 @@ def enter_program(uid: int | None, workdir: str, limits: dict) -> None:
     if limits.get("data_mb"):  # JIT and threaded runtimes reserve far more address space than they use
         data = int(limits["data_mb"] * mb)
         resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+        if limits.get("as_mb"):  # native code: shared mappings count here, not in RLIMIT_DATA
+            as_bytes = int(limits["as_mb"] * mb)
+            resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
     elif limits.get("memory_mb"):
         as_bytes = int(limits["memory_mb"] * mb)
         resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
@@ -66,6 +69,8 @@ def enter_program(uid: int | None, workdir: str, limits: dict) -> None:
         unshare(program_namespaces())
     if limits.get("proc") and STATE["chroot"] and uid is not None:
         _mount_own_proc()
+        if STATE["program_ns"] and limits.get("data_mb"):
+            _cap_shared_memory(int(limits["data_mb"]))
     if uid is not None:
         # RLIMIT_NPROC counts the processes of the real uid: exact here because each in-flight program
         # has a uid of its own. Root ignores it, hence the drop below.
@@ -105,6 +110,18 @@ def _mount_own_proc() -> None:
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
     except OSError as exc:
         os.write(2, f"sandbox: no /proc for this program ({exc})\n".encode())
+
+
+def _cap_shared_memory(megabytes: int) -> None:
+    """System V shared memory of the program's own IPC namespace, capped at its memory limit (segments
+    count in neither RLIMIT_DATA nor, until attached, RLIMIT_AS)."""
+    pages = megabytes * 1024 * 1024 // os.sysconf("SC_PAGE_SIZE")
+    for name, value in (("shmmax", megabytes * 1024 * 1024), ("shmall", pages)):
+        try:
+            with open(f"/proc/sys/kernel/{name}", "w") as f:
+                f.write(str(value))
+        except OSError as exc:
+            os.write(2, f"sandbox: kernel.{name} not set ({exc})\n".encode())
 
 
 def run_exec(job: dict) -> int:
