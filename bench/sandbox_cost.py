@@ -64,7 +64,9 @@ def single_costs(n: int) -> dict[str, float]:
     """Median latency of one program per call, per program supervisor on and off, interleaved."""
     boxes = {
         "supervisor per program (default)": Sandbox(SandboxConfig(parallelism=1)),
-        "slot supervises (isolation off)": Sandbox(SandboxConfig(parallelism=1, supervisor_per_program=False)),
+        "slot supervises (isolation off)": Sandbox(
+            SandboxConfig(parallelism=1, supervisor_per_program=False)
+        ),
     }
     times: dict[str, list[float]] = {name: [] for name in boxes}
     for box in boxes.values():

@@ -44,6 +44,10 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     python -c "import torch, transformers, rewardlab" || { echo "[setup] install failed" >&2; exit 1; }
     echo "$WANT" > "$STAMP"
 fi
+# The code rewards' compilers and runtimes (C, C++, Java, JavaScript, TypeScript, Go, Rust) from Debian, and
+# what their sandboxed programs need prebuilt; with REWARDLAB_CI=1 a failed install fails here, in one line.
+# shellcheck source=scripts/_toolchains.sh
+source "$ROOT/scripts/_toolchains.sh"
 export TOKENIZERS_PARALLELISM=false
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 export HF_DATASETS_OFFLINE="${HF_DATASETS_OFFLINE:-1}"

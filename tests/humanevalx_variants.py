@@ -1,17 +1,7 @@
-"""HumanEval-X program assembly and deliberately broken solutions, for the code-verifier tests.
+"""Deliberately broken HumanEval-X solutions, for the code verifier's tests (tests/test_code_languages.py).
 
-`program` reproduces how CodeGeeX's harness (``codegeex/benchmark/evaluate_humaneval_x.py``,
-``process_humaneval_test``) turns a HumanEval-X record plus a completion into one source file:
-
-* cpp:  the IMPORT_HELPER ``#include`` lines absent from the prompt, then prompt + completion + test
-* java: prompt + completion + test (one ``Main.java``)
-* js:   prompt + completion + test (one ``test.js``)
-* go:   test_setup, an import block for helper packages the completion uses, the prompt with its
-        ``import`` block removed, completion, test (one ``main_test.go``)
-* rust: an empty ``main``, declaration, prompt (a doc comment), completion, test
-
-`broken_solution` returns the canonical solution with an early return of the return type's zero
-value at the top of the function body: it must still compile, and a sound test suite must reject it.
+`broken_solution` returns the canonical solution with an early return of the return type's zero value at
+the top of the function body: it must still compile, and a sound test suite must reject it.
 """
 
 from __future__ import annotations
@@ -19,31 +9,6 @@ from __future__ import annotations
 import re
 
 LANGUAGES = ("cpp", "java", "js", "go", "rust")
-
-# Verbatim from codegeex/benchmark/utils.py (IMPORT_HELPER["cpp"] and IMPORT_HELPER["go"]).
-CPP_IMPORT_HELPER = (
-    "#include<stdlib.h>",
-    "#include<algorithm>",
-    "#include<math.h>",
-    "#include<stdio.h>",
-    "#include<vector>",
-    "#include<string>",
-    "#include<climits>",
-    "#include<cstring>",
-    "#include<iostream>",
-)
-GO_IMPORT_HELPER = (
-    "math",
-    "strings",
-    "fmt",
-    "strconv",
-    "time",
-    "bytes",
-    "regexp",
-    "sort",
-    "math/rand",
-    "crypto/md5",
-)
 
 _ALIASES = {"javascript": "js", "c++": "cpp"}
 
@@ -54,32 +19,6 @@ def _lang(language: str) -> str:
     if lang not in LANGUAGES:
         raise ValueError(f"unsupported HumanEval-X language: {language!r}")
     return lang
-
-
-def program(language: str, record: dict, completion: str) -> str:
-    """Assemble the source file CodeGeeX's harness compiles for `record` completed by `completion`."""
-    lang = _lang(language)
-    prompt: str = record["prompt"]
-    test: str = record["test"]
-    if lang == "cpp":
-        setup = "".join(line + "\n" for line in CPP_IMPORT_HELPER if line not in prompt)
-        return setup + "\n" + prompt + completion + "\n" + test
-    if lang in ("java", "js"):
-        return prompt + completion + "\n" + test
-    if lang == "go":
-        prompt = prompt.replace(record["import"], "")
-        test_setup: str = record["test_setup"]
-        other_pkgs = [
-            f'"{pkg}"'
-            for pkg in GO_IMPORT_HELPER
-            if pkg not in test_setup and pkg.split("/")[-1] + "." in completion
-        ]
-        if other_pkgs:
-            imports = "import (\n" + "    ".join(p + "\n" for p in other_pkgs) + ")"
-            return test_setup + "\n" + imports + "\n" + prompt + completion + "\n" + test
-        return test_setup + "\n" + prompt + completion + "\n" + test
-    # rust
-    return "\nfn main(){ \n } \n" + record["declaration"] + prompt + completion + test
 
 
 def _java_zero(return_type: str) -> str:
@@ -173,15 +112,3 @@ def broken_solution(language: str, record: dict) -> str:
     """The canonical solution with an early return of the return type's zero value inserted first."""
     lang = _lang(language)
     return _early_return(lang, record) + record["canonical_solution"]
-
-
-_GEN_RANGE_TWO_ARGS = re.compile(r"\.gen_range\(([^,()]+),\s*([^()]+(?:\([^()]*\))?[^()]*)\)")
-
-
-def adapt_rand_04_to_08(source: str) -> str:
-    """Rewrite rand 0.4's ``gen_range(low, high)`` as rand 0.8's ``gen_range(low..high)``.
-
-    CodeGeeX pins rand 0.4.6 (Cargo.lock); Debian ships rand 0.8.5, where the two-argument form no
-    longer compiles. Only Rust/50's test (and the commented-out Rust/32 test) use it.
-    """
-    return _GEN_RANGE_TWO_ARGS.sub(r".gen_range(\1..\2)", source)

@@ -265,8 +265,12 @@ class JavaScript(Language):
     )
     entry_pattern = r"(function\s*\*?\s*{name}\s*\(|\b{name}\s*=\s*(async\s*)?(function\b|\())"
 
-    # Debian's node modules (lodash; NodeSource's node does not look there itself); one thread per pool
-    env: ClassVar[dict[str, str]] = {"NODE_PATH": "/usr/share/nodejs", "UV_THREADPOOL_SIZE": "1"}
+    # Debian's node modules (lodash; NodeSource's node does not look there itself) and js-md5 (HumanEval-X's
+    # JavaScript/162) from scripts/_toolchains.sh; one thread per pool
+    env: ClassVar[dict[str, str]] = {
+        "NODE_PATH": f"/usr/share/nodejs:{TOOLCHAINS}/node",
+        "UV_THREADPOOL_SIZE": "1",
+    }
 
     def _run(self, heap_mb: int, source: str) -> list[str]:
         return ["node", f"--max-old-space-size={heap_mb}", "--v8-pool-size=1", source]
