@@ -163,7 +163,8 @@ def _test_spec(ref: dict[str, Any], language: Language, test: str) -> ForeignSpe
     prompt = str(ref.get("prompt") or "")
     declaration = str(ref.get("declaration") or "")
     head = declaration.strip().splitlines()[-1].strip() if declaration.strip() else ""
-    if benchmark == "humaneval-x" and head and head not in prompt:
+    declared = _entry_from({"declaration": declaration}, language) if head else None
+    if benchmark == "humaneval-x" and head not in prompt and not language.defines(prompt, declared or ""):
         prompt += declaration  # HumanEval-X's Rust prompts are the description alone
     return ForeignSpec(
         language,
@@ -241,10 +242,11 @@ def _go_program(setup: str, head: str, code: str, test: str) -> str:
     body = re.sub(r"^import\s*\([^)]*\)\s*\n?|^import\s+\"[\w./-]+\"\s*\n?", "", body, flags=re.MULTILINE)
     body = re.sub(r"^package\s+\w+\s*\n", "", body, flags=re.MULTILINE)
     setup_imports = re.findall(r'"([\w./-]+)"', setup)
+    code_only = re.sub(r"//[^\n]*|/\*.*?\*/", "", body, flags=re.DOTALL)  # a name in a comment is no use
     used = [
         imp
         for imp in dict.fromkeys(imports)
-        if imp not in setup_imports and re.search(rf"\b{re.escape(imp.rsplit('/', 1)[-1])}\.", body)
+        if imp not in setup_imports and re.search(rf"\b{re.escape(imp.rsplit('/', 1)[-1])}\.", code_only)
     ]
     extra = "".join(f'import "{imp}"\n' for imp in used)
     return setup.rstrip("\n") + "\n" + extra + body

@@ -88,61 +88,71 @@ def _spawn_worker(kind: str, uid: int, control: socket.socket, others: list[sock
 
 
 def slot_loop(sock: socket.socket, uid: int | None) -> None:
-    """One program at a time, each under a supervisor forked for it (see :func:`run_supervisor`).
+    """One program at a time, each under a supervisor forked for it.
 
-    With a private uid, the supervisor is forked one program ahead (a *spare*, :func:`fork_spare`): once a
-    program has started, the next supervisor is forked while it runs, and the last one is reaped then,
-    so that neither the fork nor the exit of a supervisor is on the way of a program's start. A spare is
-    forked from the slot, like any supervisor, and has read nothing. (Its sweep, by the program's uid,
-    spares the spare; ``reaper.kill_others``. A supervisor that failed before its own sweep is found
-    only then, and its sweep by uid also ends the program just handed over.)"""
+    With a private uid (:func:`spare_loop`) the supervisor is forked one program ahead and takes its job
+    from the parent itself; without one, the slot takes the job and forks its supervisor then
+    (:func:`run_supervisor`)."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     if not STATE["pidns"]:
         # Without a namespace of its own, the slot adopts what a dead supervisor left (see kill_leftovers).
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    prefork = uid is not None and CONFIG.get("supervisor_per_program", True)
-    spare = fork_spare(sock, uid) if prefork else None
-    previous: int | None = None  # the last handed-over supervisor, reaped after the next hand-over
+    per_program = CONFIG.get("supervisor_per_program", True)
+    if uid is not None and per_program:
+        spare_loop(sock, uid)
+        return
     while True:
         job = recv_job(sock)
         if job is None:
-            for pid in (spare[0] if spare else None, previous):
-                if pid is not None:
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
             return
         header, fds = job
         try:
-            if spare is None:
-                run_supervisor(header, fds, uid, fork=CONFIG.get("supervisor_per_program", True))
-            elif hand_over(spare, header, fds):
-                _close(fds)  # before the next fork: no spare may hold the report's pipe open
-                _wait_started(spare[1])  # the next fork would compete with the program's start
-                spare[1].close()
-                done, previous, spare = previous, spare[0], fork_spare(sock, uid)
-                if done is not None:  # it wrote its report before this job came: exiting, or gone
-                    wait_supervisor(done, uid)
-            else:  # the spare had died: a supervisor forked now
-                wait_supervisor(spare[0], uid)
-                run_supervisor(header, fds, uid)
-                spare = fork_spare(sock, uid)
+            run_supervisor(header, fds, uid, fork=per_program)
         except BaseException:
             traceback.print_exc()
         finally:
-            _close(fds)
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
-def _close(fds: list[int]) -> None:
-    """Closes the job's descriptors once (the list is emptied: their numbers may be reused at once)."""
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    fds.clear()
+def spare_loop(sock: socket.socket, uid: int) -> None:
+    """Supervisors forked one program ahead (*spares*): each waits on the parent's socket for one job,
+    supervises it, and tells the slot, on a socket of its own, once its program has started; the slot then
+    forks the next spare while that program runs, and reaps the one before. So neither a fork, nor an exit,
+    nor a hand-over is on the way of a program's start. A spare is forked from the slot, which never reads
+    a job, like any supervisor, and has read nothing. (A supervisor's sweep, by its program's uid, spares
+    the next spare, which is root's: ``reaper.kill_others``. One that failed before its own sweep is found
+    only when reaped, and its sweep by uid then also ends the program of the next.)"""
+    previous: int | None = None
+    while True:
+        pid, told = fork_spare(sock, uid)
+        said = _said(told)
+        if previous is not None:  # its report went out before this job came: it has exited, or soon will
+            wait_supervisor(previous, uid)
+            previous = None
+        if said == b"s":
+            previous = pid  # running: reaped once the next one has started
+            continue
+        wait_supervisor(pid, uid)
+        if said == b"e":  # the parent is gone
+            return
 
 
-def fork_spare(slot_sock: socket.socket, uid: int | None) -> tuple[int, socket.socket]:
-    """A supervisor forked ahead of its program, waiting for one job on a socket of its own (on which it
-    says when its program has started). Returns its pid and that socket."""
+def _said(told: socket.socket) -> bytes:
+    """What a spare said: ``s`` (its program started), ``e`` (the parent's socket closed), or nothing
+    (it ended before starting a program)."""
+    try:
+        return told.recv(1)
+    except OSError:
+        return b""
+    finally:
+        told.close()
+
+
+def fork_spare(sock: socket.socket, uid: int) -> tuple[int, socket.socket]:
+    """A supervisor forked ahead of its job (see :func:`spare_loop`). Returns its pid and the slot's end of
+    the socket on which it says when its program has started."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid:
@@ -150,14 +160,15 @@ def fork_spare(slot_sock: socket.socket, uid: int | None) -> tuple[int, socket.s
         return pid, ours
     code = 0
     try:
-        slot_sock.close()
         ours.close()
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        job = recv_job(theirs)
-        if job is not None:
-            supervise(job[0], job[1], uid, started=lambda: _started(theirs))
-        theirs.close()
+        job = recv_job(sock)
+        sock.close()  # one job only: the next one goes to the next spare
+        if job is None:
+            theirs.send(b"e")
+        else:
+            supervise(job[0], job[1], uid, started=lambda: _tell(theirs, b"s"))
     except BaseException:
         with contextlib.suppress(BaseException):
             traceback.print_exc()
@@ -165,27 +176,9 @@ def fork_spare(slot_sock: socket.socket, uid: int | None) -> tuple[int, socket.s
     os._exit(code)
 
 
-def hand_over(spare: tuple[int, socket.socket], header: dict, fds: list[int]) -> bool:
-    """Gives a job to a spare supervisor; ``False`` (its socket closed) when it is gone."""
-    try:
-        socket.send_fds(spare[1], [json.dumps(header).encode()], fds)
-        return True
-    except OSError:
-        spare[1].close()
-        return False
-
-
-def _started(sock: socket.socket) -> None:
-    """The spare tells the slot that its program is running (one byte)."""
+def _tell(sock: socket.socket, what: bytes) -> None:
     with contextlib.suppress(OSError):
-        sock.send(b"s")
-
-
-def _wait_started(sock: socket.socket) -> None:
-    """Waits (up to 50 ms) until the handed-over supervisor has started its program."""
-    sock.settimeout(0.05)
-    with contextlib.suppress(OSError):
-        sock.recv(1)
+        sock.send(what)
 
 
 def wait_supervisor(pid: int, uid: int | None) -> None:
