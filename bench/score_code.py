@@ -161,7 +161,8 @@ def run_languages(languages: list[str], n: int, workers: int, timeout: float) ->
     from rewardlab.verifiers.code.verifier import CodeVerifier
 
     print(
-        f"{'language':8} {'n':>4} {'rewardlab/s':>12} {'plain/s':>9} {'ratio':>6} {'compile s':>10} {'run s':>7}"
+        f"{'language':8} {'n':>4} {'passed':>6} {'plain':>6} {'rewardlab/s':>12} {'plain/s':>9} {'ratio':>6} "
+        f"{'compile s':>10} {'run s':>7}"
     )
     for language in languages:
         records = language_records(language, n)
