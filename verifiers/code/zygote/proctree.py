@@ -12,6 +12,7 @@ import contextlib
 import gc
 import json
 import os
+import select
 import signal
 import socket
 import traceback
@@ -127,27 +128,37 @@ def spare_loop(sock: socket.socket, uid: int) -> None:
     previous: int | None = None
     while True:
         pid, told = fork_spare(sock, uid)
-        said = _said(told)
-        if previous is not None:  # its report went out before this job came: it has exited, or soon will
-            wait_supervisor(previous, uid)
-            previous = None
+        said = _said(told, previous, uid)
+        previous = None
         if said == b"s":
-            previous = pid  # running: reaped once the next one has started
+            previous = pid  # running: reaped when it exits, while the next spare waits
             continue
         wait_supervisor(pid, uid)
         if said == b"e":  # the parent is gone
             return
 
 
-def _said(told: socket.socket) -> bytes:
-    """What a spare said: ``s`` (its program started), ``e`` (the parent's socket closed), or nothing
-    (it ended before starting a program)."""
+def _said(told: socket.socket, previous: int | None, uid: int) -> bytes:
+    """What the new spare said: ``s`` (its program started), ``e`` (the parent's socket closed), or
+    nothing (it ended before starting a program). Meanwhile the previous supervisor is reaped as soon as it
+    exits (no zombie waits for the next job)."""
+    pidfd = os.pidfd_open(previous) if previous is not None else None
     try:
-        return told.recv(1)
+        while True:
+            ready = select.select([told] + ([pidfd] if pidfd is not None else []), [], [])[0]
+            if pidfd is not None and pidfd in ready:
+                wait_supervisor(previous, uid)  # type: ignore[arg-type]
+                os.close(pidfd)
+                pidfd = None
+            if told in ready:
+                return told.recv(1)
     except OSError:
         return b""
     finally:
         told.close()
+        if pidfd is not None:  # the new spare spoke first: the previous one is reaped now
+            os.close(pidfd)
+            wait_supervisor(previous, uid)  # type: ignore[arg-type]
 
 
 def fork_spare(sock: socket.socket, uid: int) -> tuple[int, socket.socket]:
