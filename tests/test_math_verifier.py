@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -148,18 +149,37 @@ def test_normalize_and_parse_number_helpers():
     assert parse_number("x+1") is None
 
 
-def test_signal_timeout_on_the_main_thread():
-    # Outside the engine (main thread), math-verify's own signal timeout stops a runaway comparison. Where the
-    # alarm lands decides the verdict: in parsing it is the error "timeout"; inside math-verify's verify, which
-    # catches it, "not equivalent" (a CI run got that). Either way reward 0, and within the hang guard: without
-    # the timeout this input takes ~32 s (measured on 2 cores), far past it.
-    v = get_verifier("math", timeout=1)
-    big = "+".join(f"x^{{{i}}}" for i in range(5000))
-    start = time.perf_counter()
-    result = v.score(Record(completion=f"\\boxed{{{big}}}", reference="1"))
-    elapsed = time.perf_counter() - start
-    assert result.reward == 0.0 and result.error in (None, "timeout"), (result.error, result.reward)
-    assert elapsed < HANG_S, elapsed
+def test_signal_timeout_on_the_main_thread(monkeypatch):
+    # Outside the engine (main thread), math-verify's own signal timeout is armed for each parse and
+    # comparison, in whole seconds. It is soft: math-verify catches its own TimeoutException in places and
+    # goes on (a CI run took 34.6 s, the whole work, on the 5,000-term sum that takes ~32 s), so what is
+    # checked here is that the verifier arms it; the scoring engine's per-item timeout is the hard limit
+    # (tests/test_engine.py). Off the main thread it cannot be armed, and is not.
+    import signal as signal_module
+
+    armed: list[int] = []
+    real_alarm = signal_module.alarm
+
+    def spy(seconds: int) -> int:
+        armed.append(seconds)
+        return real_alarm(seconds)
+
+    monkeypatch.setattr(signal_module, "alarm", spy)
+    v = get_verifier("math", timeout=1.5)
+    result = v.score(Record(completion="\\boxed{\\frac{2}{4}+x}", reference="x+0.5"))
+    assert result.reward == 1.0
+    assert 2 in armed  # ceil(1.5) s, for at least one parse or comparison
+    armed.clear()
+    done = threading.Event()
+
+    def off_main() -> None:
+        v.score(Record(completion="\\boxed{\\frac{2}{4}+y}", reference="y+0.5"))
+        done.set()
+
+    worker = threading.Thread(target=off_main)
+    worker.start()
+    worker.join(HANG_S)
+    assert done.is_set() and 2 not in armed
 
 
 def test_adversarial_completions_extract_in_linear_time(verifier):
