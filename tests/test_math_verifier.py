@@ -154,7 +154,7 @@ def test_signal_timeout_on_the_main_thread(monkeypatch):
     # comparison, in whole seconds. It is soft: math-verify catches its own TimeoutException in places and
     # goes on (a CI run took 34.6 s, the whole work, on the 5,000-term sum that takes ~32 s), so what is
     # checked here is that the verifier arms it; the scoring engine's per-item timeout is the hard limit
-    # (tests/test_engine.py). Off the main thread it cannot be armed, and is not.
+    # (tests/test_scoring.py). Off the main thread it cannot be armed, and is not.
     import signal as signal_module
 
     armed: list[int] = []
