@@ -43,14 +43,9 @@ _rl_tc_main() {
         "libboost-dev /usr/include/boost/any.hpp"
         "libssl-dev /usr/include/openssl/md5.h"
     )
-    local entry pkg path
+    local entry pkg
     local -a missing=()
-    for entry in "${want[@]}"; do
-        path="${entry#* }"
-        # the crates' folders carry their version: any version of the crate will do
-        case "$path" in /usr/share/cargo/registry/*) compgen -G "${path%-*}-*" > /dev/null && continue ;; esac
-        [ -e "$path" ] || missing+=("${entry%% *}")
-    done
+    for entry in $(_rl_tc_absent "${want[@]}"); do missing+=("${entry%%:*}"); done
     if [ "${#missing[@]}" -gt 0 ]; then
         echo "[setup] installing toolchains with apt-get: ${missing[*]} (a few minutes the first time)"
         : > "$log"
@@ -62,11 +57,7 @@ _rl_tc_main() {
             done
         fi
         local -a failed=()
-        for entry in "${want[@]}"; do
-            path="${entry#* }"
-            case "$path" in /usr/share/cargo/registry/*) compgen -G "${path%-*}-*" > /dev/null && continue ;; esac
-            [ -e "$path" ] || failed+=("${entry%% *}:$path")
-        done
+        for entry in $(_rl_tc_absent "${want[@]}"); do failed+=("$entry"); done
         if [ "${#failed[@]}" -gt 0 ]; then
             if [ "${REWARDLAB_CI:-}" = 1 ]; then
                 echo "[setup] FAILED: apt-get install ${failed[0]%%:*} did not give ${failed[0]#*:}" >&2
@@ -76,6 +67,17 @@ _rl_tc_main() {
         fi
     fi
     _rl_tc_prebuild "$prefix" "$log"
+}
+
+_rl_tc_absent() {  # "package:path" for each "package path" whose path is not there
+    local entry path
+    for entry in "$@"; do
+        path="${entry#* }"
+        # the crates' folders carry their version: any version of the crate will do
+        case "$path" in /usr/share/cargo/registry/*) compgen -G "${path%-*}-*" > /dev/null && continue ;; esac
+        [ -e "$path" ] || echo "${entry%% *}:$path"
+    done
+    return 0
 }
 
 _rl_tc_packages() {  # the packages' versions: the stamp hashes them with this file (cheap: no tool runs)
@@ -210,4 +212,4 @@ _rl_tc_node() (  # js-md5, which HumanEval-X's JavaScript/162 requires (npm's re
 )
 
 _rl_tc_main
-unset -f _rl_tc_main _rl_tc_packages _rl_tc_versions _rl_tc_prebuild _rl_tc_rust _rl_tc_go _rl_tc_cxx _rl_tc_node
+unset -f _rl_tc_main _rl_tc_absent _rl_tc_packages _rl_tc_versions _rl_tc_prebuild _rl_tc_rust _rl_tc_go _rl_tc_cxx _rl_tc_node

@@ -81,6 +81,21 @@ def secret():
 """
 
 
+def native_code_verifier(limits: dict) -> Any:
+    """A code verifier whose sandbox started on the native backend with a read-only root; skips (as a
+    machine that cannot have it) elsewhere."""
+    import pytest
+
+    from rewardlab.verifiers import get_verifier
+
+    v = get_verifier("code", **limits)
+    v.sandbox.start()
+    if v.sandbox.info.get("backend") != "native" or not v.sandbox.info.get("read_only_root"):
+        v.close()
+        pytest.skip("this machine cannot have it: the native backend (root and namespaces)")
+    return v
+
+
 def sandbox_processes(sandbox: Any) -> list[str]:
     """Processes still running under the private uid of one of ``sandbox``'s program slots (the warm
     judges, which run the trusted tests, have uids of their own above those)."""

@@ -43,11 +43,10 @@ from language_attacks import (  # tests/language_attacks.py (pytest puts tests/ 
     rust_include_str,
     template_bomb,
 )
-from sandbox_attacks import ipc_remove, machine_healthy, sandbox_processes
+from sandbox_attacks import ipc_remove, machine_healthy, native_code_verifier, sandbox_processes
 from time_bounds import HANG_S, ROOM_S, eventually
 
 from rewardlab.types import Record
-from rewardlab.verifiers import get_verifier
 from rewardlab.verifiers.code.foreign import stdio_case
 from rewardlab.verifiers.code.languages import LANGUAGES as TOOLCHAINS
 from rewardlab.verifiers.code.languages import Program
@@ -95,11 +94,7 @@ def languages(*, every: bool = True, among: tuple[str, ...] = LANGUAGES):
 
 @pytest.fixture(scope="module")
 def verifier():
-    v = get_verifier("code", **LIMITS)
-    v.sandbox.start()
-    if v.sandbox.info.get("backend") != "native" or not v.sandbox.info.get("read_only_root"):
-        v.close()
-        pytest.skip("this machine cannot have it: the native backend (root and namespaces)")
+    v = native_code_verifier(LIMITS)
     yield v
     v.close()
 
@@ -114,11 +109,7 @@ class Kit:
 def kits(verifier) -> dict[str, Kit]:
     """Every language's kit, compiled once, together, in the verifier's sandbox (its compile limits, but a
     timeout that is room for a loaded machine: Go builds its standard library's net package here)."""
-    heap = MEMORY_MB * 3 // 4  # the runtimes' own heap flags, as the verifier sets them
-    programs = {
-        lang: TOOLCHAINS[lang].limited(TOOLCHAINS[lang].stdio(KITS[lang], heap), MEMORY_MB)
-        for lang in LANGUAGES
-    }
+    programs = {lang: TOOLCHAINS[lang].stdio_program(KITS[lang], MEMORY_MB) for lang in LANGUAGES}
     builds = Builds(CompileLimits(timeout=4 * ROOM_S))
     built = builds.build(verifier.sandbox, list(programs.values()))
     return {lang: Kit(programs[lang], b) for lang, b in zip(programs, built, strict=True)}

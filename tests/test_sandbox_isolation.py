@@ -34,6 +34,7 @@ from sandbox_attacks import (  # tests/sandbox_attacks.py (pytest puts tests/ on
     ipc_remove,
     memory_harvest,
     memory_plant,
+    native_code_verifier,
     package_dirs_listing,
     secret_answer,
     socket_listener,
@@ -102,11 +103,7 @@ def leaky_zygote(folder) -> str:
 
 @pytest.fixture(scope="module")
 def verifier():
-    v = get_verifier("code", **LIMITS)
-    v.sandbox.start()
-    if v.sandbox.info.get("backend") != "native" or not v.sandbox.info.get("read_only_root"):
-        v.close()
-        pytest.skip("this machine cannot have it: the native backend (root and namespaces)")
+    v = native_code_verifier(LIMITS)
     yield v
     v.close()
 

@@ -77,7 +77,15 @@ class Language:
         memory_mb = memory_mb or 4096
         return max(64, min(memory_mb * 3 // 4, memory_mb - 256))
 
-    def limited(self, program: Program, memory_mb: int) -> Program:
+    def stdio_program(self, code: str, memory_mb: int) -> Program:
+        """:meth:`stdio` under the memory limit ``memory_mb`` (heap flag and run limits derived)."""
+        return self._limited(self.stdio(code, self.heap_mb(memory_mb)), memory_mb)
+
+    def test_program(self, text: str, done: str, memory_mb: int) -> Program:
+        """:meth:`tests` under the memory limit ``memory_mb`` (heap flag and run limits derived)."""
+        return self._limited(self.tests(text, done, self.heap_mb(memory_mb)), memory_mb)
+
+    def _limited(self, program: Program, memory_mb: int) -> Program:
         """``program`` with the run's own limits: native code's address space (see
         :attr:`address_space_mb`)."""
         if self.address_space_mb is not None and memory_mb:

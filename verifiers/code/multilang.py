@@ -145,7 +145,7 @@ def foreign_spec(reference: Any, metadata: dict | None, language: Language, stdi
     test = ref.get("test", ref.get("tests"))
     if isinstance(test, str) and test.strip():
         return _test_spec(ref, language, test)
-    spec = stdio(reference, metadata)
+    spec = stdio(reference, metadata=metadata)
     if spec.style != "stdio":
         raise ValueError(f"invalid reference: {language.name} function tests need test code ('test')")
     return ForeignSpec(language, "stdio", inputs=spec.inputs, outputs=spec.outputs)

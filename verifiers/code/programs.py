@@ -2,7 +2,7 @@
 
 :class:`Builds` compiles each distinct program once per verifier (keyed by the hash of its language,
 compiler command and source) inside the sandbox, with the compiler's own time and memory limits, and keeps
-the compiled files (bounded, least recently used out first); :func:`run_tasks` turns a built program and
+the compiled files (bounded, least recently used out first); :func:`run_task` turns a built program and
 its stdin into the sandbox task that runs it. A compile error is kept too: the same wrong program is not
 compiled twice either.
 """
@@ -52,7 +52,6 @@ class Builds:
         self._cache: OrderedDict[str, Built] = OrderedDict()
         self._bytes = 0
         self.compiled = 0
-        self.hits = 0
 
     @staticmethod
     def key(program: Program) -> str:
@@ -81,7 +80,6 @@ class Builds:
                 continue
             cached = key in known or key in used
             used.add(key)
-            self.hits += cached
             out.append(replace(known.get(key) or fresh[key], cached=cached))
         return out
 
@@ -90,7 +88,6 @@ class Builds:
             "wall": self.limits.timeout,
             "cpu": self.limits.timeout,
             "memory_mb": self.limits.memory_mb,
-            "data_mb": self.limits.memory_mb,
             "nproc": self.limits.max_processes,
             "fsize_mb": float(self.limits.max_file_mb),
         }

@@ -464,11 +464,8 @@ class Sandbox:
         results: list[Any] = [None] * len(tasks)
         if not self.info.get("read_only_root"):  # a command would see the whole host: none runs
             refused = RunReport(error=f"sandbox error: {NO_ROOT_FOR_COMMANDS} ({self.info.get('backend')})")
-            for i, task in enumerate(tasks):
-                if isinstance(task, ExecTask):
-                    results[i] = refused
-            tasks = [None if isinstance(t, ExecTask) else t for t in tasks]  # type: ignore[misc]
-        pending = [i for i in range(len(tasks)) if tasks[i] is not None][::-1]
+            results = [refused if isinstance(t, ExecTask) else None for t in tasks]
+        pending = [i for i in range(len(tasks)) if results[i] is None][::-1]
         sel = selectors.DefaultSelector()
         buffers: dict[int, bytearray] = {}
         free_slots, free_judges = list(self._slots), list(self._judges)
@@ -615,7 +612,8 @@ def _single_program(task: StdioTask | ExecTask, limits: dict) -> tuple[str, byte
     job = {"argv": list(task.argv), "files": files, "env": dict(task.env), "collect": list(task.collect)}
     # Commands get a /proc of their own (compilers and runtimes find themselves through it) and an
     # RLIMIT_DATA instead of RLIMIT_AS (JIT and threaded runtimes reserve far more than they use).
-    merged = {**limits, "proc": True, "data_mb": limits["memory_mb"], **task.limits}
+    merged = {**limits, "proc": True, **task.limits}
+    merged.setdefault("data_mb", merged["memory_mb"])
     return "exec", json.dumps(job).encode(), merged
 
 

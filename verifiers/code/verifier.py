@@ -492,11 +492,7 @@ class CodeVerifier(Verifier):
     def prepare_foreign(self, record: Record, language: Language) -> Planned:
         """The program of a record in ``language`` (index 0; the batch sets it); raises on a bad
         reference."""
-
-        def python_stdio(reference: Any, metadata: dict | None) -> TestSpec:
-            return normalize_reference(reference, metadata=metadata)
-
-        spec = foreign_spec(record.reference, record.metadata, language, python_stdio)
+        spec = foreign_spec(record.reference, record.metadata, language, normalize_reference)
         text = record.completion_text
         code, source = extract_code(text, extract=self.options.extract, languages=language.fences)
         if source == "text" and spec.stop_tokens:
@@ -677,28 +673,8 @@ class CodeVerifier(Verifier):
         return self._reward(cases, source)
 
     def _stdio_case(self, report: RunReport, expected: str) -> dict:
-        timing = {"wall": report.wall, "cpu": report.cpu}
-        if report.timed_out:
-            return {"outcome": "timeout", **timing}
-        if report.output_limit:
-            return {"outcome": "fail", "message": "output limit exceeded", **timing}
-        if report.memory_error:
-            return {"outcome": "memory", "message": report.last_error_line, **timing}
-        if report.signal is not None:
-            return {"outcome": "error", "message": f"killed by signal {report.signal}", **timing}
-        if report.exit_code:
-            msg = report.last_error_line or f"exit code {report.exit_code}"
-            return {"outcome": "error", "message": msg, **timing}
-        actual = report.stdout.decode("utf-8", "replace")
-        ok = outputs_match(
-            actual,
-            expected,
-            float_tolerance=self.options.float_tolerance,
-            case_sensitive=self.options.case_sensitive,
-        )
-        if ok:
-            return {"outcome": "pass", **timing}
-        return {"outcome": "fail", "message": f"wrong output: {actual[:200]!r}", **timing}
+        # Python's MemoryError, on the traceback's last line (RunReport.memory_error)
+        return stdio_case(report, expected, self._match, memory=lambda r: r.memory_error)
 
     def _function_result(self, spec: TestSpec, outcome: FunctionOutcome, source: str) -> Result:
         if outcome.error:

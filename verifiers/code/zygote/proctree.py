@@ -121,8 +121,8 @@ def spare_loop(sock: socket.socket, uid: int) -> None:
     """Supervisors forked one program ahead (*spares*): each waits on the parent's socket for one job,
     supervises it, and tells the slot, on a socket of its own, once its program has started; the slot then
     forks the next spare while that program runs, and reaps each supervisor as it exits. So neither a
-    fork, nor an exit, nor a hand-over is on the way of a program's start. A spare is forked from the slot, which never reads
-    a job, like any supervisor, and has read nothing. (A supervisor's sweep, by its program's uid, spares
+    fork, nor an exit, nor a hand-over is on the way of a program's start. A spare is forked from the
+    slot, which never reads a job, like any supervisor, and has read nothing. (A supervisor's sweep, by its program's uid, spares
     the next spare, which is root's: ``reaper.kill_others``. One that failed before its own sweep is
     swept by uid when reaped, which may also end the program the next spare has just started.)"""
     previous: int | None = None
