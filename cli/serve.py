@@ -65,7 +65,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=DEFAULT_SPARE_WORKERS,
         help="stragglers (rows past 0.05 s of CPU, e.g. hostile ones) that may hold workers beyond --workers, "
-        "so that a flood of them does not hold other requests; 0: the plain pool (docs/serve.md)",
+        "so that a flood of them does not hold other requests (default: 32 per worker; 0: the plain pool; "
+        "docs/serve.md)",
     )
     parser.add_argument(
         "--timeout",
@@ -110,7 +111,7 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError("give --verifier NAME or --reward-model PATH (one of them)")
     if args.workers < 1:
         raise UserError("--workers must be >= 1 (the per-row timeout needs worker processes)")
-    if args.spare_workers < 0:
+    if args.spare_workers is not None and args.spare_workers < 0:
         raise UserError("--spare-workers must be >= 0")
     if not math.isfinite(args.timeout) or args.timeout <= 0:
         raise UserError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")

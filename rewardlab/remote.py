@@ -10,7 +10,8 @@ source (``verifiers/remote.py``). Both turn a :class:`RemoteError` into an error
 * **Timeout**: ``timeout`` seconds for the whole attempt (connect, send, wait, read), checked while the body
   streams in, so a server that hangs or trickles bytes fails in about ``timeout`` seconds.
 * **Concurrency**: at most ``concurrency`` attempts in flight at once through one client, whatever the number
-  of calling threads (:meth:`HTTPClient.map` runs a function over items with that many threads).
+  of calling threads (:meth:`HTTPClient.map` runs a function over items with that many threads). A client is
+  shared safely by threads; an attempt's ``timeout`` starts once it has its turn, not while it waits for one.
 * **Secrets**: an API key is read from the environment variable named by ``api_key_env`` and sent as
   ``Authorization: Bearer ...``; it is kept only in the HTTP client's headers, never in a config, a message
   or a statistic.
@@ -177,8 +178,10 @@ class HTTPClient:
     def _attempt(self, method: str, url: str, content: bytes | None) -> Any:
         import httpx
 
-        deadline = time.monotonic() + self.timeout
         with self._slots:
+            # From the attempt's start: the time spent waiting for a slot (other threads' requests on this
+            # client, e.g. the engine's request threads sharing one source) is not the server's.
+            deadline = time.monotonic() + self.timeout
             try:
                 with self._client.stream(method, url, content=content) as response:
                     chunks = []

@@ -188,6 +188,12 @@ class RolloutConfig:
     """Stop strings."""
     batch_size: int = option(64, ge=1)
     """hf backend: most sequences per ``generate`` call (multi-turn: most episodes decoding at once)."""
+    stream_rewards: bool = True
+    """Score each sample the moment it ends, while the rest of the batch decodes (the hf backend per row,
+    vLLM per request, multi-turn per episode): the step waits only for the last reward. Applies to the sources
+    behind a warm scoring pool (verifiers, ``http:``, ``rm:``); sources that read whole groups or the policy
+    (``ttrl``, ``self_certainty``, ``py:``, reward functions given in code) still score after generation.
+    Rewards are the same either way."""
     interleave_turns: bool = True
     """hf backend, multi-turn episodes: one decoding loop, each episode's next turn starting as soon as the
     environment has answered, its earlier turns kept in the KV cache (vLLM's continuous batching). Off: one
@@ -255,7 +261,8 @@ class RewardConfig:
     workers: int = option(1, ge=0, note="0: score in this process")
     """Scoring worker processes (a warm pool kept for the whole run)."""
     timeout: float = option(10.0, gt=0, finite=True, must=SECONDS)
-    """Per-sample scoring timeout in seconds; a timeout is reward 0 with a counted error."""
+    """Per-sample scoring timeout in CPU seconds of the scoring worker (a wall-clock cap of 10x stops a sample
+    that waits); a timeout is reward 0 with a counted error."""
     shaping: list[dict[str, Any]] = field(default_factory=list)
     """Shaping transforms from ``rewardlab.rewardmodels.shaping``, applied in order: ``{"name": ..., **kwargs}``."""
     truncation: str = option(

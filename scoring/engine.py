@@ -46,11 +46,13 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from multiprocessing.connection import wait
 from typing import Any
 
 from rewardlab.progress import track
 from rewardlab.scoring import ray_engine
+from rewardlab.scoring.batches import BatchThreads
 from rewardlab.scoring.chunks import ChunkSizer
 from rewardlab.scoring.jobs import Done, Job, RecordJob
 from rewardlab.scoring.sources import Source, SourceTable, build_spec, default_source
@@ -66,8 +68,19 @@ MAX_CHUNK = 512
 
 
 STRAGGLER_S = 0.05
-"""An item that has used this much CPU time is a straggler: with ``spare_workers``, its worker drops to the
-lowest CPU priority and a fresh worker takes its place (rule verifiers score a typical row in milliseconds)."""
+"""An item that has used this much CPU time is a straggler: its worker becomes a spare and a fresh worker
+takes its place (rule verifiers score a typical row in milliseconds)."""
+
+WALL_TIMEOUT_FACTOR = 10.0
+"""The default wall-clock cap of an item, in multiples of its CPU-time ``timeout``: far above it, so that an
+item waiting for its CPU share (a paused straggler, a loaded machine) is not cut short; it only stops an item
+that waits without using CPU."""
+
+SPARES_PER_WORKER = 32
+"""Default spare workers per worker: how many stragglers may hold workers of their own at once. A hostile
+row holds its spare until it has used its CPU timeout, at a low priority, so a flood needs many: 64
+closed-loop clients can each wait on a hostile row at once (bench/serve.py), which 16 spares would not
+cover; 64 and 128 did equally well there."""
 
 
 class _Idle:
@@ -92,7 +105,12 @@ class Scorer:
             (built with default settings, once).
         workers: Worker processes for pooled sources (``runs_in_process = False``). ``0`` scores in this
             process with no timeout (debugging).
-        timeout: Seconds one record may take in a worker before it is killed and gets ``error="timeout"``.
+        timeout: CPU seconds one record may use in a worker (the worker's own CPU clock) before it is killed
+            and gets ``error="timeout"``. CPU time, not wall time: a row's verdict does not depend on how
+            loaded the machine is or how long it waited for its share (where the platform cannot read a
+            process's CPU clock, wall time).
+        wall_timeout: Wall-clock seconds a record may take in any case (``None``: ``WALL_TIMEOUT_FACTOR`` x
+            ``timeout``); it stops an item that waits without using CPU.
         engine: ``"local"`` (this machine's processes) or ``"ray"`` (Ray actors; needs ``pip install ray``).
         config: Settings for the default source when it is given by name (``get_verifier(name, **config)``).
         chunk_size: Records in a worker's first chunk; later chunks are sized to about ``CHUNK_SECONDS`` of
@@ -105,13 +123,14 @@ class Scorer:
         ray_address: Ray cluster to join with ``engine="ray"`` (``None``: the one already initialised in this
             process, else a local one with ``workers`` CPUs).
         spare_workers: How many stragglers (items that used more than :data:`STRAGGLER_S` of CPU time) may
-            hold workers beyond ``workers``. A straggler's worker drops to the lowest CPU priority and a fresh
-            worker takes its place at once; the straggler's worker stops after its chunk (or its timeout).
-            Timeouts are wall-clock, so a hostile row then costs its timeout in time, not a worker and CPU
-            that other rows need: a server that takes untrusted rows from many clients keeps answering the
-            others (``rewardlab serve --spare-workers``). The price: under such a flood, a legitimate row that
-            needs more CPU than ``STRAGGLER_S`` shares the stragglers' CPU and may reach its timeout (an
-            error row where a plain pool gives a reward; never a wrong reward).
+            hold workers beyond ``workers`` (``None``: ``SPARES_PER_WORKER`` x ``workers``; 0: the plain
+            pool). A straggler keeps its worker, which becomes a spare, and a fresh worker takes its place at
+            once; the rest of its chunk goes back to the queue. Stragglers run least CPU first, a few at a
+            time (half the workers while other rows wait, all of them once none do), the others paused: a
+            hostile row costs its CPU ``timeout`` in spare time, not a worker that other rows need, and a
+            legitimate slow row gets its CPU before the hostile ones that used more. Since the timeout counts
+            CPU time, waiting for a turn costs a row nothing (up to ``wall_timeout``): the rewards equal the
+            plain pool's.
 
     Use as a context manager, or call :meth:`close`::
 
@@ -132,12 +151,18 @@ class Scorer:
         window: int | None = None,
         mp_context: str | None = None,
         ray_address: str | None = None,
-        spare_workers: int = 0,
+        spare_workers: int | None = None,
+        wall_timeout: float | None = None,
     ) -> None:
-        _check_settings(engine, workers, spare_workers, timeout)
+        if spare_workers is None:
+            spare_workers = SPARES_PER_WORKER * workers
+        if wall_timeout is None and timeout is not None:
+            wall_timeout = WALL_TIMEOUT_FACTOR * timeout
+        _check_settings(engine, workers, spare_workers, timeout, wall_timeout)
         self.workers = workers
         self.spare_workers = spare_workers if workers else 0
         self.timeout = float(timeout)
+        self.wall_timeout = max(float(wall_timeout), self.timeout)
         self.engine = engine
         self.ray_address = ray_address
         self.chunk_size = max(1, chunk_size)
@@ -152,6 +177,7 @@ class Scorer:
         self._warmed = False
         self._ray: Any = None  # the Ray actors (engine="ray")
         self.ray_nodes: list[str] = []  # the Ray node of each actor
+        self._batches = BatchThreads(self.batch_size)  # in-process sources' batches, off this thread
         self._closed = False
         self._owner_pid = os.getpid()
 
@@ -199,6 +225,7 @@ class Scorer:
         self._pool, self._dying = [], []
         if self._ray is not None:
             ray_engine.close_actors(self)
+        self._batches.close()
         self._closed = True
 
     def __enter__(self) -> Scorer:
@@ -260,7 +287,7 @@ class Scorer:
                         run.next_out += 1
                 if run.exhausted and run.next_out == run.n_read:
                     return
-                if any(run.pooled.values()) or any(w.busy for w in self._pool):
+                if any(run.pooled.values()) or any(w.busy for w in self._pool) or run.batches:
                     self._dispatch(run)
                     self._poll(run)
                 elif run.idle:
@@ -271,6 +298,9 @@ class Scorer:
                 for worker in self._pool:
                     worker.kill()
                 self._pool = []
+            for future in run.batches:  # in-process batches not started yet never start
+                future.cancel()
+            run.batch_done.close()
 
     def _read(self, run: _Run) -> None:
         """Reads items up to the window, routes them, and scores the in-process ones when a batch is full."""
@@ -309,12 +339,7 @@ class Scorer:
                 self._run_in_process(run, key)
 
     def _run_in_process(self, run: _Run, key: str) -> None:
-        items = run.in_process.pop(key)
-        if run.on_chunk is not None:
-            run.on_chunk(len(items))
-        outputs = run.job.run_batch(run.sources[key].obj, items)
-        for (index, _), output in zip(items, outputs, strict=True):
-            run.done[index] = output
+        self._batches.start(run, key, inline=self.workers == 0)
 
     def _ensure_pool(self) -> None:
         """Forks the workers the pool lacks: ``workers`` that no straggler holds (stragglers' workers, at most
@@ -348,13 +373,16 @@ class Scorer:
 
     def _dispatch(self, run: _Run) -> None:
         pending = sum(len(bucket) for bucket in run.pooled.values())
+        if not pending and not self._pool:  # only in-process batches run: no worker is needed
+            return
         if self.spare_workers:
+            _demote_stragglers(self._pool, self.spare_workers, run)
             _schedule_stragglers(self._pool, self.workers)
         self._ensure_pool()
         for worker in list(self._pool):
             if not worker.ready or worker.busy:
                 continue
-            if worker.demoted:  # its chunk is done, and it keeps the lowest priority for good
+            if worker.demoted:  # its chunk is done, and it keeps its low priority for good
                 self._pool.remove(worker)
                 self._kill(worker)
                 continue
@@ -377,15 +405,16 @@ class Scorer:
                 run.on_chunk(len(chunk))
 
     def _poll(self, run: _Run) -> None:
-        """Waits for worker messages (or the next deadline), records results, kills overrunning workers."""
+        """Waits for worker messages, in-process batches (or the next deadline), records results, kills
+        overrunning workers."""
         if self._dying:
             self._dying = _reap(self._dying)
         now = time.monotonic()
-        deadlines = [w.progress[1] + self.timeout - now for w in self._pool if w.busy]
+        deadlines = [_time_left(w, now, self.timeout, self.wall_timeout) for w in self._pool if w.busy]
         if self.spare_workers:  # look again when an item may have become a straggler, or to rotate them
             deadlines += [_straggler_check_in(w, now) for w in self._pool if w.busy]
         wait_for = min(max(0.0, min(deadlines)), 1.0) if deadlines else 1.0
-        handles: list[Any] = []
+        handles: list[Any] = [run.batch_done]
         for worker in self._pool:
             handles.extend((worker.conn, worker.process.sentinel))
         if run.wakeup is not None:
@@ -393,6 +422,9 @@ class Scorer:
         readable = set(wait(handles, timeout=wait_for))
         if run.wakeup is not None and run.wakeup in readable:
             run.wakeup.clear()  # the fed rows are read next, before the next wait
+        if run.batch_done in readable:
+            run.batch_done.clear()
+        self._batches.collect(run)
         for worker in list(self._pool):
             if worker.conn in readable:
                 self._drain(worker, run)
@@ -402,9 +434,14 @@ class Scorer:
                 self._replace(worker, run, f"worker crashed: exit code {worker.process.exitcode}")
         now = time.monotonic()
         for worker in list(self._pool):
-            current = worker.current() if worker.busy else None
-            if current is not None and now - current[2] > self.timeout:
-                self._replace(worker, run, "timeout")
+            if (
+                worker.busy
+                and worker.current() is not None
+                and _time_left(worker, now, self.timeout, self.wall_timeout) < 0
+            ):
+                wall = now - worker.progress[1] - worker.held_s(now) > self.wall_timeout
+                limit = {"wall_timeout_s": self.wall_timeout} if wall else {"timeout_s": self.timeout}
+                self._replace(worker, run, "timeout", **limit)
 
     def _kill(self, worker: Worker) -> None:
         worker.kill(wait=False)
@@ -431,14 +468,14 @@ class Scorer:
         assert worker.source is not None
         self._sizer(worker.source.key).observe(time.monotonic() - worker.sent_at, len(worker.chunk))
 
-    def _replace(self, worker: Worker, run: _Run, error: str) -> None:
-        """Kills ``worker``: its current item fails with ``error``, its other unreported items are re-queued,
-        and a fresh worker takes its place."""
+    def _replace(self, worker: Worker, run: _Run, error: str, **details: Any) -> None:
+        """Kills ``worker``: its current item fails with ``error`` (and ``details``), its other unreported
+        items are re-queued, and a fresh worker takes its place."""
         current = worker.current() if worker.busy else None
         if current is not None:
-            index, payload, _ = current
-            details = {"timeout_s": self.timeout} if error == "timeout" else {}
-            run.done[index] = run.job.failure(index, payload, error, **details)
+            index, payload, start = current
+            spent = max(0.0, time.monotonic() - start)
+            run.done[index] = run.job.failure(index, payload, error, time_s=spent, **details)
             worker.waiting.discard(index)
             # A slow item makes its source's chunks small, so one hostile row does not hold many others.
             self._sizer(worker.source.key).per_item = self.timeout  # type: ignore[union-attr]
@@ -454,7 +491,9 @@ class Scorer:
             self._pool[i] = Worker(self._ctx, self._inherited())
 
 
-def _check_settings(engine: str, workers: int, spare_workers: int, timeout: float) -> None:
+def _check_settings(
+    engine: str, workers: int, spare_workers: int, timeout: float, wall_timeout: float | None
+) -> None:
     """Raises ValueError for settings no Scorer runs with."""
     if engine not in ("local", "ray"):
         raise ValueError(f"unknown engine {engine!r} (known: local, ray)")
@@ -464,6 +503,8 @@ def _check_settings(engine: str, workers: int, spare_workers: int, timeout: floa
         raise ValueError("spare_workers must be >= 0")
     if timeout is None or not math.isfinite(timeout) or timeout <= 0:
         raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout}")
+    if wall_timeout is None or not math.isfinite(wall_timeout) or wall_timeout <= 0:
+        raise ValueError(f"wall_timeout must be a finite number of seconds > 0, got {wall_timeout}")
 
 
 def _mp_context(method: str | None, source_module: str) -> Any:
@@ -482,19 +523,51 @@ def _mp_context(method: str | None, source_module: str) -> Any:
     return ctx
 
 
-def _schedule_stragglers(pool: list[Worker], workers: int) -> None:
-    """Demotes the workers whose item has used more than ``STRAGGLER_S`` of CPU, and runs the stragglers
-    least CPU first, ``workers`` at a time (the others paused): a slow but legitimate row (some math rows
-    take 0.1-0.4 s in a fresh worker) gets its turn before the hostile rows that have used more, and
-    these take little CPU while they wait for their timeouts (least-attained-service scheduling)."""
+def _time_left(worker: Worker, now: float, timeout: float, wall_timeout: float) -> float:
+    """Seconds before ``worker``'s item reaches a limit: its CPU time (a process's CPU clock cannot run
+    faster than the wall clock but for its threads), or the wall-clock cap, which does not count the time
+    the engine held the item paused for its turn."""
+    start = worker.progress[1]
+    if start > now:  # the worker builds its source: BUILD_GRACE_S, before its first item's clock starts
+        return start - now
+    cpu = worker.item_cpu_seconds()
+    used = now - start if cpu is None else cpu
+    return min(timeout - used, start + wall_timeout + worker.held_s(now) - now)
+
+
+def _demote_stragglers(pool: list[Worker], spare_workers: int, run: _Run) -> None:
+    """Makes spares of the workers whose item is a straggler, up to ``spare_workers`` of them: the rest
+    of a spare's chunk goes back to the queue (its worker stops after the straggler)."""
     now = time.monotonic()
+    spares = sum(worker.demoted for worker in pool)
     for worker in pool:
-        if not worker.demoted and _straggling(worker, now):
-            worker.demote()
+        if spares >= spare_workers:
+            return
+        if worker.demoted or not _straggling(worker, now):
+            continue
+        current = worker.current()
+        assert current is not None and worker.source is not None
+        worker.demote(current[0])
+        spares += 1
+        rest = [(index, payload) for index, payload in worker.chunk if index in worker.waiting]
+        rest = [(index, payload) for index, payload in rest if index != current[0]]
+        worker.waiting = {current[0]}
+        if rest:  # a result it still sends for these is dropped: they are no longer waited for
+            run.pooled.setdefault(worker.source.key, deque()).extendleft(reversed(rest))
+
+
+def _schedule_stragglers(pool: list[Worker], lanes: int) -> None:
+    """Runs the stragglers least CPU first, ``lanes`` at a time (the others paused): a slow but legitimate
+    row (some math rows take 0.1-0.4 s in a fresh worker) gets its turn before the hostile rows that have
+    used more (least-attained-service scheduling), and a paused row's CPU-time limit does not run on.
+    Measured with bench/serve.py (64 clients, 1 row in 25 hostile, 2 CPUs): ``workers`` lanes at nice 19
+    kept clean requests fastest (p99 2.3-2.6 s) but starved legitimate slow rows (workers.STRAGGLER_NICE);
+    one lane at normal priority while other rows wait, 3.8 s; a later demotion (0.2 or 0.5 s of CPU), 4.3
+    and 7.1 s."""
     stragglers = [worker for worker in pool if worker.demoted and worker.busy]
     stragglers.sort(key=lambda worker: worker.item_cpu_seconds() or 0.0)
     for rank, worker in enumerate(stragglers):
-        worker.pause(rank >= max(1, workers))
+        worker.pause(rank >= lanes)
 
 
 def _reap(dying: list[Worker]) -> list[Worker]:
@@ -561,6 +634,8 @@ class _Run:
         self.sources: dict[str, Source] = {}
         self.pooled: dict[str, deque[tuple[int, Any]]] = {}  # waiting for a worker, by source key
         self.in_process: dict[str, list[tuple[int, Any]]] = {}  # waiting for a batch, by source key
+        self.batches: dict[Future, tuple[str, list[tuple[int, Any]]]] = {}  # in-process, in batch threads
+        self.batch_done = Wakeup()  # set by a batch thread when its batch is done
         self.n_read = self.next_out = first_index
         self.exhausted = False
 
@@ -578,6 +653,8 @@ def score_records(
     engine: str = "local",
     config: dict[str, Any] | None = None,
     chunk_size: int = 16,
+    wall_timeout: float | None = None,
+    spare_workers: int | None = None,
 ) -> list[Result]:
     """Scores ``records`` (Records, dicts, or a ``datasets.Dataset``) with ``source``: one Result per record, in order.
 
@@ -585,7 +662,14 @@ def score_records(
     """
     total = len(records) if hasattr(records, "__len__") else None
     with Scorer(
-        source, workers=workers, timeout=timeout, engine=engine, config=config, chunk_size=chunk_size
+        source,
+        workers=workers,
+        timeout=timeout,
+        engine=engine,
+        config=config,
+        chunk_size=chunk_size,
+        wall_timeout=wall_timeout,
+        spare_workers=spare_workers,
     ) as s:
         return list(track(s.iter_scores(records), f"score[{s.default_name}]", total=total, enabled=progress))
 

@@ -58,7 +58,7 @@ class WarmPool:
         build: Builds the source object instead of ``name`` (no arguments).
         stream: Concurrent callers share the workers through a :class:`ScoringStream`.
         max_queued_rows, on_chunk: The stream's options (see :class:`ScoringStream`).
-        spare_workers: The Scorer's ``spare_workers``.
+        spare_workers: The Scorer's ``spare_workers`` (``None``: its default, on).
         retry_s: Seconds before a failed build is tried again by a call.
     """
 
@@ -74,7 +74,7 @@ class WarmPool:
         stream: bool = False,
         max_queued_rows: int | None = None,
         on_chunk: Callable[[int], None] | None = None,
-        spare_workers: int = 0,
+        spare_workers: int | None = None,
         retry_s: float = BUILD_RETRY_S,
     ) -> None:
         self.name = name

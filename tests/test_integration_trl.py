@@ -38,12 +38,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::Deprec
 
 @register_verifier("_trl_sleepy", override=True)
 class SleepyVerifier(Verifier):
-    """Sleeps ``completion`` seconds (a runaway check), then rewards 1."""
+    """Spins ``completion`` seconds of CPU (a runaway check: timeouts count CPU time), then rewards 1."""
 
     name: ClassVar[str] = "_trl_sleepy"
 
     def verify(self, record: Record) -> Result:
-        time.sleep(float(record.completion_text))
+        end = time.process_time() + float(record.completion_text)
+        while time.process_time() < end:
+            pass
         return Result(reward=1.0)
 
 

@@ -269,8 +269,9 @@ def sleepy_verifier():
     @register_verifier(name)
     class Sleepy(Verifier):
         def verify(self, record: Record) -> Result:
-            if record.completion_text == "hang":
-                time.sleep(60)
+            end = time.process_time() + 60  # a runaway check: timeouts count CPU time
+            while record.completion_text == "hang" and time.process_time() < end:
+                pass
             return Result(reward=1.0, details={"reason": "awake"})
 
     try:

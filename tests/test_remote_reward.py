@@ -14,12 +14,15 @@ from collections import Counter
 
 import pytest
 from http_servers import JSONHandler, serving  # tests/http_servers.py (pytest puts tests/ on the path)
+from time_bounds import HANG_S  # tests/time_bounds.py
 
 from rewardlab.scoring import score_records
 from rewardlab.types import Record
 from rewardlab.verifiers.remote import HTTPRewardSource, is_remote, parse_answer, remote_url
 
 SECRET = "sk-test-4f1c9a-never-written"
+SLOW_S = 6.0
+"""How long ``/slow`` takes: more than half of ``HANG_S``, the client's timeout in the test that uses it."""
 
 
 class _Handler(JSONHandler):
@@ -63,6 +66,9 @@ class _Handler(JSONHandler):
             results[0] = {"error": "no answer found", "details": {"why": "empty"}}
             results[1] = {"score": 0.25}  # verl's compute_score dict
             return self.send_json(200, {"results": results})
+        if path == "/slow":  # one request at a time takes most of the client's timeout
+            time.sleep(SLOW_S)
+            return self.send_json(200, {"rewards": [r["id"] for r in records]})
         if path == "/hang":
             time.sleep(30)  # a daemon thread: the client's timeout ends the wait, not this
             return self.send_json(200, {"rewards": rewards})
@@ -157,6 +163,52 @@ def test_rewards_come_back_in_order(server):
     results = _score(f"{server}/id", n=23, batch_size=2, concurrency=4)
     assert [r.reward for r in results] == [float(i) for i in range(23)]
     assert _Handler.hits["/id"] == 12 and 1 < _Handler.max_in_flight <= 4
+
+
+def _in_threads(source: HTTPRewardSource, shares: list[list[Record]]) -> list[list]:
+    """``source.score_batch`` of each share, all at once from threads of their own (as the scoring engine
+    calls an in-process source: one batch per request of ``rewardlab serve``)."""
+    out: list[list | None] = [None] * len(shares)
+
+    def call(i: int) -> None:
+        out[i] = source.score_batch(shares[i])
+
+    threads = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(len(shares))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert all(o is not None for o in out)
+    return out  # type: ignore[return-value]
+
+
+def test_threads_share_one_source(server):
+    """Six threads score through one source at once: each gets its own rows' rewards, in order, and the
+    concurrency limit holds across them."""
+    source = HTTPRewardSource(f"http:{server}/id", **FAST, batch_size=2, concurrency=2)
+    records = [Record(id=i, prompt="q", completion="c") for i in range(36)]
+    shares = [records[k::6] for k in range(6)]
+    try:
+        out = _in_threads(source, shares)
+    finally:
+        source.close()
+    for share, results in zip(shares, out, strict=True):
+        assert [r.reward for r in results] == [float(r.id) for r in share]
+    assert _Handler.hits["/id"] == 18 and 1 < _Handler.max_in_flight <= 2
+    assert source.usage() == {"requests": 18, "retries": 0, "failures": 0}
+
+
+@pytest.mark.slow  # about 2 x SLOW_S: the wait must outlast the timeout, which is at least HANG_S
+def test_waiting_for_a_turn_is_not_the_requests_time(server):
+    """Two threads, one request in flight at a time, each request most of the timeout: the second waits
+    for the first, then has its whole timeout (a deadline counted from before the wait made it fail)."""
+    source = HTTPRewardSource(f"http:{server}/slow", timeout=HANG_S, retries=0, concurrency=1)
+    try:
+        out = _in_threads(source, [[Record(id=1)], [Record(id=2)]])
+    finally:
+        source.close()
+    assert [[r.reward for r in results] for results in out] == [[1.0], [2.0]], [o[0].error for o in out]
+    assert _Handler.max_in_flight == 1
 
 
 def test_results_shape_with_details_errors_and_scores(server):

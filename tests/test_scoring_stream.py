@@ -7,15 +7,19 @@ from __future__ import annotations
 import resource
 import threading
 import time
-from typing import ClassVar
 
 import pytest
-from test_scoring import CrashingVerifier, SleepyVerifier, math_rows  # tests/ is on the path
+from test_scoring import (  # tests/ is on the path
+    CrashingVerifier,
+    SleepyVerifier,
+    SpinningVerifier,
+    math_rows,
+)
 from time_bounds import HANG_S, eventually  # tests/time_bounds.py
 
 from rewardlab.scoring import Closed, QueueFull, Scorer, ScoringStream, score_records
+from rewardlab.scoring.jobs import RecordJob
 from rewardlab.types import Record, Result
-from rewardlab.verifiers.base import Verifier
 
 
 def _sleepy(n: int, seconds: float = 0.0) -> list[dict]:
@@ -137,11 +141,12 @@ def test_a_crash_or_a_timeout_costs_only_its_row():
         assert [r.reward for r in results] == [1.0, 0.0, 1.0, 1.0]
         assert results[1].error == "worker crashed: exit code 3"
         assert [r.reward for r in other.result(20)] == [1.0] * 3
-    with ScoringStream(Scorer(SleepyVerifier(), workers=1, timeout=1.0)) as stream:
+    # a sleep uses no CPU: the wall-clock cap (set to 1 s here) stops it
+    with ScoringStream(Scorer(SleepyVerifier(), workers=1, timeout=1.0, wall_timeout=1.0)) as stream:
         start = time.monotonic()
         results = stream.submit(_sleepy(1) + _sleepy(1, 60) + _sleepy(2)).result(30)
         assert [r.error for r in results] == [None, "timeout", None, None]
-        assert results[1].details == {"timeout_s": 1.0}
+        assert results[1].details == {"wall_timeout_s": 1.0}
         assert time.monotonic() - start < HANG_S  # the 60 s row was killed at its 1 s timeout
 
 
@@ -184,27 +189,15 @@ def test_ray_engine_does_not_stream():
         ScoringStream(Scorer(SleepyVerifier(), engine="ray"))
 
 
-class SpinningVerifier(Verifier):
-    """Burns ``completion`` seconds of CPU (a hostile row, or a slow legitimate one), then rewards 1."""
-
-    name: ClassVar[str] = "spinning"
-
-    def verify(self, record: Record) -> Result:
-        end = time.process_time() + float(record.completion)
-        while time.process_time() < end:
-            pass
-        return Result(reward=1.0)
-
-
 def _spinning(*seconds: float) -> list[Record]:
     return [Record(id=i, completion=str(s)) for i, s in enumerate(seconds)]
 
 
 def test_spare_workers_take_the_rows_behind_cpu_stragglers_and_stop_after():
     # One worker: without spares, the clean request would wait for the 6 hostile rows' timeouts, one after
-    # the other (24 s, far past the 10 s bound below); with them, each straggler is demoted after STRAGGLER_S of
-    # CPU and a fresh worker goes on, so the clean request costs no timeout at all.
-    scorer = Scorer(SpinningVerifier(), workers=1, timeout=4.0, spare_workers=6)
+    # the other (6 x 2 s of CPU: 12 s, past the 10 s bound below); with them, each straggler becomes a spare
+    # after STRAGGLER_S of CPU and a fresh worker goes on, so the clean request costs no timeout at all.
+    scorer = Scorer(SpinningVerifier(), workers=1, timeout=2.0, spare_workers=6)
     with ScoringStream(scorer) as stream:
         stream.submit(_spinning(0)).result(10)
         hostile = [stream.submit(_spinning(60)) for _ in range(6)]
@@ -221,7 +214,7 @@ def test_spare_workers_take_the_rows_behind_cpu_stragglers_and_stop_after():
 
         assert eventually(dispatched_and_drained), scorer.pool_size
     assert [r.reward for r in clean] == [1.0] * 3
-    assert clean_s < 10, clean_s  # 6 timeouts of 4 s in a row would be 24 s
+    assert clean_s < 10, clean_s  # 6 timeouts of 2 s in a row would be 12 s
     assert [r.error for r in timed_out] == ["timeout"] * 6
 
 
@@ -243,7 +236,25 @@ def test_a_slow_legitimate_row_among_stragglers_still_finishes():
     assert result.reward == 1.0 and result.error is None
 
 
-def test_spare_workers_off_by_default():
-    assert Scorer("math").spare_workers == 0
+def test_spare_workers_on_by_default():
+    assert Scorer("math", workers=2).spare_workers == 64  # SPARES_PER_WORKER per worker
+    assert Scorer("math", workers=2, spare_workers=0).spare_workers == 0  # the plain pool
     with pytest.raises(ValueError, match="spare_workers"):
         Scorer("math", spare_workers=-1)
+
+
+def _unordered_indices(spare_workers: int) -> list[int]:
+    """The order in which one worker finishes a row spinning past its 3 s CPU timeout and the ten quick rows
+    sent to it in the same chunk."""
+    scorer = Scorer(SpinningVerifier(), workers=1, timeout=3.0, chunk_size=16, spare_workers=spare_workers)
+    with scorer:
+        rows = _spinning(60, *[0] * 10)
+        return [index for index, _ in scorer.iter_unordered(rows, RecordJob())]
+
+
+def test_a_stragglers_chunk_goes_back_to_the_queue():
+    # With spares, the straggler's worker becomes a spare and the rest of its chunk goes to the fresh worker:
+    # the quick rows are done before the straggler's timeout. The control (the plain pool) keeps them behind
+    # it in the same worker until the timeout kills it.
+    assert _unordered_indices(spare_workers=4)[-1] == 0
+    assert _unordered_indices(spare_workers=0)[0] == 0

@@ -119,6 +119,7 @@ class HTTPRewardSource:
     """
 
     runs_in_process = True  # no worker pool: the requests are I/O, timed out and retried here
+    concurrent_batches = True  # its client is safe from several threads (one concurrency limit for all)
 
     def __init__(self, name: str, **config: Any) -> None:
         self.url = remote_url(name)

@@ -108,7 +108,8 @@ def reward_function(
         reference: The dataset column holding each row's reference (the gold answer, tests...); ``None``:
             the rows have none. Other columns go into each record's ``metadata``.
         workers: Worker processes of each source's scoring pool.
-        timeout: Seconds one row may take before it is an error row (``timeout``).
+        timeout: CPU seconds one row may use before it is an error row (``timeout``; a wall-clock cap of 10x
+            stops a row that waits).
         name: The function's ``__name__``, which TRL logs it under (``rewards/NAME/mean``); default: the
             source's name, or the sum's ``1*math+0.2*format``.
         **config: The source's settings (a single source only; a sum's parts take ``kwargs``). A setting

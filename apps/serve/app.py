@@ -74,9 +74,11 @@ class RewardServer:
         workers: Worker processes of the pool (at least 1).
         spare_workers: How many stragglers (rows that used more than 0.05 s of CPU, e.g. hostile rows on
             their way to the timeout) may hold workers beyond ``workers``, so that the other requests go on
-            (``Scorer``'s ``spare_workers``; 0: the plain pool, whose answers equal ``rewardlab score``'s).
-        timeout: Seconds one row may take in a worker before it is an error row (``timeout``). Sources that
-            run in the server's process (``http:``, ``code``, reward models) keep their own timeouts.
+            (``Scorer``'s ``spare_workers``; ``None``: its default, 32 per worker; 0: the plain pool).
+        timeout: CPU seconds one row may use in a worker before it is an error row (``timeout``; a wall-clock
+            cap of 10 x stops a row that waits). Sources that run in the server's process (``http:``,
+            ``code``, reward models) keep their own timeouts; their batches run in threads, a request's
+            apart from another's.
         max_body_bytes: Largest request body (413 beyond it).
         max_rows: Most rows in one request (413 beyond it).
         max_queued_rows: Most rows submitted to the pool and not yet answered before requests are refused
@@ -96,7 +98,7 @@ class RewardServer:
         *,
         config: dict[str, Any] | None = None,
         workers: int = DEFAULT_WORKERS,
-        spare_workers: int = DEFAULT_SPARE_WORKERS,
+        spare_workers: int | None = DEFAULT_SPARE_WORKERS,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_rows: int = DEFAULT_MAX_ROWS,
@@ -165,7 +167,7 @@ def build_pool(
     workers: int,
     timeout: float,
     reward_model: str | None = None,
-    spare_workers: int = 0,
+    spare_workers: int | None = None,
     **stream: Any,
 ) -> tuple[str, WarmPool]:
     """The source's name and its warm, streaming :class:`WarmPool`, built now: a source named as ``rewardlab
