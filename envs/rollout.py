@@ -38,6 +38,7 @@ from rewardlab.envs.config import EnvConfig
 from rewardlab.generation.base import (
     Generation,
     NextTurn,
+    OnFinished,
     Prompt,
     RolloutBackend,
     SamplingParams,
@@ -167,16 +168,20 @@ def run_episodes(
     cfg: EnvConfig,
     *,
     chat: bool = False,
+    on_finished: OnFinished | None = None,
 ) -> list[list[Episode]]:
     """``params.n`` episodes of each record (prompt ``prompts[i]``); outer list: records, inner: episodes.
     ``params.max_new_tokens`` limits each turn, ``cfg.max_tokens`` the whole episode; ``chat``: the prompts
     use the chat template (observations as tool messages with ``observation_format: auto``). The backend
-    schedules the turns (:meth:`RolloutBackend.interact`; a duck-typed backend: one ``generate`` per turn)."""
+    schedules the turns (:meth:`RolloutBackend.interact`; a duck-typed backend: one ``generate`` per turn).
+    ``on_finished(record, k, episode)`` hears of each episode the moment it is over (its last turn ended and
+    the environment said so), while the others run on; the episode is the object returned in that place."""
     n = max(1, int(params.n))
     states = [env.reset(record) for record in records for _ in range(n)]
     chat_observations = cfg.observation_format == "chat" or (cfg.observation_format == "auto" and chat)
     fmt = ObservationFormat(tokenizer, cfg.observation_template, chat_observations)
     bufs: list[_Buffer] = [_Buffer([]) for _ in states]
+    over: dict[int, Episode] = {}  # episodes handed to ``on_finished``, by index
 
     def respond(ended: list[tuple[int, Generation]]) -> list[NextTurn | None]:
         """Appends each ended turn, lets the environment answer, and says how each episode goes on."""
@@ -195,6 +200,11 @@ def run_episodes(
                 if ids is not None:
                     room = cfg.max_tokens - len(bufs[j].tokens)
                     replies[pos] = NextTurn(ids, max(1, min(params.max_new_tokens, room)))
+        if on_finished is not None:
+            for (j, _), reply in zip(ended, replies, strict=True):
+                if reply is None:  # the episode is over: its reward need not wait for the others
+                    over[j] = _episode(env, states[j], bufs[j], tokenizer)
+                    on_finished(j // n, j % n, over[j])
         return replies
 
     turn_params = replace(
@@ -208,7 +218,13 @@ def run_episodes(
         interact(list(prompts), turn_params, respond)
     else:
         interact_by_turns(backend, list(prompts), turn_params, respond)
-    episodes = [_episode(env, state, buf, tokenizer) for state, buf in zip(states, bufs, strict=True)]
+    episodes = [
+        over.get(j) or _episode(env, s, b, tokenizer)
+        for j, (s, b) in enumerate(zip(states, bufs, strict=True))
+    ]
+    if on_finished is not None:  # an episode the backend never ended (none should be): reported now
+        for j in sorted(set(range(len(episodes))) - set(over)):
+            on_finished(j // n, j % n, episodes[j])
     return [episodes[i * n : (i + 1) * n] for i in range(len(records))]
 
 

@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewardlab.generation.base import FinishReason, Generation, RolloutBackend, SamplingParams
+from rewardlab.generation.base import (
+    FinishReason,
+    Generation,
+    OnFinished,
+    RolloutBackend,
+    SamplingParams,
+    generate_reporting,
+)
 from rewardlab.registry import Registry
 
 BACKENDS: Registry[type[RolloutBackend]] = Registry("rollout backend")
@@ -35,4 +42,13 @@ def get_backend(name: str, model: Any, tokenizer: Any = None, **kwargs: Any) -> 
     return BACKENDS.get(name)(model, tokenizer, **kwargs)
 
 
-__all__ = ["BACKENDS", "FinishReason", "Generation", "RolloutBackend", "SamplingParams", "get_backend"]
+__all__ = [
+    "BACKENDS",
+    "FinishReason",
+    "Generation",
+    "OnFinished",
+    "RolloutBackend",
+    "SamplingParams",
+    "generate_reporting",
+    "get_backend",
+]

@@ -9,6 +9,8 @@ log-probability of each sampled token under the temperature-scaled policy, and w
 from __future__ import annotations
 
 import contextlib
+import inspect
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -179,14 +181,69 @@ def interact_by_turns(
                 gens = [g[0] for g in backend.generate([contexts[j] for j in active], p)]
 
 
+OnFinished = Callable[[int, int, Generation], None]
+"""Called once per sample as ``on_finished(prompt_index, sample_index, generation)``, the moment the backend
+knows the sample is over (EOS, a stop string, its token limit; a backend that cannot tell before it returns
+reports the rest then). The generation is the very object ``generate`` returns in that place. It may be
+called from another thread (the vllm-server backend's request threads), never twice for one sample."""
+
+
+class FinishedReporter:
+    """Calls an :data:`OnFinished` callback exactly once per sample: :meth:`report` as samples end (the first
+    report of a sample wins; later ones are dropped), :meth:`rest` for whatever was not reported when
+    ``generate`` returns. Thread-safe."""
+
+    def __init__(self, on_finished: OnFinished | None) -> None:
+        self.on_finished = on_finished
+        self.reported: dict[tuple[int, int], Generation] = {}
+        self._lock = threading.Lock()
+
+    def report(self, prompt: int, sample: int, gen: Generation) -> Generation:
+        """Reports ``gen`` unless this sample was reported; returns the sample's reported generation."""
+        with self._lock:
+            first = self.reported.setdefault((prompt, sample), gen)
+        if first is gen and self.on_finished is not None:
+            self.on_finished(prompt, sample, gen)
+        return first
+
+    def rest(self, groups: list[list[Generation]]) -> list[list[Generation]]:
+        """``groups`` with each sample that was reported replaced by what was reported (the callback and the
+        return value hold the same objects), the others reported now."""
+        return [[self.report(i, k, gen) for k, gen in enumerate(group)] for i, group in enumerate(groups)]
+
+
+def takes_on_finished(backend: Any) -> bool:
+    """Whether ``backend.generate`` accepts ``on_finished`` (a duck-typed backend may not)."""
+    try:
+        params = inspect.signature(backend.generate).parameters
+    except (TypeError, ValueError):
+        return False
+    return "on_finished" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def generate_reporting(
+    backend: Any, prompts: Sequence[Prompt], params: SamplingParams, on_finished: OnFinished | None
+) -> list[list[Generation]]:
+    """``backend.generate(prompts, params)`` with ``on_finished`` called once per sample: as samples end where
+    the backend takes the callback, otherwise for every sample when it returns."""
+    if on_finished is None:
+        return backend.generate(prompts, params)
+    if takes_on_finished(backend):
+        return backend.generate(prompts, params, on_finished=on_finished)
+    return FinishedReporter(on_finished).rest(backend.generate(prompts, params))
+
+
 class RolloutBackend:
     """Base class of rollout backends: ``generate`` samples, ``update_weights`` syncs the policy."""
 
     name = "base"
 
-    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
+    def generate(
+        self, prompts: Sequence[Prompt], params: SamplingParams, on_finished: OnFinished | None = None
+    ) -> list[list[Generation]]:
         """Samples ``params.n`` completions of each prompt (text, or token ids taken as they are); outer list:
-        prompts, inner: samples."""
+        prompts, inner: samples. ``on_finished`` (see :data:`OnFinished`) hears of each sample as it ends, so
+        that its reward can be computed while the others decode."""
         raise NotImplementedError
 
     def update_weights(self, model: Any) -> None:

@@ -8,6 +8,9 @@
   ``log_softmax(logits / temperature)``: the same distribution the trainer recomputes.
 * Stop strings use transformers' ``StopStringCriteria`` to end a sequence early, then each sample is cut
   at the first token whose prefix contains a stop string (the same rule as vLLM).
+* With ``on_finished``, a row is reported the decoding step it ends (EOS, a stop string, its token limit) by a
+  stopping criterion that never stops anything itself (:class:`_FinishedRows`), so its reward can be computed
+  while the rest of the chunk decodes; the reported sample is the one ``generate`` returns.
 * Multi-turn episodes (:meth:`HFBackend.interact`) run in one decoding loop where each episode's next turn
   starts as soon as its reply is in (:mod:`.interleave`).
 * Within ``with backend.prefix_cache():`` (a multi-turn rollout turn by turn) each sample's KV cache is kept, and a later
@@ -21,11 +24,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from rewardlab.generation import prefix_cache as pc
 from rewardlab.generation.base import (
+    FinishedReporter,
     Generation,
+    OnFinished,
     Prompt,
     Respond,
     RolloutBackend,
@@ -34,7 +39,7 @@ from rewardlab.generation.base import (
     prompt_ids,
     stop_end,
 )
-from rewardlab.generation.interleave import TurnLoop
+from rewardlab.generation.interleave import TurnLoop, stop_criteria
 from rewardlab.training.lora import base_model
 
 
@@ -64,6 +69,45 @@ class _SampledLogprobs(LogitsProcessor):
         if not self.gathered:
             return torch.zeros(last_tokens.shape[0], 0)
         return torch.stack(self.gathered, dim=1)
+
+
+class _FinishedRows(StoppingCriteria):
+    """Reports each row of a ``generate`` call at the step it ends, and stops none (transformers' own criteria
+    do): EOS as the last token, the token limit, or a stop string (a ``StopStringCriteria`` of its own, the
+    same test as transformers'). A row reported here is cut as the whole output would be
+    (``HFBackend._finish_sample``); a row whose end is ambiguous (a stop string that decoding does not
+    reproduce) is left to the report after ``generate``."""
+
+    def __init__(self, backend: HFBackend, params: SamplingParams, width: int, finish: Any) -> None:
+        self.backend, self.params, self.width, self.finish = backend, params, width, finish
+        self.eos = torch.tensor(sorted(backend.eos_ids), dtype=torch.long)
+        self.stops = stop_criteria(backend.tokenizer, params.stop)
+        self.reported: torch.Tensor | None = None
+
+    def __call__(
+        self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any
+    ) -> torch.BoolTensor:
+        last = input_ids[:, -1].cpu()
+        ended = torch.isin(last, self.eos)
+        if self.stops is not None:
+            ended |= self.stops(input_ids, scores).cpu()
+        if input_ids.shape[1] - self.width >= self.params.max_new_tokens:
+            ended[:] = True
+        if self.reported is None:
+            self.reported = torch.zeros_like(ended)
+        for row in (ended & ~self.reported).nonzero().flatten().tolist():
+            tokens = input_ids[row, self.width :].tolist()
+            if self._certain(tokens):
+                self.finish(row, tokens)
+        self.reported |= ended
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
+
+    def _certain(self, tokens: list[int]) -> bool:
+        """Whether the end of ``tokens`` is the one the whole output will show: EOS, the limit, or a stop
+        string that decoding finds (else the fallback of ``_finish_sample`` could differ with padding)."""
+        if tokens[-1] in self.backend.eos_ids or len(tokens) >= self.params.max_new_tokens:
+            return True
+        return stop_end(self.backend._decode, tokens, self.params.stop) is not None
 
 
 class HFBackend(RolloutBackend):
@@ -148,9 +192,12 @@ class HFBackend(RolloutBackend):
         finally:
             self._store = None
 
-    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
+    def generate(
+        self, prompts: Sequence[Prompt], params: SamplingParams, on_finished: OnFinished | None = None
+    ) -> list[list[Generation]]:
         if not prompts:
             return []
+        reporter = FinishedReporter(on_finished) if on_finished is not None else None
         encoded = prompt_ids(self.tokenizer, prompts, self.add_special_tokens)
         n = max(1, int(params.n))
         # One entry per sequence to sample, sorted by prompt length to keep padding small.
@@ -160,10 +207,12 @@ class HFBackend(RolloutBackend):
         with self._sampling(params):
             for start in range(0, len(jobs), self.batch_size):
                 chunk = jobs[start : start + self.batch_size]
-                gens = self._generate_chunk([encoded[i] for i, _ in chunk], params, [i for i, _ in chunk])
+                ids = [encoded[i] for i, _ in chunk]
+                report = None if reporter is None else _chunk_reporter(reporter, chunk, ids)
+                gens = self._generate_chunk(ids, params, [i for i, _ in chunk], report)
                 for (i, k), gen in zip(chunk, gens, strict=False):
                     out[i][k] = gen
-        return out  # type: ignore[return-value]
+        return out if reporter is None else reporter.rest(out)  # type: ignore[arg-type, return-value]
 
     def interact(self, prompts: Sequence[Prompt], params: SamplingParams, respond: Respond) -> None:
         """Multi-turn episodes in one decoding loop (:mod:`.interleave`) when ``interleave_turns`` is on and
@@ -196,8 +245,13 @@ class HFBackend(RolloutBackend):
         return DynamicCache(config=self.model.config)
 
     def _generate_chunk(
-        self, prompt_ids: list[list[int]], params: SamplingParams, keys: list[int] | None = None
+        self,
+        prompt_ids: list[list[int]],
+        params: SamplingParams,
+        keys: list[int] | None = None,
+        report: Any | None = None,
     ) -> list[Generation]:
+        """Samples one chunk; ``report(row, generation)`` hears of each row as it ends (:class:`_FinishedRows`)."""
         device = next(self.model.parameters()).device
         prefixes = [self._store.take(ids) for ids in prompt_ids] if self._store is not None else []
         if any(p.entry is not None for p in prefixes):
@@ -212,6 +266,11 @@ class HFBackend(RolloutBackend):
         width = input_ids.shape[1]
         recorder = _SampledLogprobs(params.temperature) if params.logprobs else None
         kwargs = self._generate_kwargs(params, recorder)
+        if report is not None:
+            rows = _FinishedRows(
+                self, params, width, self._row_finisher(prompt_ids, params, recorder, report)
+            )
+            kwargs["stopping_criteria"] = StoppingCriteriaList([rows])
         if cache is not None:
             kwargs[self._cache_kw] = cache
         sequences = self.model.generate(
@@ -230,6 +289,26 @@ class HFBackend(RolloutBackend):
             full_mask = torch.cat([attention_mask, torch.ones_like(new_tokens)], dim=1)
             self._store.store_rows(cache, full_mask, [g.prompt_token_ids + g.token_ids for g in gens])
         return gens
+
+    def _row_finisher(
+        self,
+        prompt_ids: list[list[int]],
+        params: SamplingParams,
+        recorder: _SampledLogprobs | None,
+        report: Any,
+    ) -> Any:
+        """What :class:`_FinishedRows` calls with a row and its tokens so far: the row's sample, its
+        log-probabilities read from the recorder mid-decoding (the steps gathered so far, then the last
+        token's from the step's distribution: the values ``recorder.finish`` will give), reported."""
+
+        def finish(row: int, tokens: list[int]) -> None:
+            lp = None
+            if recorder is not None and recorder.prev is not None:
+                steps = [g[row] for g in recorder.gathered] + [recorder.prev[row, tokens[-1]]]
+                lp = torch.stack(steps).cpu().tolist()
+            report(row, self._finish_sample(tokens, list(prompt_ids[row]), lp, params))
+
+        return finish
 
     def _left_padded(self, prompt_ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """The prompts as one batch, left-padded so that each ends where generation starts."""
@@ -340,3 +419,13 @@ class HFBackend(RolloutBackend):
 
     def _decode(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens, skip_special_tokens=True)
+
+
+def _chunk_reporter(reporter: FinishedReporter, chunk: list[tuple[int, int]], ids: list[list[int]]) -> Any:
+    """``report(row, generation)`` for one chunk: row ``r`` is sample ``chunk[r]``."""
+
+    def report(row: int, gen: Generation) -> None:
+        i, k = chunk[row]
+        reporter.report(i, k, gen)
+
+    return report

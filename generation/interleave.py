@@ -77,7 +77,7 @@ class TurnLoop:
         self.cache: Any = None
         self.mask = torch.zeros(0, 0, dtype=torch.long)
         self.warpers = _warpers(params)
-        self.stops = _stop_criteria(backend.tokenizer, params.stop)
+        self.stops = stop_criteria(backend.tokenizer, params.stop)
         self.limits: dict[int, SamplingParams] = {}
         """The sampling parameters of a turn, by its token limit (how :meth:`_cut` reads them)."""
         self.eos = torch.tensor(sorted(backend.eos_ids), dtype=torch.long)
@@ -318,7 +318,8 @@ def _draw(probs: torch.Tensor) -> torch.Tensor:
     return torch.where(tokens < probs.shape[-1], tokens, probs.argmax(-1))  # u rounded up to the total
 
 
-def _stop_criteria(tokenizer: Any, stops: Sequence[str]) -> Any:
+def stop_criteria(tokenizer: Any, stops: Sequence[str]) -> Any:
+    """transformers' stop-string test for ``stops`` (``None`` without any): the loop's and the hf backend's."""
     if not stops:
         return None
     from transformers import StopStringCriteria

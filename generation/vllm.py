@@ -13,6 +13,10 @@
   from (after temperature, top-k, top-p), which is the behaviour policy that importance-sampling
   correction (``algorithm.rollout_is``) needs. With ``top_p=1, top_k=0`` it is ``log_softmax(logits / T)``,
   the same quantity the hf backend reports.
+* With ``on_finished``, each request's samples are reported as the engine hands its finished
+  ``RequestOutput`` over (a wrapper around ``llm_engine.step``, which ``LLM.generate`` drives; requests are
+  numbered by ``LLM.request_counter``, so the index of a prompt is its id minus the first): a prompt's ``n``
+  samples together, when the last of them ends.
 * vLLM needs ``if __name__ == "__main__":`` in scripts when it spawns workers; on CPU set
   ``VLLM_CPU_KVCACHE_SPACE`` (GiB) and a small ``gpu_memory_utilization``.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -28,7 +33,9 @@ from typing import Any
 
 from rewardlab.extras import require_installed
 from rewardlab.generation.base import (
+    FinishedReporter,
     Generation,
+    OnFinished,
     Prompt,
     RolloutBackend,
     SamplingParams,
@@ -197,16 +204,31 @@ class VLLMBackend(RolloutBackend):
             tokenizer.save_pretrained(self._tmp)
         return self._tmp
 
-    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
+    def generate(
+        self, prompts: Sequence[Prompt], params: SamplingParams, on_finished: OnFinished | None = None
+    ) -> list[list[Generation]]:
         if not prompts:
             return []
-        from vllm import SamplingParams as VSamplingParams
-
         if self._weights_dropped:
             raise RuntimeError(
                 "vLLM sleep level 2 dropped the engine's weights: update_weights must come first"
             )
         self._wake("weights", "kv_cache")
+        sp = self._sampling_params(params, len(prompts))
+        if self.tokenizer is not None:
+            inputs: list[Any] = [{"prompt_token_ids": ids} for ids in prompt_ids(self.tokenizer, prompts)]
+        else:
+            inputs = [p if isinstance(p, str) else {"prompt_token_ids": list(p)} for p in prompts]
+        reporter = FinishedReporter(on_finished) if on_finished is not None else None
+        with self._reporting(reporter, len(prompts), params):
+            outputs = self.llm.generate(inputs, sp, use_tqdm=False, lora_request=self._lora)
+        result = [self._group(req, params) for req in outputs]
+        return result if reporter is None else reporter.rest(result)
+
+    def _sampling_params(self, params: SamplingParams, prompts: int) -> Any:
+        """vLLM's sampling parameters: with a seed, one per prompt (``seed + i``): one seed for all would give
+        identical prompts (the running episodes of a multi-turn rollout) identical continuations."""
+        from vllm import SamplingParams as VSamplingParams
 
         def sampling(seed: int | None) -> Any:
             return VSamplingParams(
@@ -222,43 +244,65 @@ class VLLMBackend(RolloutBackend):
                 skip_special_tokens=True,
             )
 
-        # A seed per prompt (seed + i): one seed for all would give identical prompts (the running episodes
-        # of a multi-turn rollout) identical continuations.
-        sp: Any = (
-            sampling(None)
-            if params.seed is None
-            else [sampling(params.seed + i) for i in range(len(prompts))]
-        )
-        if self.tokenizer is not None:
-            inputs: list[Any] = [{"prompt_token_ids": ids} for ids in prompt_ids(self.tokenizer, prompts)]
-        else:
-            inputs = [p if isinstance(p, str) else {"prompt_token_ids": list(p)} for p in prompts]
-        outputs = self.llm.generate(inputs, sp, use_tqdm=False, lora_request=self._lora)
-        result: list[list[Generation]] = []
-        for req in outputs:
-            prompt_tokens = list(req.prompt_token_ids or [])
-            group = []
-            for out in req.outputs:
-                token_ids = list(out.token_ids)
-                logprobs = None
-                if params.logprobs and out.logprobs is not None:
-                    logprobs = [
-                        float(step[tok].logprob) for tok, step in zip(token_ids, out.logprobs, strict=False)
-                    ]
-                reason = "length" if out.finish_reason == "length" else "stop"
-                group.append(
-                    Generation(
-                        text=out.text
-                        if self.tokenizer is None
-                        else completion_text(self.tokenizer, token_ids, params),
-                        token_ids=token_ids,
-                        prompt_token_ids=prompt_tokens,
-                        logprobs=logprobs,
-                        finish_reason=reason,  # type: ignore[arg-type]
-                    )
+        return sampling(None) if params.seed is None else [sampling(params.seed + i) for i in range(prompts)]
+
+    @contextlib.contextmanager
+    def _reporting(
+        self, reporter: FinishedReporter | None, prompts: int, params: SamplingParams
+    ) -> Iterator[None]:
+        """While ``LLM.generate`` runs, reports each request's samples from the step that finishes it (see the
+        module docstring). Without a request counter to number the requests by, nothing is reported early
+        (the caller reports every sample when ``generate`` returns)."""
+        engine = getattr(self.llm, "llm_engine", None)
+        first = getattr(getattr(self.llm, "request_counter", None), "counter", None)
+        if reporter is None or engine is None or not isinstance(first, int):
+            yield
+            return
+        own = "step" in vars(engine)
+        step = engine.step
+
+        def reporting_step(*args: Any, **kwargs: Any) -> Any:
+            outputs = step(*args, **kwargs)
+            for req in outputs or ():
+                index = _request_index(req, first, prompts)
+                if index is not None:
+                    for k, gen in enumerate(self._group(req, params)):
+                        reporter.report(index, k, gen)
+            return outputs
+
+        engine.step = reporting_step
+        try:
+            yield
+        finally:
+            if own:
+                engine.step = step
+            else:
+                del engine.step
+
+    def _group(self, req: Any, params: SamplingParams) -> list[Generation]:
+        """One finished ``RequestOutput``'s samples."""
+        prompt_tokens = list(req.prompt_token_ids or [])
+        group = []
+        for out in req.outputs:
+            token_ids = list(out.token_ids)
+            logprobs = None
+            if params.logprobs and out.logprobs is not None:
+                logprobs = [
+                    float(step[tok].logprob) for tok, step in zip(token_ids, out.logprobs, strict=False)
+                ]
+            reason = "length" if out.finish_reason == "length" else "stop"
+            group.append(
+                Generation(
+                    text=out.text
+                    if self.tokenizer is None
+                    else completion_text(self.tokenizer, token_ids, params),
+                    token_ids=token_ids,
+                    prompt_token_ids=prompt_tokens,
+                    logprobs=logprobs,
+                    finish_reason=reason,  # type: ignore[arg-type]
                 )
-            result.append(group)
-        return result
+            )
+        return group
 
     def update_weights(self, model: Any) -> None:
         """Loads ``model``'s current weights into the engine (``load_weights`` of vLLM's model class). A peft
@@ -334,3 +378,13 @@ class VLLMBackend(RolloutBackend):
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+
+def _request_index(req: Any, first: int, prompts: int) -> int | None:
+    """The prompt a finished ``RequestOutput`` answers (its request id, ``LLM``'s number, minus the call's
+    first; an engine may append a suffix to the id), or ``None`` when it is unfinished or not this call's."""
+    if not getattr(req, "finished", False):
+        return None
+    match = re.match(r"\d+", str(getattr(req, "request_id", "")))
+    index = int(match.group()) - first if match else -1
+    return index if 0 <= index < prompts else None

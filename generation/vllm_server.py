@@ -41,7 +41,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rewardlab.generation.base import Generation, Prompt, RolloutBackend, SamplingParams, prompt_ids, stop_end
+from rewardlab.generation.base import (
+    FinishedReporter,
+    Generation,
+    OnFinished,
+    Prompt,
+    RolloutBackend,
+    SamplingParams,
+    prompt_ids,
+    stop_end,
+)
 from rewardlab.generation.vllm import completion_text, on_cpu, policy_weights
 from rewardlab.training import parallel
 
@@ -144,18 +153,27 @@ class VLLMServerBackend(RolloutBackend):
         raise ServerError(f"vLLM server {method} {self.url}{path} failed: {why}")
 
     # -- generation --------------------------------------------------------------------------------------
-    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Generation]]:
+    def generate(
+        self, prompts: Sequence[Prompt], params: SamplingParams, on_finished: OnFinished | None = None
+    ) -> list[list[Generation]]:
         """One ``/v1/completions`` request for the batch; with a seed, one request per prompt (sent at once)
         seeded ``seed + i``: a request's seed applies to each of its prompts, so identical prompts (the
-        running episodes of a multi-turn rollout) would otherwise sample identical continuations."""
+        running episodes of a multi-turn rollout) would otherwise sample identical continuations. With
+        ``on_finished``, a per-prompt request's samples are reported as its answer arrives (from the request's
+        thread); one request for the batch reports them all when it returns."""
         if not prompts:
             return []
+        reporter = FinishedReporter(on_finished)
         ids = prompt_ids(self.tokenizer, prompts)
         if params.seed is None or len(ids) == 1:
-            return self._complete(ids, params, params.seed)
+            return reporter.rest(self._complete(ids, params, params.seed))
+
+        def one(i: int) -> list[Generation]:
+            group = self._complete([ids[i]], params, params.seed + i)[0]
+            return [reporter.report(i, k, gen) for k, gen in enumerate(group)]
+
         with ThreadPoolExecutor(max_workers=min(len(ids), MAX_CONCURRENT_REQUESTS)) as pool:
-            parts = pool.map(lambda i: self._complete([ids[i]], params, params.seed + i), range(len(ids)))
-            return [group for part in parts for group in part]
+            return reporter.rest(list(pool.map(one, range(len(ids)))))
 
     def _complete(
         self, ids: list[list[int]], params: SamplingParams, seed: int | None

@@ -113,11 +113,15 @@ class Result:
         details: What was extracted, what was compared and how: enough to tell why the reward is what it is.
         error: ``None`` when scoring worked; else a short reason (``"timeout"``, ``"no answer found"``...).
             Errors are kinds, not tracebacks: the summary groups rows by the text before the first colon.
+        time_s: Seconds this record took to score (the reward time), set by the scoring engine (a source
+            scoring a batch may set it per record); ``None`` when nobody measured it. Not compared: the same
+            verdict reached faster is the same result.
     """
 
     reward: float | None = 0.0
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    time_s: float | None = field(default=None, compare=False)
 
     @classmethod
     def failure(cls, error: str, **details: Any) -> Result:

@@ -13,6 +13,16 @@ One :class:`RewardPipeline` per run, built from the config, called twice per bat
    scores shaped (``reward.step_shaping``, ``reward.step_eta``) and placed on their step-end tokens
    (``success_weight``, ``step_weight``).
 
+With ``rollout.stream_rewards`` (the default) the sources that score row by row, those behind a warm scoring
+pool (verifiers, ``http:``, ``rm:``: the engine chunks their rows as it likes, so no row's reward can depend on
+another's), take each sample the moment the backend reports it finished (:class:`RewardStream`, handed to
+``generate(..., on_finished=...)``), through the pool's :class:`~rewardlab.scoring.ScoringStream`, while the
+rest of the batch decodes; :meth:`RewardPipeline.score` then waits only for the rows still being scored. The
+sources that read whole groups or the sampling model (``ttrl``, ``self_certainty``, ``py:`` functions and
+reward functions given in code, which may read their batch-mates) score the whole batch after generation
+ends, as does every stage after scoring (shaping, group statistics, process rewards). Rewards are the same
+either way: only when each row is scored changes.
+
 Every transform is a function of :mod:`rewardlab.rewardmodels.shaping` (or :mod:`rewardlab.rl.step_rewards`
 for the token placement); this module only orders them. KL in the reward is not a reward transform: the
 trainer adds it afterwards.
@@ -20,8 +30,11 @@ trainer adds it afterwards.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,14 +54,16 @@ from rewardlab.rl.config import RLConfig
 from rewardlab.rl.sources import build_source, source_kind
 from rewardlab.rl.step_rewards import CorrectLookingStepScorer, shaped_step_token_rewards
 from rewardlab.scoring.pool import WarmPool
-from rewardlab.types import Record, Result, error_kind
-from rewardlab.verifiers.combine import CombinedSource, PartScores
+from rewardlab.scoring.summary import time_stats
+from rewardlab.types import Record, Result, error_kind, result_reward
+from rewardlab.verifiers.combine import CombinedSource, PartScores, combine_rewards
 from rewardlab.verifiers.python import CallableSource
 
 __all__ = [
     "RewardBatch",
     "RewardPipeline",
     "RewardSources",
+    "RewardStream",
     "ScoredBatch",
     "build_sample_shaping",
     "load_process_scorer",
@@ -76,11 +91,14 @@ class ScoredBatch:
     """Per sample: the first source's ``details`` (``rollouts.jsonl``; ``{}`` when it gave none)."""
     sample_errors: list[str | None] = field(default_factory=list)
     """Per sample: the first scoring error (``"source: error"`` with several sources), ``None``: none."""
+    times: list[float | None] = field(default_factory=list)
+    """Per sample: the reward time, seconds summed over the sources that timed it (``None``: none did)."""
 
     def __post_init__(self) -> None:
         # A batch built without the per-sample fields still selects and concatenates.
         self.details = self.details or [{} for _ in self.rewards]
         self.sample_errors = self.sample_errors or [None] * len(self.rewards)
+        self.times = self.times or [None] * len(self.rewards)
 
     def select(self, idx: Sequence[int]) -> ScoredBatch:
         """The samples ``idx``; the error counts stay the whole batch's (they are logged before selection)."""
@@ -92,6 +110,7 @@ class ScoredBatch:
             self.num_errors,
             [self.details[i] for i in idx],
             [self.sample_errors[i] for i in idx],
+            [self.times[i] for i in idx],
         )
 
     @staticmethod
@@ -106,6 +125,7 @@ class ScoredBatch:
             sum(p.num_errors for p in parts),
             sum((p.details for p in parts), []),
             sum((p.sample_errors for p in parts), []),
+            sum((p.times for p in parts), []),
         )
 
 
@@ -125,41 +145,125 @@ def _first_correct(result: Result, reward: float | None) -> bool:
     return bool(verdict) if isinstance(verdict, bool) else (reward or 0.0) > 0
 
 
+Submitted = dict[int, Future]
+"""One sample's rows in flight: the future of each streamed source's answer, by the source's position."""
+
+
 class RewardSources:
     """The run's reward sources, summed with their weights (one :class:`CombinedSource`), read the RL way:
-    per-source values, error counts, and the first source's verdict as ``correct``."""
+    per-source values, error counts, and the first source's verdict as ``correct``.
 
-    def __init__(self, sources: Sequence[tuple[Any, float]]) -> None:
+    ``streamed``: the positions of the sources that take rows one at a time as samples end (warm pools
+    with a scoring stream, :meth:`submit`); the others score whole batches."""
+
+    def __init__(self, sources: Sequence[tuple[Any, float]], streamed: Sequence[int] = ()) -> None:
         self.sources = list(sources)
         self.combined = CombinedSource([s for s, _ in self.sources], [w for _, w in self.sources])
+        self.streamed = sorted(set(streamed))
+        rest = [k for k in range(len(self.sources)) if k not in self.streamed]
+        self._batched = (
+            CombinedSource(
+                [self.sources[k][0] for k in rest],
+                [self.sources[k][1] for k in rest],
+                names=[self.combined.names[k] for k in rest],
+            )
+            if rest
+            else None
+        )
 
     @classmethod
     def from_config(
-        cls, cfg: RLConfig, extra: Sequence[Any] = (), *, self_certainty: Callable[..., Any] | None = None
+        cls,
+        cfg: RLConfig,
+        extra: Sequence[Any] = (),
+        *,
+        self_certainty: Callable[..., Any] | None = None,
     ) -> RewardSources:
         """The sources of ``reward.sources`` plus ``extra`` (weight 1 each); ``self_certainty`` scores the
-        ``self_certainty`` source (the trainer's forward pass of the sampling model)."""
+        ``self_certainty`` source (the trainer's forward pass of the sampling model). With
+        ``rollout.stream_rewards`` the warm pools stream (their positions are :attr:`streamed`)."""
         run = {"score_fn": self_certainty}
+        stream = cfg.rollout.stream_rewards
         built: list[tuple[Any, float]] = []
+        streamed: list[int] = []
         for src in cfg.reward.sources:
             if source_kind(src.name).scored_by_engine:
                 source = WarmPool(
-                    src.name, src.kwargs, workers=cfg.reward.workers, timeout=cfg.reward.timeout, run={}
+                    src.name,
+                    src.kwargs,
+                    workers=cfg.reward.workers,
+                    timeout=cfg.reward.timeout,
+                    run={},
+                    stream=stream,
                 )
                 source.build()  # now: a source that cannot be built fails the run before its first batch
+                if stream:
+                    streamed.append(len(built))
             else:
                 source = build_source(src.name, src.kwargs, run=run)
             built.append((source, src.weight))
         built.extend((_as_source(fn), 1.0) for fn in extra)
         if not built:
             raise ValueError("no reward source configured (reward.sources is empty)")
-        return cls(built)
+        return cls(built, streamed)
 
     def score(self, records: Sequence[Record]) -> ScoredBatch:
         """Scores and combines; the sum is ``None`` where a source has no reward (see :class:`CombinedSource`)."""
-        parts: PartScores = self.combined.score_parts(records)
+        return self._read(self.combined.score_parts(records), len(records))
+
+    def submit(self, record: Record) -> Submitted:
+        """Hands one sample to every streamed source; a source that refuses it (a full or closed stream)
+        scores it with the batch instead."""
+        out: Submitted = {}
+        for k in self.streamed:
+            try:
+                out[k] = self.sources[k][0].submit([record])
+            except Exception:  # QueueFull, Closed: scored by score_batch with the rest
+                continue
+        return out
+
+    def score_submitted(
+        self, records: Sequence[Record], submitted: Sequence[Submitted | None]
+    ) -> ScoredBatch:
+        """:meth:`score` for a batch whose rows were handed to the streamed sources as they ended
+        (``submitted[i]``, ``None``: never handed over): waits for their answers and scores the rest, every
+        batched source on the whole batch; the same rewards as :meth:`score`."""
+        records = list(records)
+        results: dict[str, list[Result]] = {}
+        if self._batched is not None:
+            results.update(self._batched.score_parts(records).results)
+        for k in self.streamed:
+            results[self.combined.names[k]] = self._gather(k, records, submitted)
+        names = self.combined.names
+        values = {name: [result_reward(res) for res in results[name]] for name in names}
+        combined = combine_rewards(
+            [values[name] for name in names], self.combined.weights, self.combined.mode
+        )
+        parts = PartScores(combined, {name: results[name] for name in names}, values)
+        return self._read(parts, len(records))
+
+    def _gather(self, k: int, records: list[Record], submitted: Sequence[Submitted | None]) -> list[Result]:
+        """Source ``k``'s result of each record: the streamed answer, or (rows it never took) a batch now."""
+        source, name = self.sources[k][0], self.combined.names[k]
+        out: list[Result | None] = [None] * len(records)
+        for i, rows in enumerate(submitted):
+            future = (rows or {}).get(k)
+            if future is not None:
+                out[i] = _one_result(future, name)
+        missing = [i for i, res in enumerate(out) if res is None]
+        if missing:
+            try:
+                late = list(source.score_batch([records[i] for i in missing]))
+            except Exception as exc:  # a broken source scores 0 with the reason, as CombinedSource does
+                late = [Result.failure(f"source error: {name}: {exc}") for _ in missing]
+            for i, res in zip(missing, late, strict=True):
+                out[i] = res
+        return out  # type: ignore[return-value]
+
+    def _read(self, parts: PartScores, rows: int) -> ScoredBatch:
+        """The RL reading of one batch's part scores: errors, the first source's verdict and details."""
         errors: Counter = Counter()
-        first_error: list[str | None] = [None] * len(records)
+        first_error: list[str | None] = [None] * rows
         several = len(parts.results) > 1
         for name, results in parts.results.items():
             for i, res in enumerate(results):
@@ -174,10 +278,71 @@ class RewardSources:
         ]
         details = [dict(res.details or {}) for res in parts.results[first]]
         num_errors = sum(e is not None for e in first_error)
-        return ScoredBatch(parts.rewards, parts.values, correct, errors, num_errors, details, first_error)
+        times = sample_times(list(parts.results.values()))
+        return ScoredBatch(
+            parts.rewards, parts.values, correct, errors, num_errors, details, first_error, times
+        )
 
     def close(self) -> None:
         self.combined.close()
+
+
+def sample_times(per_source: Sequence[Sequence[Result]]) -> list[float | None]:
+    """Each sample's reward time: the sum of its sources' ``time_s`` (``None`` where no source timed it)."""
+    times = []
+    for results in zip(*per_source, strict=True):
+        known = [r.time_s for r in results if r.time_s is not None]
+        times.append(sum(known) if known else None)
+    return times
+
+
+def reward_time_metrics(times: Sequence[float | None]) -> dict[str, float]:
+    """``reward/time_p50``, ``reward/time_p99``, ``reward/time_max`` (seconds) over the samples' reward
+    times; none when no source timed its samples."""
+    return {f"reward/time_{name}": value for name, value in time_stats(times).items()}
+
+
+def _one_result(future: Future, name: str) -> Result:
+    """A streamed row's result (a pool's future never fails; a failure is still an error row)."""
+    try:
+        results = future.result()
+        if len(results) != 1:
+            raise ValueError(f"returned {len(results)} results for 1 record")
+        return results[0]
+    except Exception as exc:
+        return Result.failure(f"source error: {name}: {exc}")
+
+
+class RewardStream:
+    """The reward side of streaming: an :data:`~rewardlab.generation.OnFinished` callback that turns each
+    sample the backend reports finished into its record (``record(prompt, sample, generation)``) and hands it
+    to the streamed sources at once; :meth:`submitted` lists what is in flight in the batch's order (prompt by
+    prompt, sample by sample), whatever order the samples ended in.
+
+    Attributes:
+        order: ``(prompt, sample)`` in the order they were handed over.
+        handed_at: ``time.perf_counter()`` of each hand-over, in that order.
+    """
+
+    def __init__(self, sources: RewardSources, record: Callable[[int, int, Any], Record]) -> None:
+        self.sources = sources
+        self.record = record
+        self.order: list[tuple[int, int]] = []
+        self.handed_at: list[float] = []
+        self._rows: dict[tuple[int, int], Submitted] = {}
+        self._lock = threading.Lock()  # the vllm-server backend reports from its request threads
+
+    def __call__(self, prompt: int, sample: int, gen: Any) -> None:
+        rows = self.sources.submit(self.record(prompt, sample, gen))
+        with self._lock:
+            self._rows[(prompt, sample)] = rows
+            self.order.append((prompt, sample))
+            self.handed_at.append(time.perf_counter())
+
+    def submitted(self, groups: Sequence[Sequence[Any]]) -> list[Submitted | None]:
+        """Each sample's rows in flight, flattened as ``groups`` (``None``: it was never handed over)."""
+        with self._lock:
+            return [self._rows.get((i, k)) for i, group in enumerate(groups) for k in range(len(group))]
 
 
 def load_process_scorer(cfg: RLConfig) -> Any | None:
@@ -250,7 +415,7 @@ class RewardBatch:
         )
 
     def stats(self) -> dict[str, float]:
-        """Truncation and overlong statistics (TRL's ``completions/*`` names where TRL has one)."""
+        """Truncation and overlong statistics (TRL's ``completions/*`` names where TRL has one), reward times."""
         out: dict[str, float] = {
             "completions/clipped_ratio": float(self.truncated.float().mean()),
             "completions/num_truncated": int(self.truncated.sum()),
@@ -259,6 +424,7 @@ class RewardBatch:
         if self.overlong_penalty is not None:
             out["overlong_penalty/mean"] = float(self.overlong_penalty.mean())
             out["overlong_penalty/frac"] = float((self.overlong_penalty < 0).float().mean())
+        out.update(reward_time_metrics(self.scored.times))
         return out
 
 
@@ -324,11 +490,25 @@ class RewardPipeline:
             step_weight=rw.step_weight,
         )
 
-    def score(self, records: Sequence[Record], gens: Sequence[Any]) -> RewardBatch:
+    def stream(self, record: Callable[[int, int, Any], Record]) -> RewardStream | None:
+        """A :class:`RewardStream` for one rollout (``record`` builds a sample's record), or ``None`` when
+        no source streams."""
+        return RewardStream(self.sources, record) if self.sources.streamed else None
+
+    def score(
+        self,
+        records: Sequence[Record],
+        gens: Sequence[Any],
+        submitted: Sequence[Submitted | None] | None = None,
+    ) -> RewardBatch:
         """Score -> combine -> sample shaping, for completions ``records`` generated as ``gens``
-        (``finish_reason``, ``token_ids``); groups are ``record.metadata["group"]``."""
+        (``finish_reason``, ``token_ids``); groups are ``record.metadata["group"]``. ``submitted``: the rows a
+        :class:`RewardStream` handed to the streamed sources while generation ran."""
         records = list(records)
-        scored = self.sources.score(records)
+        if submitted is None:
+            scored = self.sources.score(records)
+        else:
+            scored = self.sources.score_submitted(records, submitted)
         rewards, valid, _ = ca.optional_rewards(scored.rewards)
         batch = ShapingBatch(
             rewards=rewards,

@@ -13,6 +13,7 @@ from rewardlab.envs import Episode, episode_metrics
 from rewardlab.generation import Generation
 from rewardlab.rl.batch import Rollout, UpdateBatch
 from rewardlab.rl.tree import tree_token_counts
+from rewardlab.scoring.jobs import rounded_time
 from rewardlab.types import Record, details_answer
 
 __all__ = ["TokenCounts", "rollout_metrics", "sample_advantages", "sample_rows", "throughput_metrics"]
@@ -134,6 +135,7 @@ def _sample_row(
         "answer": details_answer(details),
         "details": details,
         "error": scored.sample_errors[i],
+        "reward_time_s": rounded_time(scored.times[i]),
         "finish_reason": gen.finish_reason,
         **({"branch": list(gen.branch)} if gen.branch is not None else {}),
     }

@@ -18,7 +18,8 @@ import torch
 
 from rewardlab import core_algos as ca
 from rewardlab.envs import run_episodes
-from rewardlab.generation import Generation, SamplingParams
+from rewardlab.generation import Generation, OnFinished, SamplingParams, generate_reporting
+from rewardlab.generation.base import FinishedReporter
 from rewardlab.rl.batch import Rollout, build_tensors
 from rewardlab.rl.config import RLConfig
 from rewardlab.rl.forward import ForwardPasses
@@ -82,27 +83,27 @@ class Sampler:
         )
 
     def generate(
-        self, records: list[Record], params: SamplingParams, backend: Any | None = None, *, tree: bool = False
+        self,
+        records: list[Record],
+        params: SamplingParams,
+        backend: Any | None = None,
+        *,
+        tree: bool = False,
+        on_finished: OnFinished | None = None,
     ) -> list[list[Generation]]:
         """The backend's samples of each record's prompt: completions, with ``tree`` the prompt's tree
         (``rollout.tree``, :mod:`rewardlab.rl.tree`), or with an environment whole episodes
         (``rewardlab.envs``). A backend that generates with the policy itself gets it whole under FSDP
-        (gathered once, no collective per forward pass: the ranks decode different lengths)."""
+        (gathered once, no collective per forward pass: the ranks decode different lengths).
+        ``on_finished`` hears of each sample (episode) as it ends; a tree's, once the trees are grown."""
         prompts = [self.prompt_text(r) for r in records]
         backend = backend or self.backend
         own = getattr(backend, "model", None) is self.policy
         with parallel.gathered(self.policy) if own else contextlib.nullcontext():
             if self.env is None and tree:
-                return grow_trees(
-                    backend,
-                    prompts,
-                    params,
-                    self.cfg.rollout.tree,
-                    decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
-                    entropies=lambda roots: self._entropies(roots, backend),
-                )
+                return FinishedReporter(on_finished).rest(self._trees(backend, prompts, params))
             if self.env is None:
-                return backend.generate(prompts, params)
+                return generate_reporting(backend, prompts, params, on_finished)
             return run_episodes(
                 backend,
                 self.env,
@@ -112,7 +113,19 @@ class Sampler:
                 self.tokenizer,
                 self.cfg.env,
                 chat=self.cfg.model.chat_template,
+                on_finished=on_finished,
             )  # type: ignore[return-value]
+
+    def _trees(self, backend: Any, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+        """Each prompt's tree (``rollout.tree``): a branch ends only when the whole tree is grown."""
+        return grow_trees(
+            backend,
+            prompts,
+            params,
+            self.cfg.rollout.tree,
+            decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
+            entropies=lambda roots: self._entropies(roots, backend),
+        )
 
     def _entropies(self, gens: list[Generation], backend: Any) -> torch.Tensor:
         """The per-token entropies of ``gens`` under the model that sampled them (the backend's own model,
@@ -136,25 +149,27 @@ class Sampler:
         backend = backend or self.backend
         prompts = [with_budget(self.cfg, p, step) for p in prompts]
         tree = self.cfg.rollout.tree.roots > 0
-        groups = self.generate(prompts, self.sampling_params(round_, step), backend, tree=tree)
+        # Rewards streamed: each sample goes to the row-wise reward sources as it ends, so that their time
+        # hides behind the rest of the decoding (rl/rewards.py, RewardStream).
+        stream = (
+            self.reward_pipeline.stream(lambda i, j, g: sample_record(prompts[i], i, j, g))
+            if self.cfg.rollout.stream_rewards
+            else None
+        )
+        params = self.sampling_params(round_, step)
+        groups = self.generate(prompts, params, backend, tree=tree, on_finished=stream)
         timings["generate"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         gens = [g for group in groups for g in group]
         records = [
-            Record(
-                id=f"{rec.id}#{j}",
-                prompt=rec.prompt,
-                completion=g.text,
-                reference=rec.reference,
-                verifier=rec.verifier,
-                metadata={**rec.metadata, "group": gi},
-            )
+            sample_record(rec, gi, j, g)
             for gi, (rec, group) in enumerate(zip(prompts, groups, strict=True))
             for j, g in enumerate(group)
         ]
+        submitted = stream.submitted(groups) if stream is not None else None
         with self.score_lock:
             self.scoring_context = ({r.id: g for r, g in zip(records, gens, strict=True)}, backend)
-            reward = self.reward_pipeline.score(records, gens)
+            reward = self.reward_pipeline.score(records, gens, submitted)
         if self.prompts.filter is not None:
             self.prompts.filter.observe(
                 [str(p.id) for p in prompts], *self._group_outcomes(reward, len(prompts))
@@ -242,3 +257,15 @@ class Sampler:
             "eval/truncated": 1 - sum(finished) / len(records),
             "eval/num": len(records),
         }
+
+
+def sample_record(rec: Record, group: int, j: int, gen: Generation) -> Record:
+    """The record the reward sources score for sample ``j`` of prompt ``rec`` (group ``group`` of the step)."""
+    return Record(
+        id=f"{rec.id}#{j}",
+        prompt=rec.prompt,
+        completion=gen.text,
+        reference=rec.reference,
+        verifier=rec.verifier,
+        metadata={**rec.metadata, "group": group},
+    )

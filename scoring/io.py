@@ -1,8 +1,9 @@
 """Scoring a file: read rows, score them, write one JSONL row per input row, in order, flushed as they finish.
 
-Every input field is kept and ``reward``, ``details``, ``error`` are added (``"reward": null`` with no error:
-the source gave no reward for the row, see :class:`~rewardlab.types.Result`); an input field of one of those
-names is kept as ``input_reward`` (``input_details``, ``input_error``; another ``input_`` is prefixed while
+Every input field is kept and ``reward``, ``details``, ``error`` and ``reward_time_s`` are added (``"reward":
+null`` with no error: the source gave no reward for the row, see :class:`~rewardlab.types.Result`;
+``reward_time_s``: the seconds the row took to score, null for a row that was never scored); an input field of
+one of those names is kept as ``input_reward`` (``input_details``, ...; another ``input_`` is prefixed while
 the name is taken). A line that is not a row (invalid JSON, invalid UTF-8, not an object) becomes a row with
 the record fields (``id``, ``prompt``, ``completion``, ``reference``, under their ``field_map`` names) set
 to null, reward 0, ``details`` holding ``line``, ``raw`` and ``reason``, and ``error`` saying what was wrong
@@ -13,7 +14,7 @@ The output is never the input (any spelling: relative, symlink, hard link); a ru
 ``resume=True`` the rows already in the output are kept (a partly written last line is cut) and scoring
 continues after them, but only when the run record matches this run and every kept row is the output of the
 input row at its position; since rows are written in input order, the finished file equals an uninterrupted
-run's.
+run's, reward times aside (kept rows are not compared on them: rows written before rows carried one have none).
 """
 
 from __future__ import annotations
@@ -30,13 +31,19 @@ from rewardlab.data.loaders import InvalidRow, count_rows, iter_rows, jsonl_line
 from rewardlab.progress import progress_bar
 from rewardlab.progress import wanted as show_progress
 from rewardlab.scoring.engine import Scorer
-from rewardlab.scoring.jobs import Done, Job, verifier_field_problem
-from rewardlab.scoring.sources import call_score_batch
+from rewardlab.scoring.jobs import (
+    Done,
+    Job,
+    failed,
+    rounded_time,
+    timed_score_batch,
+    verifier_field_problem,
+)
 from rewardlab.scoring.summary import Summary
 from rewardlab.types import Record, Result, jsonable
 from rewardlab.verifiers import VERIFIERS
 
-ADDED_FIELDS = ("reward", "details", "error")
+ADDED_FIELDS = ("reward", "details", "error", "reward_time_s")
 """The fields scoring adds to every row."""
 
 RECORD_KEYS = ("id", "prompt", "completion", "reference")
@@ -80,14 +87,15 @@ def output_row(row: dict[str, Any], result: Result) -> dict[str, Any]:
 
 
 def _with_result(kept: dict[str, Any], result: Result) -> dict[str, Any]:
-    return {**kept, "reward": result.reward, "details": result.details, "error": result.error}
+    added = {"reward": result.reward, "details": result.details, "error": result.error}
+    return {**kept, **added, "reward_time_s": rounded_time(result.time_s)}
 
 
 def invalid_output_row(row: InvalidRow, field_map: dict[str, str] | None = None) -> dict[str, Any]:
     """The output row of a line that is not a row: the record fields null, what was wrong in ``details``."""
     out: dict[str, Any] = {(field_map or {}).get(key, key): None for key in RECORD_KEYS}
     details = {"line": row.line, "raw": row.text[:2000], "reason": row.reason}
-    out.update(reward=0.0, details=details, error=row.error)
+    out.update(reward=0.0, details=details, error=row.error, reward_time_s=None)
     return out
 
 
@@ -100,12 +108,15 @@ def row_line(row: dict[str, Any]) -> str:
 
 
 class RowOut(NamedTuple):
-    """What a worker sends back for a row: the finished output line and what the summary counts."""
+    """What a worker sends back for a row: the finished output line and what the summary counts (``id``: the
+    row's own id, ``None`` when it has none)."""
 
     line: str
     reward: float | None
     error: str | None
     moved: tuple[str, ...] = ()
+    time_s: float | None = None
+    id: Any = None
 
 
 class RowJob(Job):
@@ -141,12 +152,12 @@ class RowJob(Job):
         if isinstance(ready, RowOut):
             return ready
         row, record = ready
-        return self._out(row, call_score_batch(source, [record], json_safe=False)[0])
+        return self._out(row, timed_score_batch(source, [record], json_safe=False)[0])
 
     def run_batch(self, source: Any, items: list[tuple[int, Any]]) -> list[Any]:
         outputs: list[Any] = [self._ready(index, payload) for index, payload in items]
         todo = [k for k, ready in enumerate(outputs) if not isinstance(ready, RowOut)]
-        results = call_score_batch(source, [outputs[k][1] for k in todo], json_safe=False)
+        results = timed_score_batch(source, [outputs[k][1] for k in todo], json_safe=False)
         for k, result in zip(todo, results, strict=True):
             outputs[k] = self._out(outputs[k][0], result)
         return outputs
@@ -161,11 +172,13 @@ class RowJob(Job):
             return self._out(row, record)
         return row, record
 
-    def failure(self, index: int, payload: Any, error: str, **details: Any) -> Any:
+    def failure(
+        self, index: int, payload: Any, error: str, *, time_s: float | None = None, **details: Any
+    ) -> Any:
         row = self.parse(payload)
         if isinstance(row, InvalidRow):
             return self._invalid(row)
-        return self._out(row, Result.failure(error, **details))
+        return self._out(row, failed(error, time_s, details))
 
     def _record(self, row: dict[str, Any], index: int) -> Record | Result:
         try:
@@ -178,7 +191,9 @@ class RowJob(Job):
 
     def _out(self, row: dict[str, Any], result: Result) -> RowOut:
         kept, moved = input_part(row)
-        return RowOut(row_line(_with_result(kept, result)), result.reward, result.error, moved)
+        line = row_line(_with_result(kept, result))
+        key = row.get(self.field_map.get("id", "id"))
+        return RowOut(line, result.reward, result.error, moved, result.time_s, key)
 
     def _invalid(self, row: InvalidRow) -> RowOut:
         return RowOut(row_line(invalid_output_row(row, self.field_map)), 0.0, row.error)
@@ -327,12 +342,19 @@ def resume_rows(output: str | os.PathLike, items: Iterator[Any], job: RowJob, su
             _check_kept_row(row, job.parse(item), rows + 1, output, job.field_map)
             good_bytes += len(line)
             rows += 1
-            summary.add(row.get("reward", 0.0), row.get("error"), new=False)
+            key = row.get(job.field_map.get("id", "id"))
+            summary.add(row.get("reward", 0.0), row.get("error"), new=False, time_s=_time(row), id=key)
             summary.observe(row)
     if good_bytes != path.stat().st_size:
         with open(path, "r+b") as handle:
             handle.truncate(good_bytes)
     return rows
+
+
+def _time(row: dict[str, Any]) -> float | None:
+    """A kept row's reward time (``None`` in rows written before rows carried one)."""
+    value = row.get("reward_time_s")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _check_kept_row(
@@ -343,7 +365,9 @@ def _check_kept_row(
     field_map: dict[str, str],
 ) -> None:
     if isinstance(source, InvalidRow):
-        expected, got = invalid_output_row(source, field_map), kept
+        # Not compared: the time (rows written before rows carried one have none).
+        expected = {k: v for k, v in invalid_output_row(source, field_map).items() if k != "reward_time_s"}
+        got = {k: v for k, v in kept.items() if k != "reward_time_s"}
     else:
         expected = input_part(source)[0]
         got = {key: value for key, value in kept.items() if key not in ADDED_FIELDS}
@@ -472,7 +496,7 @@ def _write_outputs(
         # Resumed rows keep their global position (a row's default ``id``).
         for out in scorer.iter_outputs(items, job, first_index=skip):
             handle.write(out.line)
-            summary.add(out.reward, out.error)
+            summary.add(out.reward, out.error, time_s=out.time_s, id=out.id)
             if out.moved:
                 summary.moved.update(out.moved)
             if summary.tallies:

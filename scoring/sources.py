@@ -152,4 +152,12 @@ def _clean(result: Any, json_safe: bool = True) -> Result:
         value = result.reward
         return Result.failure(f"source error: reward is {type(value).__name__} {value!r:.80}, not a number")
     details = result.details or {}
-    return Result(reward=reward, details=jsonable(details) if json_safe else details, error=result.error)
+    details = jsonable(details) if json_safe else details
+    return Result(reward=reward, details=details, error=result.error, time_s=_seconds(result.time_s))
+
+
+def _seconds(value: Any) -> float | None:
+    """A source's own per-record time, kept when it is a number of seconds (anything else: not measured)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf"):
+        return float(value)
+    return None

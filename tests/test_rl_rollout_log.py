@@ -7,6 +7,7 @@ import json
 import statistics
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from rewardlab.rl.config import ConfigError, load_config
@@ -33,6 +34,7 @@ KEYS = {
     "answer",
     "details",
     "error",
+    "reward_time_s",
     "finish_reason",
 }
 
@@ -57,6 +59,20 @@ class DigitSource:
 
     def close(self):
         pass
+
+
+class TimedDigitSource(DigitSource):
+    """:class:`DigitSource` that reports each row's reward time: a known function of the completion."""
+
+    @staticmethod
+    def seconds(text: str) -> float:
+        return 0.125 * (1 + sum(ch.isdigit() for ch in text))
+
+    def score_batch(self, records):
+        results = super().score_batch(records)
+        for record, result in zip(records, results, strict=True):
+            result.time_s = self.seconds(record.completion_text)
+        return results
 
 
 def _cfg(tmp_path, *overrides, preset="grpo"):
@@ -122,6 +138,26 @@ def test_rows_are_whole_groups_with_the_schema_and_grpo_advantages(tmp_path):
     assert (
         any(r["advantage"] for r in rows) and any(r["error"] for r in rows) and any(r["answer"] for r in rows)
     )
+
+
+def test_rows_and_metrics_carry_the_reward_time(tmp_path):
+    # every sample logged (3 prompts x 4), so that the step's metrics can be recomputed from its rows
+    cfg = _cfg(tmp_path, "reward.truncation=none", "run.log_completions=12")
+    _train(cfg, (TimedDigitSource(),))
+    rows = _rows(tmp_path / "run")
+    assert all(r["reward_time_s"] == TimedDigitSource.seconds(r["completion"]) for r in rows)
+    for m in read_metrics(tmp_path / "run"):
+        times = [r["reward_time_s"] for r in rows if r["step"] == m["step"]]
+        assert len(times) == 12
+        assert m["reward/time_max"] == max(times)
+        assert m["reward/time_p50"] == pytest.approx(float(np.percentile(times, 50)))
+        assert m["reward/time_p99"] == pytest.approx(float(np.percentile(times, 99)))
+
+
+def test_an_untimed_source_logs_no_time(tmp_path):
+    _train(_cfg(tmp_path, "train.max_steps=1"))
+    assert all(r["reward_time_s"] is None for r in _rows(tmp_path / "run"))
+    assert not any(k.startswith("reward/time") for m in read_metrics(tmp_path / "run") for k in m)
 
 
 def test_dynamic_sampling_logs_the_first_round_and_dropped_groups_have_no_advantage(tmp_path):

@@ -3,7 +3,8 @@
 ``POST /score`` (rewardlab's, what the ``http:URL`` source sends, ``verifiers/remote.py``)::
 
     {"records": [{"id", "prompt", "completion", "reference", "metadata"}, ...]}
-    -> {"results": [{"reward": float | null, "details": {...}, "error": str | null}, ...]}
+    -> {"results": [{"reward": float | null, "details": {...}, "error": str | null,
+                     "reward_time_s": float | null}, ...]}
 
 ``POST /get_reward`` (OpenRLHF's ``--remote_rm_url``: ``openrlhf/utils/agent.py``, OpenRLHF 0.11.2, sends
 ``query`` = the decoded prompt + response tokens, ``prompts`` and ``labels``; ``cli/serve_rm.py`` answers)::
@@ -22,7 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rewardlab.scoring.jobs import as_record, verifier_field_problem
+from rewardlab.scoring.jobs import as_record, rounded_time, verifier_field_problem
 from rewardlab.types import Record, Result, jsonable
 
 MIN_OVERLAP = 16
@@ -104,8 +105,10 @@ def _row_verifier_problem(record: Record, source_name: str) -> str | None:
 
 
 def score_response(results: Sequence[Result]) -> dict[str, Any]:
-    """The ``/score`` answer: one ``{"reward", "details", "error"}`` per record, in order."""
-    return {"results": [finite(r.to_dict()) for r in results]}
+    """The ``/score`` answer: one ``{"reward", "details", "error", "reward_time_s"}`` per record, in order
+    (``reward_time_s``: the seconds the pool took to score it, null for a record refused before scoring; the
+    ``http:`` source reads the first three and ignores the rest)."""
+    return {"results": [finite({**r.to_dict(), "reward_time_s": rounded_time(r.time_s)}) for r in results]}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -182,7 +185,8 @@ def _suffix_prefix_overlap(prompt: str, query: str) -> int:
 def get_reward_response(results: Sequence[Result]) -> dict[str, Any]:
     """The ``/get_reward`` answer as OpenRLHF's ``serve_rm`` gives it (``rewards``, ``scores`` and
     ``extra_logs``, whose values must be numbers per query: the trainer makes tensors of them), and
-    ``errors`` (the clients ignore it; a person reading the answer does not)."""
+    ``errors`` (the clients ignore it; a person reading the answer does not). Nothing else: no reward
+    times, which OpenRLHF would not expect."""
     rewards = [_reward(r) for r in results]
     return {
         "rewards": rewards,

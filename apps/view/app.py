@@ -127,8 +127,11 @@ def create_app(path: str | Path) -> FastAPI:
         return _json({"steps": viewer.get(sid).steps()})
 
     @app.get("/api/s/{sid}/samples")
-    def samples(sid: int, step: int):
-        return _json({"step": step, "samples": viewer.get(sid).step_samples(step)})
+    def samples(sid: int, step: int, sort: str | None = None):
+        slowest_first = sort == "reward_time_s"
+        return _json(
+            {"step": step, "samples": viewer.get(sid).step_samples(step, slowest_first=slowest_first)}
+        )
 
     return app
 

@@ -35,6 +35,7 @@ RL_COLUMNS = (
     Column("reward", "reward", "number"),
     Column("error", "error"),
     Column("completion_chars", "completion", "length"),
+    Column("reward_time_s", "reward_time_s", "number"),
 )
 PREVIEW_CHARS = 160
 # Entropy collapse, as RL runs log it: percentiles of a step's per-token policy entropies (``entropy/p10``
@@ -238,8 +239,9 @@ class SourceData:
         steps = index.column("step")
         return sorted({int(s) for s in steps[~np.isnan(steps)]})
 
-    def step_samples(self, step: int) -> list[dict[str, Any]]:
-        """The logged samples of ``step``, grouped, each with its hack flags and answer place."""
+    def step_samples(self, step: int, *, slowest_first: bool = False) -> list[dict[str, Any]]:
+        """The logged samples of ``step``, grouped, each with its hack flags and answer place;
+        ``slowest_first``: ordered by reward time instead, slowest first (untimed ones last)."""
         index = self.index()
         if index is None:
             return []
@@ -252,6 +254,8 @@ class SourceData:
         for group in groups.values():
             for sample, found in zip(group, F.group_flags(group), strict=True):
                 out.append(self._rl_sample(sample, found))
+        if slowest_first:  # flags first: they compare a sample with its group
+            out.sort(key=lambda s: -_seconds(s.get("reward_time_s")))
         return out
 
     def _rl_sample(self, sample: dict[str, Any], found: list[str]) -> dict[str, Any]:
@@ -261,6 +265,11 @@ class SourceData:
         span = F.answer_span(sample.get("completion"), sample.get("details"))
         keep = {k: v for k, v in sample.items() if k not in ("details", "completion")}
         return {**keep, "flags": found, "parts": _split(text, span)}
+
+
+def _seconds(value: Any) -> float:
+    """A row's reward time for sorting (``-inf``, last when slowest first, where it has none)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else -math.inf
 
 
 def _split(text: str, span: tuple[int, int] | None) -> list[dict[str, Any]]:

@@ -52,6 +52,7 @@ SCORED_COLUMNS = (
     Column("verifier", "verifier"),
     Column("prompt_chars", "prompt", "length"),
     Column("completion_chars", "completion", "length"),
+    Column("reward_time_s", "reward_time_s", "number"),
 )
 """The columns of ``rewardlab score`` output (also eval ``samples.jsonl``, with ``problem_id`` added)."""
 

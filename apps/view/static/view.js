@@ -54,6 +54,12 @@ const rk = (() => {
     return span;
   }
 
+  // a reward time in seconds, blank where the row has none (rows written before they carried one)
+  function secondsCell(cell) {
+    const v = cell.getValue();
+    return v === null || v === undefined ? "" : (+v).toFixed(4);
+  }
+
   function linkCell(sid) {
     return (cell) => el("a", {href: `/s/${sid}/row/${cell.getRow().getData().row}`, class: "rowlink", text: String(cell.getValue())});
   }
@@ -67,6 +73,7 @@ const rk = (() => {
       {title: "verifier", field: "verifier", width: 100},
       {title: "prompt chars", field: "prompt_chars", width: 110, hozAlign: "right"},
       {title: "completion chars", field: "completion_chars", width: 130, hozAlign: "right"},
+      {title: "reward s", field: "reward_time_s", formatter: secondsCell, width: 90, hozAlign: "right"},
       {title: "completion", field: "preview", headerSort: false},
     ],
     eval: (sid) => [
@@ -246,7 +253,8 @@ const rk = (() => {
     }
     const num = (v) => (v === null || v === undefined ? "—" : String(+(+v).toFixed(4)));
     const shaped = s.shaped_reward !== undefined && s.shaped_reward !== s.reward ? ` (shaped ${num(s.shaped_reward)})` : "";
-    const head = `group ${s.group} · sample ${s.index} · reward ${num(s.reward)}${shaped} · advantage ${num(s.advantage)} · ${s.length} tokens` + (s.truncated ? " · truncated" : "");
+    const time = s.reward_time_s === null || s.reward_time_s === undefined ? "" : ` · scored in ${(+s.reward_time_s).toFixed(4)} s`;
+    const head = `group ${s.group} · sample ${s.index} · reward ${num(s.reward)}${shaped} · advantage ${num(s.advantage)} · ${s.length} tokens` + (s.truncated ? " · truncated" : "") + time;
     card.append(el("div", {class: "head", text: head}));
     const sources = Object.entries(s.rewards || {}).map(([k, v]) => `${k}: ${num(v)}`).join("  ");
     if (sources) card.append(el("div", {class: "muted", text: sources}));
@@ -266,13 +274,14 @@ const rk = (() => {
     return card;
   }
 
-  async function showStep(where, sid, step, flaggedOnly) {
+  async function showStep(where, sid, step, flaggedOnly, slowestFirst) {
     const box = document.querySelector(where);
     if (step === null || step === undefined || step === "") {
       box.replaceChildren(el("p", {class: "muted", text: "no samples logged (run.log_completions)"}));
       return;
     }
-    const {samples} = await getJSON(`/api/s/${sid}/samples?step=${encodeURIComponent(step)}`);
+    const sort = slowestFirst ? "&sort=reward_time_s" : "";
+    const {samples} = await getJSON(`/api/s/${sid}/samples?step=${encodeURIComponent(step)}${sort}`);
     const shown = flaggedOnly ? samples.filter((s) => s.flags && s.flags.length) : samples;
     const flagged = samples.filter((s) => s.flags && s.flags.length).length;
     box.replaceChildren(el("h3", {text: `step ${step}: ${samples.length} samples, ${flagged} flagged`}), ...shown.map(sampleCard));
@@ -316,7 +325,9 @@ const rk = (() => {
       }
       const flaggedOnly = start.get("flagged") === "1";
       document.querySelector("#flagged").checked = flaggedOnly;
-      await Promise.all([showStep("#side-a", sid, a, flaggedOnly), showStep("#side-b", sid, b, flaggedOnly)]);
+      const slowestFirst = start.get("sort") === "reward_time_s";
+      document.querySelector("#slowest").checked = slowestFirst;
+      await Promise.all([showStep("#side-a", sid, a, flaggedOnly, slowestFirst), showStep("#side-b", sid, b, flaggedOnly, slowestFirst)]);
     } catch (e) {
       showError("#side-a", e);
     }
