@@ -125,12 +125,11 @@ class Scorer:
         spare_workers: How many stragglers (items that used more than :data:`STRAGGLER_S` of CPU time) may
             hold workers beyond ``workers`` (``None``: ``SPARES_PER_WORKER`` x ``workers``; 0: the plain
             pool). A straggler keeps its worker, which becomes a spare, and a fresh worker takes its place at
-            once; the rest of its chunk goes back to the queue. Stragglers run least CPU first, a few at a
-            time (half the workers while other rows wait, all of them once none do), the others paused: a
-            hostile row costs its CPU ``timeout`` in spare time, not a worker that other rows need, and a
-            legitimate slow row gets its CPU before the hostile ones that used more. Since the timeout counts
-            CPU time, waiting for a turn costs a row nothing (up to ``wall_timeout``): the rewards equal the
-            plain pool's.
+            once; the rest of its chunk goes back to the queue. Stragglers run at a low priority, least CPU
+            first, ``workers`` at a time, the others paused: a hostile row costs its CPU ``timeout`` in spare
+            time, not a worker that other rows need, and a legitimate slow row gets its CPU before the hostile
+            ones that used more. Since the timeout counts CPU time and the wall cap does not count the pauses,
+            waiting for a turn costs a row nothing: the rewards equal the plain pool's.
 
     Use as a context manager, or call :meth:`close`::
 
