@@ -17,6 +17,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from test_scoring import SpinningVerifier  # tests/ is on the path
 
 from rewardlab.scoring import Scorer, score_file, score_records
 from rewardlab.scoring.io import RowJob
@@ -37,18 +38,6 @@ class NappingVerifier(Verifier):
 
     def verify(self, record: Record) -> Result:
         time.sleep(float(record.completion))
-        return Result(reward=1.0)
-
-
-class SpinningVerifier(Verifier):
-    """Burns ``completion`` seconds of CPU (past the timeout: killed), then rewards 1."""
-
-    name: ClassVar[str] = "spinning-timed"
-
-    def verify(self, record: Record) -> Result:
-        end = time.process_time() + float(record.completion)
-        while time.process_time() < end:
-            pass
         return Result(reward=1.0)
 
 
