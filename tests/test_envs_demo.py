@@ -48,4 +48,3 @@ def test_tool_use_is_learned_on_three_seeds(tmp_path):
         assert after["accuracy_without_tools"] <= 0.05, json.dumps(
             seed
         )  # the gain is the tool's, not arithmetic
-    assert result["seconds"] < 400  # ~4 minutes on 2 idle cores; slack for a loaded CI machine

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 VOCAB = 151_936
 SMALL_VOCAB = 1024
 ROWS = 2
@@ -69,6 +71,7 @@ def _peak(response_tokens: int, vocab: int, chunk: int = CHUNK) -> int:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # four processes, two of them at Qwen2.5's vocabulary: about 45 s on 2 cores
 def test_update_memory_grows_with_tokens_not_tokens_times_vocabulary():
     short, long = 64, 512
     extra_tokens = ROWS * (long - short)

@@ -303,6 +303,7 @@ def _train_and_eval(base: str, head: str, *, n: int, epochs: int, lr: float, **d
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow  # about 25 s on 2 cores
 def test_prm_learns_to_find_planted_wrong_step(prm_pair):
     """Token head, small table (0..4, +-1, up to 6 steps): after ~160 optimiser steps it finds the first
     wrong step of problems it never saw (ProcessBench F1 0.82; the untrained head is below 0.4). The PRM tour

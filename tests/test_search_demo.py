@@ -94,7 +94,6 @@ def test_searching_is_learned_on_three_seeds(tmp_path):
         assert after["search_call_rate"] > before["search_call_rate"] + 0.2, json.dumps(seed)
         # the gain is the search's: the held-out answers are nowhere but in the corpus
         assert after["accuracy_without_search"] <= 0.02, json.dumps(seed)
-    assert result["seconds"] < 480  # under 6 minutes on 2 idle cores; slack for a loaded CI machine
 
 
 def test_the_shipped_reader_reads_but_has_never_searched():
