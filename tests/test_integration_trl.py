@@ -36,11 +36,11 @@ EXAMPLE = ROOT / "docs" / "examples" / "trl_grpo.py"
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")
 
 
-@register_verifier("_trl_sleepy", override=True)
-class SleepyVerifier(Verifier):
+@register_verifier("_trl_spinning", override=True)
+class SpinningVerifier(Verifier):
     """Spins ``completion`` seconds of CPU (a runaway check: timeouts count CPU time), then rewards 1."""
 
-    name: ClassVar[str] = "_trl_sleepy"
+    name: ClassVar[str] = "_trl_spinning"
 
     def verify(self, record: Record) -> Result:
         end = time.process_time() + float(record.completion_text)
@@ -387,15 +387,15 @@ def test_loggers_are_optional_and_a_failing_logger_costs_nothing(math_fn):
 
 
 def test_a_timeout_row_does_not_stall_the_others():
-    fn = reward_function("_trl_sleepy", reference=None, workers=1, timeout=1)
+    fn = reward_function("_trl_spinning", reference=None, workers=1, timeout=1)
     try:
         logs = Loggers()
         start = time.monotonic()
         rewards = fn(prompts=["p"] * 4, completions=["0", "60", "0", "0"], **logs.kwargs())
         elapsed = time.monotonic() - start
         assert rewards == [1.0, 0.0, 1.0, 1.0]
-        assert logs.extra["_trl_sleepy/error"] == [None, "timeout", None, None]
-        assert logs.metrics["rewardlab/_trl_sleepy/errors/timeout"] == [0.25]
+        assert logs.extra["_trl_spinning/error"] == [None, "timeout", None, None]
+        assert logs.metrics["rewardlab/_trl_spinning/errors/timeout"] == [0.25]
         # a hang guard, not a speed check: the 60 s row was cut at ~1 s (uncut, the call takes 60 s)
         assert elapsed < 30, elapsed
         assert fn(prompts=["p"], completions=["0"]) == [1.0]  # the pool goes on
