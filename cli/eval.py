@@ -93,7 +93,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--workers", type=int, default=2, help="Scoring worker processes (default 2).")
     parser.add_argument(
-        "--timeout", type=float, default=10.0, help="Per-completion scoring timeout, seconds."
+        "--timeout", type=float, default=10.0, help="Per-completion scoring timeout, CPU seconds."
     )
     parser.add_argument("--bootstrap", type=int, default=1000, help="Bootstrap resamples (0: no intervals).")
     parser.add_argument("--seed", type=int, default=0)

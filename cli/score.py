@@ -50,7 +50,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--workers", type=int, default=2, help="worker processes (0: in this process, no timeout)"
     )
     parser.add_argument(
-        "--timeout", type=float, default=10.0, help="seconds per row before it fails with 'timeout'"
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="CPU seconds a row may use in its worker before it fails with 'timeout'",
+    )
+    parser.add_argument(
+        "--wall-timeout",
+        type=float,
+        default=None,
+        help="wall-clock seconds a row may take in any case, for one that waits without using CPU "
+        "(default: 10 x --timeout)",
+    )
+    parser.add_argument(
+        "--spare-workers",
+        type=int,
+        default=None,
+        help="stragglers (rows past 0.05 s of CPU, e.g. hostile ones) that may hold workers beyond --workers "
+        "while fresh workers take the other rows (default: 32 per worker; 0: the plain pool)",
     )
     parser.add_argument("--resume", action="store_true", help="keep the rows already in OUTPUT and continue")
     parser.add_argument(
@@ -153,6 +170,10 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
         raise UserError("--workers must be >= 0")
     if not math.isfinite(args.timeout) or args.timeout <= 0:
         raise UserError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+    if args.wall_timeout is not None and not (math.isfinite(args.wall_timeout) and args.wall_timeout > 0):
+        raise UserError(f"--wall-timeout must be a finite number of seconds > 0, got {args.wall_timeout}")
+    if args.spare_workers is not None and args.spare_workers < 0:
+        raise UserError("--spare-workers must be >= 0")
     if args.ray_address and args.engine != "ray":
         raise UserError("--ray-address needs --engine ray")
     if not Path(args.input).exists() and _looks_local(args.input):
@@ -208,6 +229,8 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
             run_info={k: v for k, v in run_info.items() if v},
             ray_address=args.ray_address,
             row_verifiers=not args.reward_model,  # a reward model scores every row
+            spare_workers=args.spare_workers,
+            wall_timeout=args.wall_timeout,
         )
     except (TypeError, ValueError) as exc:  # bad verifier settings, bad split, ScoreError...
         raise UserError(str(exc).splitlines()[0]) from exc

@@ -72,7 +72,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
-        help="seconds per row before it fails with 'timeout'",
+        help="CPU seconds a row may use in its worker before it fails with 'timeout' (a wall-clock cap of 10x "
+        "stops a row that waits without using CPU)",
     )
     parser.add_argument(
         "--max-rows", type=int, default=DEFAULT_MAX_ROWS, help="most rows in one request (413 beyond)"

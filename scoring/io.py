@@ -404,6 +404,8 @@ def score_file(
     run_info: dict[str, Any] | None = None,
     ray_address: str | None = None,
     row_verifiers: bool = True,
+    spare_workers: int | None = None,
+    wall_timeout: float | None = None,
 ) -> Summary:
     """Scores a JSONL file or a dataset into a JSONL file and returns the run's :class:`Summary`.
 
@@ -411,8 +413,8 @@ def score_file(
         input: JSONL path, ``save_to_disk`` folder, parquet file, or hub dataset name.
         output: JSONL path to write (overwritten unless ``resume``); never the input.
         source: Default verifier name / Verifier / reward source; rows may name their own (``verifier``).
-        workers, timeout, engine, config, chunk_size, batch_size, ray_address: See
-            :class:`~rewardlab.scoring.Scorer`.
+        workers, timeout, engine, config, chunk_size, batch_size, ray_address, spare_workers, wall_timeout:
+            See :class:`~rewardlab.scoring.Scorer` (``timeout`` counts a row's CPU time in its worker).
         resume: Keep the complete rows of an existing ``output`` and continue after them (checked: see the
             module docstring).
         field_map: Record field -> column name (``{"reference": "answer"}``).
@@ -454,6 +456,8 @@ def score_file(
         chunk_size=chunk_size,
         batch_size=batch_size,
         ray_address=ray_address,
+        spare_workers=spare_workers,
+        wall_timeout=wall_timeout,
     ) as scorer:
         skip = 0
         if resume and Path(output).exists() and Path(output).stat().st_size > 0:

@@ -10,14 +10,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import psutil
 import pytest
 from scored_rows import untimed  # tests/scored_rows.py
 
 from rewardlab.cli import main
+from rewardlab.scoring import io as scoring_io
 from rewardlab.scoring import score_file, score_records
-from rewardlab.types import Record
+from rewardlab.types import Record, Result
+from rewardlab.verifiers import Verifier, register_verifier
 
 
 def rows(n: int, reference_shift: int = 0) -> list[dict]:
@@ -222,6 +225,51 @@ def test_timeouts_that_are_not_finite_and_positive_are_refused(tmp_path, capsys,
         ["score", str(src), "-o", str(tmp_path / "o.jsonl"), "--verifier", "math", "--timeout", timeout]
     )
     assert "--timeout must be a finite number" in one_line_error(capsys, code)
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--wall-timeout", "nan", "--wall-timeout must be a finite number"),
+        ("--wall-timeout", "0", "--wall-timeout must be a finite number"),
+        ("--spare-workers", "-1", "--spare-workers must be >= 0"),
+    ],
+)
+def test_bad_wall_timeouts_and_spare_counts_are_refused(tmp_path, capsys, flag, value, message):
+    src = write(tmp_path / "in.jsonl", rows(2))
+    code = main(["score", str(src), "-o", str(tmp_path / "o.jsonl"), "--verifier", "math", flag, value])
+    assert message in one_line_error(capsys, code)
+
+
+@register_verifier("_score_cli_sleepy", override=True)
+class _SleepyVerifier(Verifier):
+    """Sleeps ``completion`` seconds without using CPU (a row waiting on something), then rewards 1."""
+
+    name: ClassVar[str] = "_score_cli_sleepy"
+
+    def verify(self, record: Record) -> Result:
+        time.sleep(float(record.completion_text))
+        return Result(reward=1.0)
+
+
+def test_score_passes_its_wall_timeout_and_spare_workers_to_the_scorer(tmp_path, monkeypatch):
+    built = []
+
+    class Spy(scoring_io.Scorer):
+        def __init__(self, *args, **kwargs):
+            built.append(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(scoring_io, "Scorer", Spy)
+    src = write(tmp_path / "in.jsonl", [{"id": i, "completion": c} for i, c in enumerate(["0", "30", "0"])])
+    out = tmp_path / "o.jsonl"
+    flags = ["--timeout", "1", "--wall-timeout", "2", "--spare-workers", "3", "--workers", "2"]
+    assert main(["score", str(src), "-o", str(out), "--verifier", "_score_cli_sleepy", *flags]) == 0
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["error"] for row in got] == [None, "timeout", None]
+    # the default cap would be 10 x --timeout: the 2 s in the details is the flag's
+    assert got[1]["details"] == {"wall_timeout_s": 2.0}
+    assert built[0]["spare_workers"] == 3 and built[0]["wall_timeout"] == 2.0
 
 
 def test_unwritable_outputs_are_one_line(tmp_path, capsys):
