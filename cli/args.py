@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import types
 import typing
 from typing import Any
@@ -26,6 +27,17 @@ def none_or(conv: Any) -> Any:
 
     parse.__name__ = getattr(conv, "__name__", "value")
     return parse
+
+
+def check_pool_limits(timeout: float, spare_workers: int | None, wall_timeout: float | None = None) -> None:
+    """The scoring pool's flags that ``score`` and ``serve`` share, checked (UserError in one line);
+    ``None`` is the Scorer's default."""
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise UserError(f"--timeout must be a finite number of seconds > 0, got {timeout}")
+    if wall_timeout is not None and not (math.isfinite(wall_timeout) and wall_timeout > 0):
+        raise UserError(f"--wall-timeout must be a finite number of seconds > 0, got {wall_timeout}")
+    if spare_workers is not None and spare_workers < 0:
+        raise UserError("--spare-workers must be >= 0")
 
 
 def parse_bool(text: str) -> bool:

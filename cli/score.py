@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from rewardlab.cli.args import check_pool_limits
 from rewardlab.errors import UserError
 from rewardlab.extras import require_installed
 
@@ -158,7 +159,6 @@ def preference_file_problem(row: dict[str, Any] | None, field_map: dict[str, str
 def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None) -> int:
     """``rewardlab score``; ``rm score`` is this with ``args.reward_model`` set and ``model_options`` (keyword
     arguments of ``reward_model_source``: the model's kind, normalisation, lengths, dtype, device)."""
-    import math
     from pathlib import Path
 
     # lazy: start-up: `rewardlab --help` builds every parser, and this command alone needs it
@@ -168,12 +168,7 @@ def run(args: argparse.Namespace, *, model_options: dict[str, Any] | None = None
 
     if args.workers < 0:
         raise UserError("--workers must be >= 0")
-    if not math.isfinite(args.timeout) or args.timeout <= 0:
-        raise UserError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
-    if args.wall_timeout is not None and not (math.isfinite(args.wall_timeout) and args.wall_timeout > 0):
-        raise UserError(f"--wall-timeout must be a finite number of seconds > 0, got {args.wall_timeout}")
-    if args.spare_workers is not None and args.spare_workers < 0:
-        raise UserError("--spare-workers must be >= 0")
+    check_pool_limits(args.timeout, args.spare_workers, args.wall_timeout)
     if args.ray_address and args.engine != "ray":
         raise UserError("--ray-address needs --engine ray")
     if not Path(args.input).exists() and _looks_local(args.input):

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from rewardlab.cli import Terminated
+from rewardlab.cli.args import check_pool_limits
 from rewardlab.cli.listen import listening_socket
 from rewardlab.cli.score import key_value, parse_value
 from rewardlab.errors import UserError
@@ -112,10 +113,7 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError("give --verifier NAME or --reward-model PATH (one of them)")
     if args.workers < 1:
         raise UserError("--workers must be >= 1 (the per-row timeout needs worker processes)")
-    if args.spare_workers is not None and args.spare_workers < 0:
-        raise UserError("--spare-workers must be >= 0")
-    if not math.isfinite(args.timeout) or args.timeout <= 0:
-        raise UserError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+    check_pool_limits(args.timeout, args.spare_workers)
     if args.max_rows < 1 or not math.isfinite(args.max_body_mb) or args.max_body_mb <= 0:
         raise UserError("--max-rows and --max-body-mb must be > 0")
     if not 0 <= args.port <= 65535:

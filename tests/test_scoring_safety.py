@@ -10,17 +10,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import ClassVar
 
 import psutil
 import pytest
 from scored_rows import untimed  # tests/scored_rows.py
+from test_scoring import SleepyVerifier  # tests/ is on the path
 
 from rewardlab.cli import main
 from rewardlab.scoring import io as scoring_io
 from rewardlab.scoring import score_file, score_records
-from rewardlab.types import Record, Result
-from rewardlab.verifiers import Verifier, register_verifier
+from rewardlab.types import Record
+from rewardlab.verifiers import register_verifier
 
 
 def rows(n: int, reference_shift: int = 0) -> list[dict]:
@@ -241,18 +241,8 @@ def test_bad_wall_timeouts_and_spare_counts_are_refused(tmp_path, capsys, flag, 
     assert message in one_line_error(capsys, code)
 
 
-@register_verifier("_score_cli_sleepy", override=True)
-class _SleepyVerifier(Verifier):
-    """Sleeps ``completion`` seconds without using CPU (a row waiting on something), then rewards 1."""
-
-    name: ClassVar[str] = "_score_cli_sleepy"
-
-    def verify(self, record: Record) -> Result:
-        time.sleep(float(record.completion_text))
-        return Result(reward=1.0)
-
-
 def test_score_passes_its_wall_timeout_and_spare_workers_to_the_scorer(tmp_path, monkeypatch):
+    register_verifier("sleepy", override=True)(SleepyVerifier)  # a row that waits without using CPU
     built = []
 
     class Spy(scoring_io.Scorer):
@@ -264,7 +254,7 @@ def test_score_passes_its_wall_timeout_and_spare_workers_to_the_scorer(tmp_path,
     src = write(tmp_path / "in.jsonl", [{"id": i, "completion": c} for i, c in enumerate(["0", "30", "0"])])
     out = tmp_path / "o.jsonl"
     flags = ["--timeout", "1", "--wall-timeout", "2", "--spare-workers", "3", "--workers", "2"]
-    assert main(["score", str(src), "-o", str(out), "--verifier", "_score_cli_sleepy", *flags]) == 0
+    assert main(["score", str(src), "-o", str(out), "--verifier", "sleepy", *flags]) == 0
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [row["error"] for row in got] == [None, "timeout", None]
     # the default cap would be 10 x --timeout: the 2 s in the details is the flag's
