@@ -7,7 +7,8 @@ stops with one line naming the extra (:func:`rewardlab.extras.require`).
 :func:`iter_rows` yields the raw rows (dicts) so that a scorer can keep every input field in its output; a
 malformed JSONL line is yielded as an :class:`InvalidRow` (one output row per input row, nothing dropped).
 :func:`load_records` turns rows into :class:`~rewardlab.types.Record` objects, mapping differently named
-columns with ``field_map`` (``{"completion": "response", "reference": "answer"}``).
+columns with ``field_map`` (``{"completion": "response", "reference": "answer"}``), and reads each record's
+``difficulty`` and ``source`` into its metadata (:mod:`rewardlab.data.metadata`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardlab.data.metadata import with_prompt_metadata
 from rewardlab.extras import require
 from rewardlab.hub import hub_problem as why_no_hub
 from rewardlab.types import Record
@@ -201,6 +203,8 @@ def load_records(
     split: str | None = None,
     *,
     on_invalid: str = "raise",
+    difficulty_field: str | None = None,
+    source_field: str | None = None,
 ) -> list[Record]:
     """Records from a JSONL file, a saved ``datasets`` folder, a parquet file, or a hub dataset name.
 
@@ -210,8 +214,18 @@ def load_records(
         split: Split of a dataset with several (``"train"``, ``"test"``).
         on_invalid: What to do with a malformed JSONL line: ``"raise"`` (ValueError naming the line) or
             ``"skip"``.
+        difficulty_field: The column holding a row's difficulty (a number, or MATH's ``"Level 3"``), read into
+            ``metadata["difficulty"]`` as a float; ``None`` reads the first of ``difficulty`` and ``level``
+            that the row has a value in (:func:`rewardlab.data.metadata.with_prompt_metadata`).
+        source_field: The column holding a row's source (MATH's ``"type"``), read into ``metadata["source"]``
+            as a string; ``None`` reads the first of ``source``, ``data_source`` and ``category``.
 
-    Rows without an ``id`` get their 0-based position as id.
+    Rows without an ``id`` get their 0-based position as id. A row without a difficulty or source has no such
+    metadata key.
+
+    Raises:
+        ValueError: a malformed JSONL line (with ``on_invalid="raise"``), a named field missing from a row, or
+            a difficulty that is not a number (naming the input and the 0-based row index).
     """
     records = []
     for index, row in enumerate(iter_rows(path_or_name, split)):
@@ -222,5 +236,11 @@ def load_records(
         record = Record.from_dict(dict(row), field_map=field_map)
         if record.id is None:
             record.id = index
+        try:
+            record = with_prompt_metadata(
+                record, difficulty_field=difficulty_field, source_field=source_field
+            )
+        except ValueError as exc:
+            raise ValueError(f"{path_or_name}, row {index}: {exc}") from None
         records.append(record)
     return records
