@@ -3,8 +3,8 @@ batches with a copy of the policy while the trainer updates on earlier ones.
 
 :class:`AsyncSampler` owns what the trainer's synchronous path does not need: the copy of the policy on the
 hf backend, the :class:`~rewardlab.rl.overlap.OverlappedRollouts` scheduler that runs the thread, and the
-data position of the last batch trained (the thread draws ahead of it). Generation and scoring are the
-:class:`~rewardlab.rl.sampling.Sampler`'s, called with the step a batch is for.
+data state (position, curriculum) after the last batch trained (the thread draws ahead of it). Generation
+and scoring are the :class:`~rewardlab.rl.sampling.Sampler`'s, called with the step a batch is for.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class AsyncSampler:
         self.sampler = sampler
         self.overlap: OverlappedRollouts | None = None
         self._model: Any | None = None  # the thread's copy of the policy, kept across train() calls
-        self._position: tuple[int, int] | None = None
+        self._state: dict[str, Any] | None = None
 
     @property
     def running(self) -> bool:
@@ -49,8 +49,9 @@ class AsyncSampler:
                 self._model.load_state_dict(weights)
             timings = {"generate": 0.0, "score": 0.0}
             prompts = sampler.prompts.draw(cfg.train.prompts_per_step)
-            position = sampler.prompts.position
-            return sampler.rollout(prompts, 0, timings, step=step, backend=backend), timings, position
+            rollout = sampler.rollout(prompts, 0, timings, step=step, backend=backend)
+            # the data state once this batch is drawn and observed: what a run resumed after it starts from
+            return rollout, timings, sampler.prompts.state_dict()
 
         staleness = cfg.rollout.async_staleness
         self.overlap = OverlappedRollouts(produce, staleness=staleness, start=step, stop=end)
@@ -58,7 +59,7 @@ class AsyncSampler:
     def take(self, step: int, timings: dict[str, float], metrics: dict[str, Any]) -> Rollout:
         """Step ``step``'s batch from the thread; its generation and scoring ran during earlier updates."""
         produced = self.overlap.take(step)
-        rollout, produced_timings, self._position = produced.item
+        rollout, produced_timings, self._state = produced.item
         timings.update(produced_timings)
         metrics["async/staleness"] = step - produced.version
         metrics["timing/wait_rollout_s"] = produced.wait_s
@@ -71,12 +72,12 @@ class AsyncSampler:
             self.overlap.publish(step, weights)
 
     @property
-    def trained_position(self) -> tuple[int, int]:
-        """The data position after the last batch trained: the thread has drawn ahead, and a resumed run
-        must start after what was trained, not after what was generated."""
-        if self.overlap is not None and self._position is not None:
-            return self._position
-        return self.sampler.prompts.position
+    def trained_state(self) -> dict[str, Any]:
+        """The data state (position, curriculum) after the last batch trained: the thread has drawn ahead,
+        and a resumed run must start after what was trained, not after what was generated."""
+        if self.overlap is not None and self._state is not None:
+            return self._state
+        return self.sampler.prompts.state_dict()
 
     def stop(self) -> None:
         """Stops the thread; the next run draws after the last batch trained."""
@@ -84,6 +85,6 @@ class AsyncSampler:
             return
         self.overlap.close()
         self.overlap = None
-        if self._position is not None:
-            self.sampler.prompts.seek(*self._position)
-            self._position = None
+        if self._state is not None:
+            self.sampler.prompts.load_state_dict(self._state)
+            self._state = None

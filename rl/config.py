@@ -115,12 +115,20 @@ class DataConfig:
     """Where the prompts come from."""
 
     path: str = "arithmetic"
-    """A JSONL file or dataset name for ``rewardlab.data.loaders.load_records``, or ``arithmetic`` (the
-    generated demo problems)."""
+    """A JSONL file or dataset name for ``rewardlab.data.loaders.load_records``, ``arithmetic`` (the
+    generated demo problems) or ``arithmetic_levels`` (1- to 4-digit problems as four sources, ``digits1`` ..
+    ``digits4``, with a difficulty and a worked digit-by-digit solution each; ``eval_path: arithmetic_levels``
+    is their held-out set)."""
     field_map: dict[str, str] = field(default_factory=dict)
     """Record field -> column name, e.g. ``{"reference": "answer"}``."""
     split: str | None = None
     """Dataset split (for hub-style datasets)."""
+    difficulty_field: str | None = None
+    """The column holding a prompt's difficulty (a number, or MATH's ``"Level 3"``); ``None``: ``difficulty``
+    or ``level`` when present. Read by the curricula (``algorithm.curriculum``)."""
+    source_field: str | None = None
+    """The column naming a prompt's source or category; ``None``: ``source``, ``data_source`` or ``category``
+    when present. Held-out accuracy is reported per source too."""
     prompt_template: str = "{prompt}"
     """Format string applied to each prompt text before generation."""
     num_examples: int = 20000
@@ -133,6 +141,9 @@ class DataConfig:
     """For ``arithmetic``: smallest operand."""
     arithmetic_carry: bool = True
     """For ``arithmetic``: ``false`` draws only problems solved without carrying / borrowing."""
+    arithmetic_levels: list[int] = field(default_factory=lambda: [1, 2, 3, 4])
+    """For ``arithmetic_levels``: the operand lengths (digits), one source each; ``num_examples`` is split
+    evenly between them."""
     shuffle: bool = True
     """Shuffle the prompts each epoch (seeded by ``train.seed``)."""
     eval_path: str | None = None
@@ -351,6 +362,70 @@ def _is_mode(value: Any) -> bool:
 
 
 @dataclass
+class CurriculumConfig:
+    """Which prompts to train on next (``algorithm.curriculum``: ``name`` and its settings; ``rl/curriculum.py``).
+    The curriculum draws the prompts, the prompt filter then decides which of those to roll out."""
+
+    name: str = option("none", choices=names_in("rewardlab.rl.curriculum:CURRICULA"))
+    """``none`` (the seeded epoch order), ``adarft`` (a target difficulty following the mean reward; Shi et al.,
+    2025), ``dump`` (UCB over sources by mean |advantage|; Wang et al., 2025), ``sec`` (a TD(0) bandit over
+    sources or levels; Chen et al., 2025), ``vcrl`` (group-reward variance, replayed from a memory bank; Jiang
+    et al., 2025), ``reverse`` (rollouts from a shrinking demonstration prefix, R^3; Xi et al., 2024),
+    ``guided_hints`` (unsolved groups re-sampled with part of the solution, GHPO; Liu et al., 2025)."""
+    arms: str = option("source", choices=("source", "difficulty"))
+    """``dump`` and ``sec``: what an arm is, the prompt's source (DUMP's ``data_source``) or its difficulty
+    level (SEC's math runs)."""
+    solution_field: str = "solution"
+    """``reverse`` and ``guided_hints``: the metadata field with the worked solution to cut."""
+    adarft_eta: float | None = option(None, gt=0, finite=True, must="> 0, or null (half the range)")
+    """AdaRFT's step size eta; ``None``: half the difficulty range, the paper's 50 on its 0-100 scale."""
+    adarft_alpha: float = option(2.0, gt=0, finite=True)
+    """AdaRFT's sensitivity alpha (the paper's 2)."""
+    adarft_beta: float = option(0.5, ge=0, le=1)
+    """AdaRFT's target reward beta (the paper's 0.5)."""
+    adarft_initial: float | None = None
+    """AdaRFT's initial target difficulty; ``None``: the easiest (the authors' T = 0 on 0-100)."""
+    d_min: float | None = None
+    """AdaRFT's lowest target; ``None``: the data's lowest difficulty."""
+    d_max: float | None = None
+    """AdaRFT's highest target; ``None``: the data's highest difficulty."""
+    dump_window: int = option(300, ge=1)
+    """DUMP: the samples per source its mean |advantage| is taken over (the authors' 300)."""
+    dump_temperature: float = option(0.1, gt=0, finite=True)
+    """DUMP: the softmax temperature over UCB scores (0.1)."""
+    dump_exploration: float = option(1.0, ge=0, finite=True)
+    """DUMP: the weight of the UCB bonus ``sqrt(2 ln(N + 1) / (n + 1))`` (1.0)."""
+    sec_lr: float = option(0.5, gt=0, le=1)
+    """SEC: the TD(0) learning rate (the paper's runs: 0.5)."""
+    sec_temperature: float = option(0.4, gt=0, finite=True)
+    """SEC: the Boltzmann temperature (the paper's math runs: 0.4; Countdown 1.0, puzzles 0.2)."""
+    vcrl_threshold: float = option(0.5, ge=0, le=1)
+    """VCRL: the normalised variance ``p`` from which a prompt enters the memory bank (ours: the paper's value
+    could not be read here)."""
+    vcrl_bank_size: int = option(256, ge=1)
+    """VCRL: the memory bank's size (ours)."""
+    vcrl_replay: float = option(0.5, ge=0, le=1)
+    """VCRL: the largest share of a batch taken from the memory bank (ours)."""
+    reverse_schedule: str = option("staged", choices=("staged", "mixed"))
+    """R^3: ``staged`` (the prefix shrinks stage by stage) or ``mixed`` (every prefix length at random, as the
+    authors' released data)."""
+    reverse_stages: int = option(4, ge=1)
+    """R^3 ``staged``: stages from ``L - 1`` given steps down to none."""
+    reverse_advance_reward: float = option(0.5, finite=True)
+    """R^3 ``staged``: the batch mean reward that moves to the next stage."""
+    hint_fractions: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75])
+    """GHPO: the shares of the solution (in characters) given as hints, tried in order while a group solves
+    nothing (its code: 25%, 50%, 75%)."""
+    hint_style: str = option("prompt", choices=("prompt", "prefix"))
+    """GHPO: the hint at the end of the user message after GHPO's sentence (``prompt``), or as the start of
+    the response (``prefix``, for models that never saw the sentence)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.name != "none"
+
+
+@dataclass
 class AlgorithmConfig:
     """Advantages, policy loss, KL, filtering."""
 
@@ -446,6 +521,8 @@ class AlgorithmConfig:
     """Remove samples whose sequence ratio leaves [1/C, C] from the loss."""
     prompt_filter: PromptFilterConfig = field(default_factory=PromptFilterConfig)
     """Pre-rollout prompt selection (off by default)."""
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    """Which prompts to draw next (off by default: the seeded epoch order)."""
     passk_k: int = option(4, ge=1)
     """``passk`` estimator (Chen et al., 2025, Pass@k Training): the k whose pass@k the advantages optimise;
     at most ``rollout.n``; set it to the k you evaluate pass@k at."""

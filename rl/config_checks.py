@@ -92,6 +92,20 @@ def _check_prompt_filter(cfg: RLConfig) -> None:
         )
 
 
+def _check_curriculum(cfg: RLConfig) -> None:
+    """A rollout from a prefix or with a hint is a single completion; the hint shares lie in (0, 1)."""
+    cc = cfg.algorithm.curriculum
+    if cc.name in ("reverse", "guided_hints") and cfg.env.enabled:
+        raise ConfigError(
+            f"algorithm.curriculum.name={cc.name}: prefixes and hints are for single completions, not "
+            "multi-turn environments (env.name)"
+        )
+    if not cc.hint_fractions or any(not 0 < f < 1 for f in cc.hint_fractions):
+        raise ConfigError(
+            f"algorithm.curriculum.hint_fractions must be shares in (0, 1), got {list(cc.hint_fractions)}"
+        )
+
+
 def _check_async(cfg: RLConfig) -> None:
     """Asynchronous rollouts generate with a copy of the policy in a thread of this process: the ``hf``
     backend on one process, first-round batches only."""
@@ -259,6 +273,7 @@ CHECKS: tuple[Callable[[RLConfig], None], ...] = (
     _check_advantages,
     _check_length_budget,
     _check_prompt_filter,
+    _check_curriculum,
     _check_async,
     _check_tree,
     _check_overlong,

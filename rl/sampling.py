@@ -9,6 +9,7 @@ rollout thread samples ahead of the trainer.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Sequence
@@ -22,14 +23,18 @@ from rewardlab.generation import Generation, OnFinished, SamplingParams, generat
 from rewardlab.generation.base import FinishedReporter
 from rewardlab.rl.batch import Rollout, build_tensors
 from rewardlab.rl.config import RLConfig
+from rewardlab.rl.curriculum import GroupOutcome, cut_solution, hinted_prompt
 from rewardlab.rl.forward import ForwardPasses
-from rewardlab.rl.prompts import PromptSource, prompt_text, with_budget
+from rewardlab.rl.prompts import RESPONSE_PREFIX, PromptSource, prompt_text, with_budget
 from rewardlab.rl.rewards import RewardBatch, RewardPipeline, RewardSources
 from rewardlab.rl.tree import grow_trees
 from rewardlab.training import parallel
 from rewardlab.types import Record
 
-__all__ = ["Sampler"]
+__all__ = ["HINT_FRACTION", "Sampler"]
+
+HINT_FRACTION = "hint_fraction"
+"""Metadata key of the share of the solution a guided hint gave (``rollouts.jsonl`` shows it)."""
 
 
 class Sampler:
@@ -145,9 +150,22 @@ class Sampler:
     ) -> Rollout:
         """Generates ``rollout.n`` samples of each prompt (with ``backend``, the run's by default) and scores
         them; ``step`` seeds the sampling and the L1 budgets."""
+        prompts = [with_budget(self.cfg, p, step) for p in prompts]
+        rollout = self._sample_and_score(prompts, self.sampling_params(round_, step), backend, timings)
+        curriculum = self.prompts.curriculum
+        if curriculum is not None and curriculum.hint_fractions:
+            rollout, prompts = self._with_hints(rollout, prompts, round_, step, backend, timings)
+        t0 = time.perf_counter()
+        self._observe(prompts, rollout)
+        timings["score"] += time.perf_counter() - t0
+        return rollout
+
+    def _sample_and_score(
+        self, prompts: list[Record], params: SamplingParams, backend: Any | None, timings: dict[str, float]
+    ) -> Rollout:
+        """Generation, then the reward pipeline (rewards streamed while generation runs when configured)."""
         t0 = time.perf_counter()
         backend = backend or self.backend
-        prompts = [with_budget(self.cfg, p, step) for p in prompts]
         tree = self.cfg.rollout.tree.roots > 0
         # Rewards streamed: each sample goes to the row-wise reward sources as it ends, so that their time
         # hides behind the rest of the decoding (rl/rewards.py, RewardStream).
@@ -156,7 +174,6 @@ class Sampler:
             if self.cfg.rollout.stream_rewards
             else None
         )
-        params = self.sampling_params(round_, step)
         groups = self.generate(prompts, params, backend, tree=tree, on_finished=stream)
         timings["generate"] += time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -170,12 +187,65 @@ class Sampler:
         with self.score_lock:
             self.scoring_context = ({r.id: g for r, g in zip(records, gens, strict=True)}, backend)
             reward = self.reward_pipeline.score(records, gens, submitted)
-        if self.prompts.filter is not None:
-            self.prompts.filter.observe(
-                [str(p.id) for p in prompts], *self._group_outcomes(reward, len(prompts))
-            )
         timings["score"] += time.perf_counter() - t0
         return Rollout(gens, reward)
+
+    def _with_hints(
+        self,
+        rollout: Rollout,
+        prompts: list[Record],
+        round_: int,
+        step: int,
+        backend: Any | None,
+        timings: dict[str, float],
+    ) -> tuple[Rollout, list[Record]]:
+        """GHPO's cascade (``curriculum: guided_hints``): each group with no correct sample is sampled again
+        with the next hint share of its solution, replacing the group, until one is correct or the shares run
+        out. Returns the rollout and its prompts, hinted groups last (the order groups train in is free)."""
+        curriculum, n = self.prompts.curriculum, self.cfg.rollout.n
+        done_parts, done_prompts = [], []
+        for level, fraction in enumerate(curriculum.hint_fractions):
+            correct = rollout.reward.scored.correct
+            unsolved = [g for g in range(len(prompts)) if not any(correct[g * n : (g + 1) * n])]
+            if not unsolved:
+                break
+            solved = [g for g in range(len(prompts)) if g not in set(unsolved)]
+            done_parts.append(rollout.select_groups(torch.tensor(solved, dtype=torch.long), n))
+            done_prompts += [prompts[g] for g in solved]
+            prompts = [self._hinted(prompts[g], fraction) for g in unsolved]
+            params = self.sampling_params(round_ + 1000 * (level + 1), step)  # a fresh seed per hint level
+            rollout = self._sample_and_score(prompts, params, backend, timings)
+            curriculum.count_hint_samples(len(rollout.gens))
+        return Rollout.concat([*done_parts, rollout]), done_prompts + prompts
+
+    def _hinted(self, record: Record, fraction: float) -> Record:
+        """``record`` with the first ``fraction`` of its solution as a hint, in the prompt (GHPO) or as the
+        start of the response."""
+        cc = self.cfg.algorithm.curriculum
+        hint = cut_solution(str(record.metadata[cc.solution_field]), fraction)
+        metadata = {**record.metadata, HINT_FRACTION: fraction}
+        if cc.hint_style == "prefix":
+            return dataclasses.replace(record, metadata={**metadata, RESPONSE_PREFIX: hint})
+        return dataclasses.replace(record, prompt=hinted_prompt(record.prompt, hint), metadata=metadata)
+
+    def _observe(self, prompts: list[Record], rollout: Rollout) -> None:
+        """The prompt filter hears of this rank's groups; the curriculum of every rank's."""
+        rewards, correct = self._group_outcomes(rollout.reward, len(prompts))
+        if self.prompts.filter is not None:
+            self.prompts.filter.observe([str(p.id) for p in prompts], rewards, correct)
+        if self.prompts.curriculum is not None:
+            outcomes = [
+                GroupOutcome(
+                    prompt_id=str(p.id),
+                    rewards=r,
+                    correct=c,
+                    difficulty=p.metadata.get("difficulty"),
+                    source=p.metadata.get("source"),
+                    hint_fraction=p.metadata.get(HINT_FRACTION, 0.0),
+                )
+                for p, r, c in zip(prompts, rewards, correct, strict=True)
+            ]
+            self.prompts.curriculum.observe(parallel.gather_objects(outcomes))
 
     def _group_outcomes(self, reward: RewardBatch, groups: int) -> tuple[list[list[float]], list[list[bool]]]:
         """Each group's shaped rewards and verdicts, for the prompt filter's estimates."""
@@ -251,12 +321,22 @@ class Sampler:
         with self.score_lock:
             scored = first.score(scored_records)
         finished = [not g[0].truncated for g in groups]
-        solved = sum(c and f for c, f in zip(scored.correct, finished, strict=True))
+        solved = [c and f for c, f in zip(scored.correct, finished, strict=True)]
         return {
-            "eval/pass@1": solved / len(records),
+            "eval/pass@1": sum(solved) / len(records),
             "eval/truncated": 1 - sum(finished) / len(records),
             "eval/num": len(records),
+            **pass_at_1_by_source(records, solved),
         }
+
+
+def pass_at_1_by_source(records: Sequence[Record], solved: Sequence[bool]) -> dict[str, float]:
+    """``eval/pass@1/<source>`` for each source of the held-out prompts (none when they name no source)."""
+    by_source: dict[str, list[bool]] = {}
+    for record, ok in zip(records, solved, strict=True):
+        if record.metadata.get("source") is not None:
+            by_source.setdefault(str(record.metadata["source"]), []).append(ok)
+    return {f"eval/pass@1/{name}": sum(oks) / len(oks) for name, oks in sorted(by_source.items())}
 
 
 def sample_record(rec: Record, group: int, j: int, gen: Generation) -> Record:
@@ -264,7 +344,8 @@ def sample_record(rec: Record, group: int, j: int, gen: Generation) -> Record:
     return Record(
         id=f"{rec.id}#{j}",
         prompt=rec.prompt,
-        completion=gen.text,
+        # a rollout that started from a prefix (reverse curriculum, guided hint) is scored whole
+        completion=rec.metadata.get(RESPONSE_PREFIX, "") + gen.text,
         reference=rec.reference,
         verifier=rec.verifier,
         metadata={**rec.metadata, "group": group},

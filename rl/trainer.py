@@ -49,10 +49,12 @@ from rewardlab.rl.forward import ForwardPasses
 from rewardlab.rl.policy import ValueModel, build_backend, load_policy, setup_models
 from rewardlab.rl.prompts import (
     PromptSource,
+    build_curriculum_for,
     build_prompt_filter,
     load_prompt_records,
     prompt_text,
     with_budget,
+    with_metadata,
 )
 from rewardlab.rl.rewards import RewardPipeline
 from rewardlab.rl.run_log import (
@@ -144,6 +146,7 @@ class RLTrainer:
         self.initial_eval: dict[str, Any] = {}
         self.sample_logger: SampleLogger | None = None  # train() opens it on rank 0 (run.log_completions)
         self._sample_advantages: dict[int, float | None] = {}
+        self._curriculum_states: list[dict[str, Any]] = []  # every rank's, under data parallelism
 
     def _setup_process(self) -> None:
         """Threads, the torchrun process group (``dist``, ``rank``, ``world``), the device, the global seeds."""
@@ -166,8 +169,16 @@ class RLTrainer:
                 "rollout.async_staleness: asynchronous rollouts run on one process (no torchrun)"
             )
         env = env if env is not None else build_env(cfg.env)
+        self.records = with_metadata(
+            cfg, self.records
+        )  # difficulty and source, also for records given in code
         self.prompts = PromptSource(
-            self.records, cfg, rank=self.rank, world=self.world, prompt_filter=self.prompt_filter
+            self.records,
+            cfg,
+            rank=self.rank,
+            world=self.world,
+            prompt_filter=self.prompt_filter,
+            curriculum=build_curriculum_for(self.records, cfg, rank=self.rank, world=self.world),
         )
         self.sampler = Sampler(
             cfg,
@@ -233,6 +244,10 @@ class RLTrainer:
         metrics.update(throughput_metrics(all_parts, timings, step_s, self.tokens, self.prompts.progress))
         if self.prompt_filter is not None:
             metrics.update(self.prompt_filter.metrics())
+        metrics.update(self.prompts.metrics())
+        if self.dist and self.prompts.curriculum is not None:
+            # only rank 0 writes checkpoints: it holds every rank's curriculum state from the last step
+            self._curriculum_states = parallel.gather_objects([self.prompts.state_dict()["curriculum"]])
         return metrics
 
     def _rollout(
@@ -307,18 +322,20 @@ class RLTrainer:
 
     # -- state ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        epoch, index = self.async_sampler.trained_position
+        data = self.async_sampler.trained_state
         state = {
             "optimizer": parallel.optimizer_state_dict(self.policy, self.opt),
             "scheduler": self.sched.state_dict(),
-            "data_epoch": epoch,
-            "data_index": index,
+            "data_epoch": data["epoch"],
+            "data_index": data["index"],
             "num_tokens": self.tokens.num_tokens,
             "num_completion_tokens": self.tokens.num_completion_tokens,
             "kl_coef": self.kl_ctrl.value,
         }
         if self.prompt_filter is not None:
             state["prompt_filter"] = self.prompt_filter.state_dict()
+        if "curriculum" in data:  # per rank: each draws its own shard with its own random stream
+            state["curriculum"] = self._curriculum_states if self.dist else [data["curriculum"]]
         if self.value_opt is not None:
             state["value_optimizer"] = parallel.optimizer_state_dict(self.value, self.value_opt)
             state["value_scheduler"] = self.value_sched.state_dict()
@@ -372,6 +389,9 @@ class RLTrainer:
         self.kl_ctrl.value = state.get("kl_coef", self.kl_ctrl.value)
         if self.prompt_filter is not None and "prompt_filter" in state:
             self.prompt_filter.load_state_dict(state["prompt_filter"])
+        if self.prompts.curriculum is not None and "curriculum" in state:
+            per_rank = state["curriculum"]
+            self.prompts.curriculum.load_state_dict(per_rank[self.rank if len(per_rank) == self.world else 0])
         self.backend.update_weights(self.policy)
 
     # -- the loop ---------------------------------------------------------------------------------------------

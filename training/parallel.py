@@ -263,3 +263,13 @@ def gather_variable(values: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(padded) for _ in range(world)]
     torch.distributed.all_gather(parts, padded)
     return torch.cat([part[: int(n.item())] for part, n in zip(parts, sizes, strict=True)])
+
+
+def gather_objects(items: list[Any]) -> list[Any]:
+    """Every rank's picklable ``items``, concatenated in rank order (``items`` itself without a process
+    group); a collective."""
+    if not _active():
+        return items
+    parts: list[Any] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(parts, items)
+    return [item for part in parts for item in part]
