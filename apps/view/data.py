@@ -44,6 +44,24 @@ PREVIEW_CHARS = 160
 ENTROPY_MEAN = "entropy"
 ENTROPY_PERCENTILE = re.compile(r"^entropy/p(\d+)$")
 NEAR_DETERMINISTIC = "entropy/near_deterministic"
+# A curriculum's state, as RL runs log it (issue 50): which prompts it draws next and why. Scalars by what they
+# measure (a difficulty on the data's own scale, shares in 0..1, counts of hinted groups and samples) with
+# their legend labels, then per-source families whose keys carry the source's name after the family.
+CURRICULUM = "curriculum/"
+CURRICULUM_SCALARS = {
+    "difficulty": (
+        ("curriculum/target_difficulty", "target difficulty"),
+        ("curriculum/drawn_difficulty", "drawn difficulty"),
+    ),
+    "shares": (
+        ("curriculum/prefix_fraction", "prefix fraction"),
+        ("curriculum/hint_fraction", "hint fraction"),
+        ("curriculum/hint_solved", "hint solved"),
+        ("curriculum/high_p_share", "high-p share"),
+    ),
+    "hints": (("curriculum/hint_groups", "hinted groups"), ("curriculum/hint_samples", "hinted samples")),
+}
+CURRICULUM_FAMILY = re.compile(r"^curriculum/(p|score|drawn)/(.+)$")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -320,7 +338,13 @@ def metric_series(rows: list[dict[str, Any]], malformed: int = 0) -> dict[str, A
     steps = [row["step"] for row in rows]
     keys = sorted({k for row in rows for k, v in row.items() if k != "step" and _is_number(v)})
     series = {k: [float(r[k]) if _is_number(r.get(k)) else None for r in rows] for k in keys}
-    return {"steps": steps, "series": series, "malformed": malformed, "entropy": entropy_panel(keys)}
+    return {
+        "steps": steps,
+        "series": series,
+        "malformed": malformed,
+        "entropy": entropy_panel(keys),
+        "curriculum": curriculum_panel(keys),
+    }
 
 
 def entropy_panel(keys: list[str]) -> dict[str, Any] | None:
@@ -338,8 +362,31 @@ def entropy_panel(keys: list[str]) -> dict[str, Any] | None:
     }
 
 
+def curriculum_panel(keys: list[str]) -> dict[str, Any] | None:
+    """Which series the RL page's curriculum panel plots: the scalars logged, each group a list of ``key`` and
+    ``label`` (``difficulty``: AdaRFT's target and the drawn prompts' mean, on the data's scale; ``shares``:
+    prefix fraction, hint fraction, share of hinted groups solved, high-p share, in 0..1; ``hints``: hinted groups and samples, counts), and
+    the per-source families ``p`` (sampling probability), ``score`` (the bandit's score) and ``drawn`` (share
+    of the step's prompts), each a list of ``key`` and ``source`` sorted by source. ``None`` for a run that
+    logged no ``curriculum/`` key (no curriculum, or one from before they were logged)."""
+    present = set(keys)
+    if not any(k.startswith(CURRICULUM) for k in present):
+        return None
+    panel: dict[str, Any] = {
+        group: [{"key": k, "label": label} for k, label in pairs if k in present]
+        for group, pairs in CURRICULUM_SCALARS.items()
+    }
+    families: dict[str, list[tuple[str, str]]] = {"p": [], "score": [], "drawn": []}
+    for k in present:
+        if m := CURRICULUM_FAMILY.match(k):
+            families[m.group(1)].append((m.group(2), k))
+    for family, found in families.items():
+        panel[family] = [{"key": k, "source": source} for source, k in sorted(found)]
+    return panel
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-__all__ = ["MALFORMED", "SourceData", "entropy_panel", "metric_series", "problem_metrics"]
+__all__ = ["MALFORMED", "SourceData", "curriculum_panel", "entropy_panel", "metric_series", "problem_metrics"]

@@ -177,7 +177,8 @@ const rk = (() => {
     for (const pattern of DEFAULT_KEYS) {
       for (const k of keys) if (pattern.test(k) && !chosen.includes(k) && chosen.length < 6) chosen.push(k);
     }
-    // the entropy panel plots its keys already: the fallback's first four (sorted) would otherwise be them
+    // the entropy and curriculum panels plot their keys already: the fallback's first four (sorted) would
+    // otherwise be them
     return chosen.length ? chosen : keys.filter((k) => !panelKeys.has(k)).slice(0, 4);
   }
 
@@ -185,14 +186,15 @@ const rk = (() => {
     return {label, stroke, width, spanGaps: true, points: {show: false}, ...extra};
   }
 
-  function plot(box, title, lines, data, y = {}) {
+  // more.scales and more.axes: a second y scale with its axis (a series on it names it as its scale)
+  function plot(box, title, lines, data, y = {}, more = {}) {
     const cell = el("div", {class: "curve"});
     box.append(cell);
     const opts = {
       title, width: 420, height: 200,
-      scales: {x: {time: false}, y},
+      scales: {x: {time: false}, y, ...(more.scales || {})},
       series: [{label: "step"}, ...lines],
-      axes: [{label: "step"}, {}],
+      axes: [{label: "step"}, more.y || {}, ...(more.axes || [])],
     };
     new uPlot(opts, data, cell);
   }
@@ -245,6 +247,73 @@ const rk = (() => {
     }
   }
 
+  // The curriculum panel (issue 50): which prompts the curriculum draws next and why, per step. Per-source
+  // probabilities, shares drawn and bandit scores, one line a source in one colour on every chart; the
+  // scalars: shares in 0..1 on the left axis, difficulty (the data's own scale) on the right. data.curriculum_panel
+  // names the keys; a run without a curriculum has none.
+  const SOURCE_COLOURS = ["#2563eb", "#d97706", "#059669", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#65a30d",
+    "#78350f", "#475569"];
+  const CURRICULUM_GROUPS = ["difficulty", "shares", "hints", "p", "score", "drawn"];
+
+  function curriculumKeys(panel) {
+    if (!panel) return new Set();
+    return new Set(CURRICULUM_GROUPS.flatMap((group) => panel[group].map((s) => s.key)));
+  }
+
+  function drawCurriculum(metrics) {
+    const panel = metrics.curriculum;
+    const box = document.querySelector("#curriculum");
+    box.hidden = !panel;
+    if (!panel) return;
+    const curves = document.querySelector("#curriculum-curves");
+    curves.replaceChildren();
+    const column = (key) => metrics.series[key];
+    const sources = [...new Set(["p", "drawn", "score"].flatMap((f) => panel[f].map((s) => s.source)))].sort();
+    const colour = (source) => SOURCE_COLOURS[sources.indexOf(source) % SOURCE_COLOURS.length];
+    const perSource = (family, title, y = {}) => {
+      if (!panel[family].length) return;
+      const lines = panel[family].map((s) => line(s.source, colour(s.source)));
+      plot(curves, title, lines, [metrics.steps, ...panel[family].map((s) => column(s.key))], y);
+    };
+    perSource("p", "sampling probability per source", {range: [0, 1]});
+    perSource("drawn", "share drawn per source", {range: [0, 1]});
+    perSource("score", "score per source (bandit: UCB or Q)");
+
+    // the scalars: shares on the usual axis (0..1); with shares, difficulty on a scale and axis of its own, on
+    // the right (target solid, drawn dashed); alone, on the usual one
+    const SHARE_COLOURS = {"prefix fraction": "#2563eb", "hint fraction": "#d97706", "hint solved": "#b45309",
+      "high-p share": "#7c3aed"};
+    const ownAxis = panel.shares.length > 0 && panel.difficulty.length > 0;
+    const scalars = [
+      ...panel.shares.map((s) => [s, line(s.label, SHARE_COLOURS[s.label] || "#475569")]),
+      ...panel.difficulty.map((s, i) => [s, line(s.label, i ? "#14b8a6" : "#0f766e", 2,
+        {...(ownAxis ? {scale: "difficulty"} : {}), ...(i ? {dash: [6, 4]} : {})})]),
+    ];
+    if (scalars.length) {
+      const lines = scalars.map(([, l]) => l);
+      const data = [metrics.steps, ...scalars.map(([s]) => column(s.key))];
+      if (ownAxis) {
+        plot(curves, "shares (left, 0..1) and difficulty (right)", lines, data, {range: [0, 1]}, {
+          scales: {difficulty: {auto: true}},
+          y: {label: "share"},
+          axes: [{scale: "difficulty", side: 1, label: "difficulty", grid: {show: false}}],
+        });
+      } else if (panel.shares.length) {
+        plot(curves, "curriculum shares", lines, data, {range: [0, 1]});
+      } else {
+        plot(curves, "difficulty", lines, data);
+      }
+    }
+    if (panel.hints.length) {
+      const strokes = ["#b45309", "#fbbf24"];
+      plot(curves, "hinted groups and samples per step", panel.hints.map((s, i) => line(s.label, strokes[i % 2])),
+        [metrics.steps, ...panel.hints.map((s) => column(s.key))]);
+    }
+    if (!curves.children.length) {
+      curves.append(el("p", {class: "muted", text: "none of its series is one this panel plots (see the curves above)"}));
+    }
+  }
+
   function sampleCard(s) {
     const card = el("div", {class: "sample" + (s.flags && s.flags.length ? " flagged" : "")});
     if (s.malformed) {
@@ -292,7 +361,7 @@ const rk = (() => {
     try {
       const metrics = await getJSON(`/api/s/${sid}/metrics`);
       const keys = Object.keys(metrics.series);
-      const chosen = start.get("keys") ? start.get("keys").split(",").filter((k) => keys.includes(k)) : defaultKeys(keys, entropyKeys(metrics.entropy));
+      const chosen = start.get("keys") ? start.get("keys").split(",").filter((k) => keys.includes(k)) : defaultKeys(keys, new Set([...entropyKeys(metrics.entropy), ...curriculumKeys(metrics.curriculum)]));
       const list = document.querySelector("#keys");
       for (const key of keys) {
         const box = el("input", {type: "checkbox", value: key});
@@ -311,6 +380,7 @@ const rk = (() => {
       if (metrics.malformed) list.append(el("p", {class: "bad", text: `${metrics.malformed} malformed line(s) in metrics.jsonl skipped`}));
       drawCurves(metrics, chosen);
       drawEntropy(metrics);
+      drawCurriculum(metrics);
     } catch (e) {
       showError("#curves", e);
     }
