@@ -291,19 +291,22 @@ CURRICULA.register("none", Curriculum)
 @dataclass
 class AdaRFT(Curriculum):
     """A target difficulty moving toward the difficulty where the mean reward is ``beta``; the batch is the
-    ``count`` prompts nearest it (deterministic, repeats while the target stays)."""
+    ``count`` prompts nearest it (deterministic, repeats while the target stays). Within one batch, a second
+    draw (the prompt filter asking for more candidates) takes the next nearest, not the same again."""
 
     name: ClassVar[str] = "adarft"
     target: float | None = None
+    offered: list[int] = field(default_factory=list)  # pool indices drawn since the last observation
 
     def __post_init__(self) -> None:
         if any(p.difficulty is None for p in self.pool):
             raise ValueError("curriculum adarft: every prompt needs a difficulty (data.difficulty_field)")
         self._shard = self.shard()
         self._difficulties = [float(self.pool[i].difficulty) for i in self._shard]
-        s = self.settings
-        self.d_min = s.d_min if s.d_min is not None else min(self._difficulties)
-        self.d_max = s.d_max if s.d_max is not None else max(self._difficulties)
+        s, every = self.settings, [float(p.difficulty) for p in self.pool]
+        # the range of the whole pool, not of the shard: every rank moves the same target
+        self.d_min = s.d_min if s.d_min is not None else min(every)
+        self.d_max = s.d_max if s.d_max is not None else max(every)
         # eta: the paper's 50 on its 0-100 scale, i.e. half the range, on any other scale
         self.eta = s.adarft_eta if s.adarft_eta is not None else (self.d_max - self.d_min) / 2
         if self.target is None:
@@ -311,13 +314,19 @@ class AdaRFT(Curriculum):
 
     def draw(self, count: int, stream: Any) -> list[int]:
         self.draws += 1
-        return [self._shard[i] for i in adarft_select(self._difficulties, self.target, count)]
+        nearest = [self._shard[i] for i in adarft_select(self._difficulties, self.target, len(self._shard))]
+        offered = set(self.offered)
+        fresh = [i for i in nearest if i not in offered] or nearest
+        chosen = (fresh * (count // len(fresh) + 1))[:count]
+        self.offered += chosen
+        return chosen
 
     def observe(self, outcomes: list[GroupOutcome]) -> None:
         rewards = [r for o in outcomes for r in o.rewards]
         if not rewards:
             return
         s = self.settings
+        self.offered = []
         mean = sum(rewards) / len(rewards)
         self.target = adarft_target(
             self.target, mean, eta=self.eta, alpha=s.adarft_alpha, beta=s.adarft_beta,
@@ -328,10 +337,11 @@ class AdaRFT(Curriculum):
         return {**super().metrics(drawn), "curriculum/target_difficulty": float(self.target)}
 
     def extra_state(self) -> dict[str, Any]:
-        return {"target": self.target}
+        return {"target": self.target, "offered": self.offered}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.target = float(state["target"])
+        self.offered = [int(i) for i in state.get("offered", [])]
 
 
 @dataclass

@@ -45,10 +45,10 @@ def by_prompt_and_position(prompts, completions, references):
 
 def _cfg(out, name, *overrides):
     base = [
-        "train.max_steps=4",
+        "train.max_steps=3",
         "train.prompts_per_step=4",
         "rollout.n=3",
-        "rollout.max_new_tokens=4",
+        "rollout.max_new_tokens=2",
         "train.per_device_train_batch_size=12",
         "reward.sources=[]",
         "reward.truncation=none",
@@ -86,16 +86,16 @@ STATE_KEYS = {
 
 @pytest.mark.parametrize("name", sorted(STATE_KEYS))
 def test_each_curriculum_logs_its_state_and_resumes_exactly(tmp_path, name):
-    """Four steps straight against two, a checkpoint, and two more: the same prompts drawn in steps 3 and 4
+    """Three steps straight against one, a checkpoint, and two more: the same prompts drawn in steps 2 and 3
     and the same state at the end."""
     straight = _train(_cfg(tmp_path / "a", name))
     rows = read_metrics(tmp_path / "a")
     assert all(STATE_KEYS[name] in r and "curriculum/drawn_difficulty" in r for r in rows if r["step"] >= 1)
-    _train(_cfg(tmp_path / "b", name, "train.max_steps=2", "train.save_steps=2"))
+    _train(_cfg(tmp_path / "b", name, "train.max_steps=1", "train.save_steps=1"))
     resumed = _train(_cfg(tmp_path / "b", name), resume=True)
     assert resumed.prompts.curriculum.state_dict() == straight.prompts.curriculum.state_dict()
     a, b = _prompts_by_step(tmp_path / "a"), _prompts_by_step(tmp_path / "b")
-    assert [a[3], a[4]] == [b[3], b[4]]
+    assert [a[2], a[3]] == [b[2], b[3]]
     json.dumps(straight.state_dict()["curriculum"])  # the checkpoint's part is plain JSON
 
 
@@ -112,6 +112,25 @@ def test_adarft_draws_the_prompts_nearest_its_target_then_the_prompt_filter_pick
     # the batch's mean reward (1/3 here) is under beta = 0.5: the target moves to easier prompts
     assert row["curriculum/target_difficulty"] < 3 == cfg.algorithm.curriculum.adarft_initial
     assert tr.prompts.curriculum.target == row["curriculum/target_difficulty"]
+
+
+def test_adarft_gives_the_next_nearest_when_asked_again_within_a_batch(tmp_path):
+    """The prompt filter may reject the nearest prompts and ask for more: the next nearest come, and after the
+    batch's observation the nearest again."""
+    from rewardlab.rl.curriculum import GroupOutcome
+
+    cfg = _cfg(tmp_path, "adarft", "algorithm.curriculum.adarft_initial=2")
+    tr = RLTrainer(
+        cfg, train_records=_records(), eval_records=[], reward_fns=[by_prompt_and_position], console=None
+    )
+    curriculum = tr.prompts.curriculum
+    difficulty = [r.metadata["difficulty"] for r in _records()]
+    first, second = curriculum.draw(4, tr.prompts), curriculum.draw(4, tr.prompts)
+    assert {difficulty[i] for i in first} == {2} and not set(first) & set(second)
+    assert {difficulty[i] for i in second} <= {1, 3}  # next nearest: distance 1
+    curriculum.observe([GroupOutcome("p1", [0.5, 0.5], [True, False])])  # mean = beta: the target stays
+    assert curriculum.draw(4, tr.prompts) == first
+    tr.close()
 
 
 def test_reverse_prefix_is_prompt_not_trained_and_scored_with_the_completion(tmp_path):
@@ -212,7 +231,7 @@ def _ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
     try:
-        cfg = _cfg(out_dir, "dump", "train.max_steps=2", "train.prompts_per_step=2")
+        cfg = _cfg(out_dir, "dump", "train.max_steps=1", "train.prompts_per_step=2")
         with RLTrainer(
             cfg, train_records=_records(), eval_records=[], reward_fns=[by_prompt_and_position], console=None
         ) as tr:
@@ -235,7 +254,7 @@ def test_two_ranks_share_the_curriculum_state_and_draw_from_their_own_shards(tmp
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
     # the windows and counts come from every rank's groups: the same on both
     assert results[0]["state"]["windows"] == results[1]["state"]["windows"]
-    assert sum(results[0]["state"]["counts"].values()) == 2 * 2 * 2 * 3  # steps x ranks x prompts x n
+    assert sum(results[0]["state"]["counts"].values()) == 1 * 2 * 2 * 3  # steps x ranks x prompts x n
     ids = [set(r["drawn"]) for r in results]
     assert not ids[0] & ids[1]  # each rank draws from its own shard
     assert results[0]["saved"] == [results[0]["state"], results[1]["state"]]
