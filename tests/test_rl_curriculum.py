@@ -245,6 +245,7 @@ def _ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # two processes with a model each: over 20 s on 2 cores
 @pytest.mark.skipif(
     not torch.distributed.is_available(), reason="this machine cannot have it: torch.distributed"
 )
