@@ -1,15 +1,23 @@
 """Real HTTP servers for the tests of what rewardlab calls over HTTP (reward servers, judges, the hub): the
-standard library's, in a thread, answering JSON. Shared by test_remote_reward, test_judge_remote, test_hub."""
+standard library's, in a thread, answering JSON. Shared by test_remote_reward, test_judge_remote, test_hub;
+and ``rewardlab view`` in a process (the viewer's browser tests)."""
 
 from __future__ import annotations
 
 import contextlib
 import http.server
 import json
+import re
+import select
 import subprocess
+import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 
 class JSONHandler(http.server.BaseHTTPRequestHandler):
@@ -61,3 +69,30 @@ def stop_process(proc: subprocess.Popen) -> None:
     for pipe in (proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
+
+
+@contextlib.contextmanager
+def view_server(root: Path, names: set[str]) -> Iterator[tuple[str, dict[str, int]]]:
+    """``rewardlab view ROOT`` on a free port, listing the sources ``names``: ``(base_url, {name: id})``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rewardlab.cli", "view", str(root), "--no-browser", "--port", "0"],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        line = proc.stdout.readline() if ready else ""
+        match = re.search(r"at (http://\S+/)", line)
+        if not match:
+            proc.kill()
+            pytest.fail(f"rewardlab view printed {line!r}; stderr:\n{proc.stderr.read()}")
+        url = match.group(1)
+        with urllib.request.urlopen(url, timeout=10) as response:
+            index = response.read().decode()
+        sids = {name: int(sid) for sid, name in re.findall(r'<a href="/s/(\d+)">([^<]+)</a>', index)}
+        assert set(sids) == names, f"the index lists {sorted(sids)}"
+        yield url.rstrip("/"), sids
+    finally:
+        stop_process(proc)

@@ -17,16 +17,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
 import textwrap
-import urllib.request
 from pathlib import Path
 
 import pytest
-from http_servers import stop_process
+from http_servers import view_server
 
 from rewardlab.eval import load_benchmark
 
@@ -178,28 +176,8 @@ def view_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(browser, view_root):
     """``rewardlab view ROOT`` on a free port; yields ``(base_url, {source name: source id})``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rewardlab.cli", "view", str(view_root), "--no-browser", "--port", "0"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        match = re.search(r"at (http://\S+/)", line)
-        if not match:
-            proc.kill()
-            pytest.fail(f"rewardlab view printed {line!r}; stderr:\n{proc.stderr.read()}")
-        url = match.group(1)
-        with urllib.request.urlopen(url, timeout=10) as response:
-            index = response.read().decode()
-        sids = {name: int(sid) for sid, name in re.findall(r'<a href="/s/(\d+)">([^<]+)</a>', index)}
-        assert set(sids) == set(SOURCES), f"the index lists {sorted(sids)}"
-        yield url.rstrip("/"), sids
-    finally:
-        stop_process(proc)
+    with view_server(view_root, set(SOURCES)) as running:
+        yield running
 
 
 @pytest.fixture

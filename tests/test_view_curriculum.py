@@ -9,16 +9,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
-import subprocess
-import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from http_servers import stop_process
+from http_servers import view_server
 
 from rewardlab.view import data as D
 from rewardlab.view.app import create_app
@@ -229,28 +225,8 @@ def server(tmp_path_factory):
         for r in _curriculum_metrics()
     ]
     _write_run(root / "rl-bare", bare)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rewardlab.cli", "view", str(root), "--no-browser", "--port", "0"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        match = re.search(r"at (http://\S+/)", line)
-        if not match:
-            proc.kill()
-            pytest.fail(f"rewardlab view printed {line!r}; stderr:\n{proc.stderr.read()}")
-        url = match.group(1)
-        with urllib.request.urlopen(url, timeout=10) as response:
-            index = response.read().decode()
-        sids = {name: int(sid) for sid, name in re.findall(r'<a href="/s/(\d+)">([^<]+)</a>', index)}
-        assert set(sids) == {"rl-curriculum", "rl-plain", "rl-bare"}, sids
-        yield url.rstrip("/"), sids
-    finally:
-        stop_process(proc)
+    with view_server(root, {"rl-curriculum", "rl-plain", "rl-bare"}) as running:
+        yield running
 
 
 @pytest.fixture
