@@ -29,6 +29,9 @@ class Rollout:
 
     gens: list[Generation]
     reward: RewardBatch
+    discarded: list[Generation] = field(default_factory=list)
+    """Samples generated for this rollout and then replaced (guided hints' unsolved attempts): not trained
+    on, but counted in the step's generated tokens and samples."""
 
     @property
     def records(self) -> list[Record]:
@@ -56,11 +59,15 @@ class Rollout:
 
     def select_groups(self, groups: torch.Tensor, n: int) -> Rollout:
         idx = [g * n + j for g in groups.tolist() for j in range(n)]
-        return Rollout([self.gens[i] for i in idx], self.reward.select(idx))
+        return Rollout([self.gens[i] for i in idx], self.reward.select(idx), self.discarded)
 
     @staticmethod
     def concat(parts: list[Rollout]) -> Rollout:
-        return Rollout(sum((p.gens for p in parts), []), RewardBatch.concat([p.reward for p in parts]))
+        return Rollout(
+            sum((p.gens for p in parts), []),
+            RewardBatch.concat([p.reward for p in parts]),
+            sum((p.discarded for p in parts), []),
+        )
 
 
 def build_tensors(gens: Sequence[Generation], pad_id: int) -> dict[str, torch.Tensor]:

@@ -76,10 +76,17 @@ def adarft_target(
     return min(max(target + eta * math.tanh(alpha * (mean_reward - beta)), d_min), d_max)
 
 
-def adarft_select(difficulties: Sequence[float], target: float, count: int) -> list[int]:
-    """The ``count`` indices whose difficulty is nearest ``target`` (AdaRFT's ``argsort(|d - T|)[:B]``; ties
-    in index order, a stable sort, where the authors' numpy quicksort leaves them unspecified)."""
-    order = sorted(range(len(difficulties)), key=lambda i: abs(difficulties[i] - target))
+def adarft_select(
+    difficulties: Sequence[float], target: float, count: int, rng: random.Random | None = None
+) -> list[int]:
+    """The ``count`` indices whose difficulty is nearest ``target`` (AdaRFT's ``argsort(|d - T|)[:B]``). Ties
+    come in index order, or in ``rng``'s order when given: the authors' numpy quicksort leaves them
+    unspecified, which on their 0-100 difficulties rarely matters, but on a few levels (MATH's 1-5) every
+    prompt of a level ties, and index order would train on the same first ``count`` prompts at every step."""
+    tie_break = list(range(len(difficulties)))
+    if rng is not None:
+        rng.shuffle(tie_break)
+    order = sorted(range(len(difficulties)), key=lambda i: (abs(difficulties[i] - target), tie_break[i]))
     return order[:count]
 
 
@@ -291,8 +298,9 @@ CURRICULA.register("none", Curriculum)
 @dataclass
 class AdaRFT(Curriculum):
     """A target difficulty moving toward the difficulty where the mean reward is ``beta``; the batch is the
-    ``count`` prompts nearest it (deterministic, repeats while the target stays). Within one batch, a second
-    draw (the prompt filter asking for more candidates) takes the next nearest, not the same again."""
+    ``count`` prompts nearest it, ties (prompts of one level) in a seeded random order per batch. Within one
+    batch, a second draw (the prompt filter asking for more candidates) takes the next nearest, not the same
+    again."""
 
     name: ClassVar[str] = "adarft"
     target: float | None = None
@@ -314,7 +322,8 @@ class AdaRFT(Curriculum):
 
     def draw(self, count: int, stream: Any) -> list[int]:
         self.draws += 1
-        nearest = [self._shard[i] for i in adarft_select(self._difficulties, self.target, len(self._shard))]
+        ranked = adarft_select(self._difficulties, self.target, len(self._shard), self.rng())
+        nearest = [self._shard[i] for i in ranked]
         offered = set(self.offered)
         fresh = [i for i in nearest if i not in offered] or nearest
         chosen = (fresh * (count // len(fresh) + 1))[:count]

@@ -63,8 +63,9 @@ def throughput_metrics(
 ) -> dict[str, Any]:
     """Adds the step's rollouts ``parts`` to ``counts``; the step's timings, rates and running counts."""
     # the policy's own tokens (an episode's tool output is not generated)
-    gen_tokens = sum(_generated_tokens(g) for p in parts for g in p.gens)
-    counts.num_tokens += gen_tokens + sum(len(g.prompt_token_ids) for p in parts for g in p.gens)
+    generated = [g for p in parts for g in (*p.gens, *p.discarded)]  # replaced attempts cost as much
+    gen_tokens = sum(_generated_tokens(g) for g in generated)
+    counts.num_tokens += gen_tokens + sum(len(g.prompt_token_ids) for g in generated)
     counts.num_completion_tokens += gen_tokens
     return {
         "num_tokens": counts.num_tokens,
@@ -74,7 +75,7 @@ def throughput_metrics(
         "timing/train_s": timings["train"],
         "timing/step_s": step_s,
         "tokens_per_s": gen_tokens / max(timings["generate"], 1e-9),
-        "samples_per_s": sum(len(p.gens) for p in parts) / max(timings["generate"], 1e-9),
+        "samples_per_s": len(generated) / max(timings["generate"], 1e-9),
         "epoch": epoch,
     }
 

@@ -203,7 +203,7 @@ class Sampler:
         with the next hint share of its solution, replacing the group, until one is correct or the shares run
         out. Returns the rollout and its prompts, hinted groups last (the order groups train in is free)."""
         curriculum, n = self.prompts.curriculum, self.cfg.rollout.n
-        done_parts, done_prompts = [], []
+        done_parts, done_prompts, discarded = [], [], list(rollout.discarded)
         for level, fraction in enumerate(curriculum.hint_fractions):
             correct = rollout.reward.scored.correct
             unsolved = [g for g in range(len(prompts)) if not any(correct[g * n : (g + 1) * n])]
@@ -212,11 +212,14 @@ class Sampler:
             solved = [g for g in range(len(prompts)) if g not in set(unsolved)]
             done_parts.append(rollout.select_groups(torch.tensor(solved, dtype=torch.long), n))
             done_prompts += [prompts[g] for g in solved]
+            discarded += [rollout.gens[g * n + j] for g in unsolved for j in range(n)]
             prompts = [self._hinted(prompts[g], fraction) for g in unsolved]
             params = self.sampling_params(round_ + 1000 * (level + 1), step)  # a fresh seed per hint level
             rollout = self._sample_and_score(prompts, params, backend, timings)
             curriculum.count_hint_samples(len(rollout.gens))
-        return Rollout.concat([*done_parts, rollout]), done_prompts + prompts
+        final = Rollout.concat([*done_parts, rollout])
+        final.discarded = discarded
+        return final, done_prompts + prompts
 
     def _hinted(self, record: Record, fraction: float) -> Record:
         """``record`` with the first ``fraction`` of its solution as a hint, in the prompt (GHPO) or as the
