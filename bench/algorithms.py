@@ -342,17 +342,27 @@ def _mean(values: Any) -> float:
 # ----------------------------------------------------------------------------------------------------------
 # The driver
 # ----------------------------------------------------------------------------------------------------------
-def run_jobs(jobs: list[tuple[str, list[str], Path]], width: int) -> None:
-    """Runs ``(name, argv, log)`` subprocesses, ``width`` at a time; stops on the first failure."""
-    pending, running = list(jobs), {}
+def run_jobs(
+    jobs: list[tuple[str, list[str], Path]] | list[tuple[str, list[str], Path, str | None]],
+    width: int,
+    script: str = __file__,
+) -> None:
+    """Runs ``script`` with each job's argv, ``(name, argv, log)`` or ``(name, argv, log, needs)``, ``width``
+    at a time, a job once the one it ``needs`` (if any) has finished, in list order otherwise; stops every
+    other run at the first failure."""
+    pending, running, done = [(*j, None)[:4] for j in jobs], {}, set()
     while pending or running:
-        while pending and len(running) < width:
-            name, argv, log = pending.pop(0)
+        while len(running) < width:
+            ready = [j for j in pending if j[3] is None or j[3] in done]
+            if not ready:
+                break
+            pending.remove(ready[0])
+            name, argv, log, _ = ready[0]
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("w") as handle:
                 running[name] = (
                     subprocess.Popen(
-                        [sys.executable, "-u", __file__, *argv], stdout=handle, stderr=subprocess.STDOUT
+                        [sys.executable, "-u", script, *argv], stdout=handle, stderr=subprocess.STDOUT
                     ),
                     log,
                     time.perf_counter(),
@@ -363,7 +373,10 @@ def run_jobs(jobs: list[tuple[str, list[str], Path]], width: int) -> None:
                 continue
             del running[name]
             if proc.returncode:
+                for other, _, _ in running.values():
+                    other.terminate()
                 raise SystemExit(f"{name} failed (exit {proc.returncode}); see {log}")
+            done.add(name)
             print(f"[bench] {name} done in {time.perf_counter() - t0:.0f}s", flush=True)
 
 
