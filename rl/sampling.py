@@ -209,7 +209,7 @@ class Sampler:
             unsolved = [g for g in range(len(prompts)) if not any(correct[g * n : (g + 1) * n])]
             if not unsolved:
                 break
-            solved = [g for g in range(len(prompts)) if g not in set(unsolved)]
+            solved = sorted(set(range(len(prompts))) - set(unsolved))
             done_parts.append(rollout.select_groups(torch.tensor(solved, dtype=torch.long), n))
             done_prompts += [prompts[g] for g in solved]
             discarded += [rollout.gens[g * n + j] for g in unsolved for j in range(n)]
