@@ -151,8 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def demo_args(args: argparse.Namespace) -> argparse.Namespace:
-    """The demo's settings (warm start, GRPO hyper-parameters) with this bench's budget."""
+def demo_args(args: argparse.Namespace, *more: str) -> argparse.Namespace:
+    """The demo's settings (warm start, GRPO hyper-parameters) with this bench's budget (``more``: other demo
+    flags, a later one winning)."""
     from rewardlab.demos.rl import build_parser as demo_parser
 
     return demo_parser().parse_args(
@@ -161,6 +162,7 @@ def demo_args(args: argparse.Namespace) -> argparse.Namespace:
             f"--prompts-per-step={args.prompts}",
             f"--group-size={args.group}",
             f"--eval-every={args.steps}",
+            *more,
         ]
     )
 

@@ -182,18 +182,8 @@ SMOKE = {
 
 def demo_args(args: argparse.Namespace) -> argparse.Namespace:
     """The demo's settings (SFT and GRPO hyper-parameters) with this bench's budget."""
-    from rewardlab.demos.rl import build_parser as demo_parser
-
-    return demo_parser().parse_args(
-        [
-            f"--sft-steps={args.sft_steps}",
-            f"--rl-steps={args.steps}",
-            f"--prompts-per-step={args.prompts}",
-            f"--group-size={args.group}",
-            f"--eval-every={args.eval_every}",
-            f"--rl-lr={args.rl_lr}",
-        ]
-    )
+    more = (f"--sft-steps={args.sft_steps}", f"--eval-every={args.eval_every}", f"--rl-lr={args.rl_lr}")
+    return bench.demo_args(args, *more)
 
 
 def warm_folder(args: argparse.Namespace, seed: int) -> Path:
