@@ -246,6 +246,7 @@ def _legend(chart) -> list[str]:
     return chart.locator(".u-legend .u-series .u-label").all_inner_texts()
 
 
+@pytest.mark.slow  # a browser, as every test of tests/test_view_browser.py
 def test_browser_draws_the_curriculum_panel(page, server):
     from playwright.sync_api import expect
 
@@ -281,6 +282,7 @@ def test_browser_draws_the_curriculum_panel(page, server):
     assert sorted(checked) == ["kl", "reward"]
 
 
+@pytest.mark.slow  # a browser, as every test of tests/test_view_browser.py
 def test_browser_no_curriculum_no_panel_and_the_fallback_skips_its_keys(page, server):
     from playwright.sync_api import expect
 
