@@ -57,7 +57,7 @@ def load_prompt_records(cfg: RLConfig, *, eval_set: bool = False) -> list[Record
         records = list(load_records(path, field_map=data.field_map or None, split=data.split))
     if eval_set and data.eval_limit:
         records = records[: data.eval_limit]
-    return with_metadata(cfg, records)
+    return records
 
 
 def _level_records(cfg: RLConfig, eval_set: bool) -> list[Record]:

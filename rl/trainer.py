@@ -129,11 +129,14 @@ class RLTrainer:
         optimisers = build_optimisers(cfg, self.policy, self.value)
         self.opt, self.sched, self.kl_ctrl = optimisers.opt, optimisers.sched, optimisers.kl_ctrl
         self.value_opt, self.value_sched = optimisers.value_opt, optimisers.value_sched
-        self.records = list(train_records) if train_records is not None else load_prompt_records(cfg)
+        # difficulty and source, read once here, whether the records were loaded or given in code
+        self.records = with_metadata(
+            cfg, list(train_records) if train_records is not None else load_prompt_records(cfg)
+        )
         if not self.records:
             raise ValueError("no training prompts")
-        self.eval_records = (
-            list(eval_records) if eval_records is not None else load_prompt_records(cfg, eval_set=True)
+        self.eval_records = with_metadata(
+            cfg, list(eval_records) if eval_records is not None else load_prompt_records(cfg, eval_set=True)
         )
         self.passes = ForwardPasses(cfg, self.device, models.use_bf16)
         self.reward_pipeline = RewardPipeline.from_config(
@@ -169,9 +172,6 @@ class RLTrainer:
                 "rollout.async_staleness: asynchronous rollouts run on one process (no torchrun)"
             )
         env = env if env is not None else build_env(cfg.env)
-        self.records = with_metadata(
-            cfg, self.records
-        )  # difficulty and source, also for records given in code
         self.prompts = PromptSource(
             self.records,
             cfg,
