@@ -48,7 +48,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--split", help="Split to evaluate (default: the benchmark's).")
     parser.add_argument("--limit", type=int, help="Evaluate only the first N problems.")
-    parser.add_argument("--verifier", help="Verifier for a custom data file (default: math).")
+    parser.add_argument(
+        "--verifier",
+        help="Verifier or reward-source name (rubric, judge, http:URL) for a custom data file (default: math).",
+    )
     parser.add_argument(
         "--field",
         action="append",
@@ -62,6 +65,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="Verifier setting (JSON values allowed), e.g. --verifier-arg db_root=spider/database.",
+    )
+    parser.add_argument(
+        "--correct-threshold",
+        type=float,
+        default=1.0,
+        metavar="T",
+        help="A sample is correct (pass@k, maj@k, best-of-n) when its reward is at least T (default 1.0; "
+        "graded rewards such as a rubric's score: a lower T counts partly right samples).",
     )
     parser.add_argument("-o", "--output", required=True, help="Run folder.")
     parser.add_argument("--n", type=int, default=1, help="Samples per problem when sampling (default 1).")
@@ -259,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
         bootstrap=args.bootstrap,
         seed=args.seed,
         score_truncated=args.score_truncated,
+        correct_threshold=args.correct_threshold,
         progress=False if args.no_progress else None,
     )
     reward_model = _load_reward_model(args.reward_model) if args.reward_model else None

@@ -4,12 +4,14 @@ as the fallback of a rule verifier.
     rewardlab rm judge INPUT -o OUTPUT --model PATH [--mode score|binary|pairwise] [--k 5 --temperature 0.7]
     rewardlab rm judge INPUT -o OUTPUT --model PATH --fallback-for math    # judge only what math cannot decide
     rewardlab rm judge INPUT -o OUTPUT --backend openai --base-url http://host:8000/v1 [--model NAME]
+    rewardlab rm judge INPUT -o OUTPUT --backend openai --base-url URL --model gpt-4o-mini --budget-usd 5
 
 INPUT is JSONL with ``prompt``, ``completion``, optional ``reference`` and, for pairwise, ``completion_b``.
 Output rows are written as ``rewardlab score`` writes them (``scoring.io``): every input field plus ``reward``,
 ``details`` and ``error``, one row per input row in input order, a malformed line as a row with an error;
 ``--resume`` continues a stopped run. A summary goes to stderr (with ``--backend openai``, also the requests,
-cache hits, retries, failures and tokens used, which the run record keeps too).
+cache hits, retries, failures, tokens and, with a price, ``cost_usd``, which the run record keeps too; with
+``--budget-usd`` / ``--budget-tokens`` the rows left once the budget is spent are error rows, not sent).
 """
 
 from __future__ import annotations

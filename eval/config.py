@@ -17,7 +17,9 @@ class EvalConfig:
         workers: Scoring worker processes.
         timeout: Per-completion scoring timeout in seconds.
         correct_threshold: A sample counts as correct when its reward is at least this (1.0: all tests pass,
-            all instructions followed).
+            all instructions followed). A graded reward (a rubric's score, a judge's scaled score) is a
+            solve only at this threshold: with 1.0, a rubric sample counts only at a full score; partial
+            credit shows in ``mean_reward`` and the rubric tally, never in pass@k.
         bootstrap: Bootstrap resamples for the 95% intervals (0 disables them).
         seed: Seed of the bootstrap (maj@k is exact: no sampling).
         shape: Reward-shaping steps (``rewardlab.rewardmodels.shaping`` specs such as ``"clip:0,1"`` or

@@ -108,11 +108,23 @@ def render_markdown(summary: dict[str, Any]) -> str:
             cells = [_cell(entry["metrics"].get(metric)) for metric in top]
             lines.append(f"| {name} | {entry['num_problems']} | " + " | ".join(cells) + " |")
     lines += environment_lines(summary.get("environment"))
+    lines += tally_section(summary.get("tally_lines"))
     errors = summary.get("errors") or {}
     if errors:
         lines += ["", "## Errors", "", "| kind | samples |", "|---|---|"]
         lines += [f"| {kind} | {count} |" for kind, count in sorted(errors.items(), key=lambda kv: -kv[1])]
     return "\n".join(lines) + "\n"
+
+
+def tally_section(texts: dict[str, str] | None) -> list[str]:
+    """The report's section of the scoring source's own summaries (``summary.json``'s ``tally_lines``: its
+    ``summary_tallies()`` hook, the rubric's criteria met per category), each as its lines."""
+    if not texts:
+        return []
+    lines = ["", "## Source summaries"]
+    for text in texts.values():
+        lines += ["", "```", text, "```"]
+    return lines
 
 
 _SHARES = ("tool_call_rate", "tool_error_rate", "answered", "answer_in_observations")

@@ -20,6 +20,8 @@ problem has them; the prompt is the text the model was sent (template, few-shot 
 in model runs, the problem's own prompt for completions made elsewhere), ``summary.json``, ``report.md`` and
 ``pass_at_k.png``. With an environment, ``generations.jsonl`` also keeps each episode's
 transcript and counters, and the summary an ``environment`` section (``rewardlab.envs.episode_metrics``).
+The scoring source's own summaries (its ``summary_tallies()`` hook; the rubric's criteria met per category for
+rows carrying ``details["criteria"]``: :mod:`.tallies`) go into the summary's ``tallies`` and the report.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from rewardlab.eval.benchmarks import Benchmark, Problem, answer_grouping
 from rewardlab.eval.config import EvalConfig, GenerationConfig
 from rewardlab.eval.files import EvalReport, problem_rows, write_run
 from rewardlab.eval.samples import Sample, score_samples
+from rewardlab.eval.tallies import tally_rows
 from rewardlab.types import error_kind
 
 logger = logging.getLogger(__name__)
@@ -226,6 +229,9 @@ def _finish(
         logger.warning(warning)
     votes = answer_grouping(bench)
     errors = Counter(error_kind(s.error) for s in samples if s.error)
+    tallies, tally_lines = tally_rows(
+        bench.verifier, ({"details": s.details, "error": s.error, "reward": s.reward} for s in samples)
+    )
     summary = {
         "benchmark": bench.name,
         "verifier": bench.verifier,
@@ -245,6 +251,7 @@ def _finish(
             else None
         ),
         "config": asdict(config),
+        **({"tallies": tallies, "tally_lines": tally_lines} if tallies else {}),
         **(extra or {}),
     }
     report = EvalReport(

@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# Imported for its registrations, not for a name: the kinds of source name defined on the reward-model floor
+# (``rubric``, ``judge``), which a benchmark's ``--verifier`` may name. Importing it imports no torch.
+import rewardlab.rewardmodels.sources  # noqa: F401
 from rewardlab.eval.benchmarks import Benchmark, Problem
 from rewardlab.eval.config import EvalConfig
 from rewardlab.scoring import score_records

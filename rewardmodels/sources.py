@@ -2,9 +2,11 @@
 (:class:`ProcessRewardModel`), told apart by the PRM's own config file. ``rewardlab score --reward-model``,
 ``rm score`` and ``eval`` build their sources here.
 
-Importing this module registers the ``rm:PATH`` kind of reward-source name (an RL run's outcome reward model,
-:func:`rewardlab.verifiers.sources.register_source_kind`); it imports no torch: the model loads when a source
-is built.
+Importing this module registers this floor's kinds of reward-source name
+(:func:`rewardlab.verifiers.sources.register_source_kind`): ``rm:PATH`` (an RL run's outcome reward model),
+``judge`` (an LLM judge as a generative verifier) and ``rubric`` (rubrics as rewards, judged by an LLM), the
+last two anywhere a source is named (``rewardlab score --verifier rubric``, ``serve``, an RL run). It imports
+no torch: the model loads when a source is built, and the judges' builders are lazy strings.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.config import ConfigError
+from rewardlab.errors import UserError
 from rewardlab.extras import require
 from rewardlab.hub import check_model
 from rewardlab.verifiers.sources import SourceKind, register_source_kind
@@ -21,8 +24,20 @@ PRM_CONFIG_FILE = "rewardlab_prm.json"
 """Written by ``ProcessRewardModel.save_pretrained``: a folder with it holds a PRM."""
 
 
+IMPLICIT_PRM_CONFIG_FILE = "rewardlab_implicit_prm.json"
+"""Written by ``ImplicitPRM.save_pretrained``: a folder with it holds PRIME's implicit PRM."""
+
+
 def model_kind(path: str, kind: str = "auto") -> str:
-    """``orm`` or ``prm``: ``kind`` itself unless ``auto``, else what the folder at ``path`` holds."""
+    """``orm`` or ``prm``: ``kind`` itself unless ``auto``, else what the folder at ``path`` holds.
+
+    Raises:
+        UserError: the folder holds an implicit PRM, whose rewards are an RL run's (``reward.process``)."""
+    if (Path(path) / IMPLICIT_PRM_CONFIG_FILE).is_file():
+        raise UserError(
+            f"{path} is an implicit PRM (PRIME): its token rewards are used in RL with "
+            f"reward.process: implicit_prm:{path}, not as an outcome or step reward model"
+        )
     if kind != "auto":
         return kind
     return "prm" if (Path(path) / PRM_CONFIG_FILE).is_file() else "orm"
@@ -66,3 +81,31 @@ REWARD_MODEL = register_source_kind(
     )
 )
 """``rm:PATH`` in an RL run's ``reward.sources``: the outcome reward model at ``PATH``, scored in process."""
+
+
+JUDGE = register_source_kind(
+    SourceKind(
+        spelling="judge",
+        names=("judge",),
+        # lazy paths (this floor's): building one pulls in the judge's backends, not importing this module
+        build="rewardlab.rewardmodels.judge.sources:JudgeSource",
+        argument="none",
+        check="rewardlab.rewardmodels.judge.sources:check_judge_source",
+        group="LLM judges",
+    )
+)
+"""``judge``: :class:`~rewardlab.rewardmodels.judge.sources.JudgeSource`, an LLM judge's yes/no verdict (GenRM's
+verification against the row's reference when it has one), scored in process."""
+
+RUBRIC = register_source_kind(
+    SourceKind(
+        spelling="rubric",
+        names=("rubric",),
+        build="rewardlab.rewardmodels.judge.sources:RubricSource",
+        argument="none",
+        check="rewardlab.rewardmodels.judge.sources:check_rubric_source",
+        group="LLM judges",
+    )
+)
+"""``rubric``: :class:`~rewardlab.rewardmodels.judge.sources.RubricSource`, the row's rubric judged criterion by
+criterion (RaR-Explicit) or as a whole (RaR-Implicit), scored in process."""

@@ -41,7 +41,7 @@ from rewardlab.scoring.jobs import (
 )
 from rewardlab.scoring.summary import Summary
 from rewardlab.types import Record, Result, jsonable
-from rewardlab.verifiers import VERIFIERS
+from rewardlab.verifiers.sources import source_class
 
 ADDED_FIELDS = ("reward", "details", "error", "reward_time_s")
 """The fields scoring adds to every row."""
@@ -520,16 +520,15 @@ def _write_outputs(
 
 
 def _tallies_for(source: Any) -> dict[str, Any]:
-    """The default source's own running summaries (its ``summary_tallies`` hook, e.g. IFEval's accuracies)."""
+    """The default source's own running summaries (its ``summary_tallies`` hook, e.g. IFEval's accuracies, a
+    rubric's criteria met per category); a name is asked through the class it builds."""
     if isinstance(source, str):
-        try:
-            source = VERIFIERS.get(source)
-        except (
-            Exception
-        ):  # not a verifier's name (an http: source), or one the Scorer will refuse with its error
-            return {}
+        source = source_class(source)
     hook = getattr(source, "summary_tallies", None)
-    return dict(hook()) if callable(hook) else {}
+    try:
+        return dict(hook()) if callable(hook) else {}
+    except Exception:  # a summary never stops a run
+        return {}
 
 
 class _NoDefault:

@@ -118,6 +118,9 @@ _API_FIELDS = {
     "cache",
     "logprobs",
     "n_per_request",
+    "price_prompt",
+    "price_completion",
+    "budget_usd",
 }
 
 
@@ -343,3 +346,73 @@ def test_no_server_makes_every_row_an_error_row(free_port):
     results = judge.score_batch(_records("a", "b"))
     assert all(r.error.startswith("judge request failed: connection error") for r in results)
     assert "(after 2 attempts)" in results[0].error and judge.usage()["failures"] == 2
+
+
+# ---- cost and budget (rewardlab.rewardmodels.judge.cost, enforced by the openai backend) -------------------------
+def test_cost_and_a_budget_that_stops_the_judge(server):
+    # 100 prompt + 5 completion tokens a request at $2 / $4 per 1M: $0.00022 a request
+    judge = _judge(server, concurrency=2, price_prompt=2.0, price_completion=4.0, budget_usd=0.0005)
+    results = judge.score_batch(_records(*[f"RIGHT {i}" for i in range(6)]))
+    # chunks of 2: $0.00044 after the first (< budget), $0.00088 after the second: nothing more is sent
+    assert _ChatHandler.hits["ok"] == 4
+    assert [r.reward for r in results] == [1.0] * 4 + [0.0] * 2
+    assert [r.error for r in results[4:]] == ["judge budget exhausted: spent $0.0009 of $0.0005"] * 2
+    assert judge.usage()["cost_usd"] == pytest.approx(4 * 0.00022)
+    # without a budget the cost is still counted
+    judge = _judge(server, price_prompt=2.0, price_completion=4.0)
+    judge.score_batch(_records("x"))
+    assert judge.usage()["cost_usd"] == pytest.approx(0.00022)
+
+
+def test_prices_file_table_and_bad_prices(tmp_path):
+    from rewardlab.rewardmodels.judge.cost import (
+        BUILT_IN_PRICES,
+        Price,
+        load_prices,
+        lookup_price,
+        resolve_price,
+    )
+    from rewardlab.rewardmodels.judge.remote import ChatAPIConfig
+
+    yaml_file = tmp_path / "prices.yaml"
+    yaml_file.write_text("my-judge:\n  prompt: 0.5\n  completion: 1.5\n")
+    json_file = tmp_path / "prices.json"
+    json_file.write_text(json.dumps({"other": {"prompt": 1, "completion": 2}}))
+    assert load_prices(yaml_file) == {"my-judge": Price(0.5, 1.5)}
+    assert load_prices(json_file)["other"].cost(1_000_000, 500_000) == pytest.approx(2.0)
+    assert resolve_price("my-judge", None, str(yaml_file)) == Price(0.5, 1.5)
+    assert resolve_price("gpt-4o", Price(9, 9), str(yaml_file)) == Price(9, 9)  # the run's own price first
+    assert lookup_price("openai/gpt-4o-2024-08-06", BUILT_IN_PRICES) == BUILT_IN_PRICES["gpt-4o"]
+    assert lookup_price("gpt-4o-mini-2024-07-18", BUILT_IN_PRICES) == BUILT_IN_PRICES["gpt-4o-mini"]
+    assert lookup_price("gpt-4", BUILT_IN_PRICES) is None and lookup_price(None, BUILT_IN_PRICES) is None
+    (tmp_path / "bad.yaml").write_text("m:\n  prompt: cheap\n  completion: 1\n")
+    with pytest.raises(ValueError, match="bad.yaml: m: a price's prompt must be a number"):
+        load_prices(tmp_path / "bad.yaml")
+    with pytest.raises(ValueError, match="cannot read the prices file"):
+        load_prices(tmp_path / "missing.yaml")
+    with pytest.raises(ValueError, match="together"):
+        ChatAPIConfig(price_prompt=1.0)
+    with pytest.raises(ValueError, match="budget_tokens must be > 0"):
+        ChatAPIConfig(budget_tokens=0)
+
+
+def test_rm_judge_cli_budget_and_price_flags(server, tmp_path, capsys):
+    from rewardlab.cli import main
+
+    data = tmp_path / "in.jsonl"
+    data.write_text(
+        "".join(json.dumps({"prompt": "Q?", "completion": f"RIGHT {i}"}) + "\n" for i in range(5))
+    )
+    out = tmp_path / "out.jsonl"
+    argv = ["rm", "judge", str(data), "-o", str(out), "--backend", "openai", "--base-url", f"{server}/ok/v1"]
+    argv += ["--model", "judge-model", "--mode", "binary", "--concurrency", "1", "--no-progress"]
+    argv += ["--price-prompt", "2", "--price-completion", "4", "--budget-usd", "0.0004"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [w["error"] for w in written] == [None, None] + [
+        "judge budget exhausted: spent $0.0004 of $0.0004"
+    ] * 3
+    assert report["usage"]["cost_usd"] == pytest.approx(2 * 0.00022) and _ChatHandler.hits["ok"] == 2
+    assert main([*argv[:-6], "--budget-usd", "1"]) == 2  # a budget in USD needs a price
+    assert "budget_usd needs the judge model's price" in capsys.readouterr().err

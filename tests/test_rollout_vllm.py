@@ -456,6 +456,40 @@ def test_judge_through_the_servers_chat_endpoint(server):
     judge.close()
 
 
+def test_rubric_rows_through_the_servers_chat_endpoint(server):
+    """The ``rubric`` reward source against the real server: every criterion of every row in one batch, a
+    criterion repeated across rows asked once, every row scored or its own error (the random tiny model
+    rarely writes a verdict), and a token budget that stops spending with budget error rows."""
+    from rewardlab.rewardmodels.judge.sources import RubricSource
+    from rewardlab.types import Record
+
+    url, _ = server
+    short = "Q: {prompt}\nA: {response}\nCriterion: {criterion}\nVerdict:"  # the server holds 256 tokens
+    settings = {"base_url": f"{url}/v1", "timeout": 120.0, "concurrency": 2, "max_new_tokens": 8}
+    settings |= {"criterion_template": short}
+    rubric = [{"criterion": "Gives the sum.", "weight": 2}, {"criterion": "Shows the work.", "weight": 1}]
+    records = [
+        Record(prompt="1+1=?", completion="2", metadata={"rubric": rubric}),
+        Record(prompt="1+1=?", completion="2", metadata={"rubric": rubric[:1]}),  # a repeated criterion
+        Record(prompt="2+2=?", completion="4", metadata={"rubric": rubric}),
+    ]
+    source = RubricSource(**settings)
+    results = source.score_batch(records)
+    assert len(results) == 3
+    for result in results:
+        assert result.error is None or "no verdict" in result.error, result.error
+        assert result.error is not None or 0.0 <= result.reward <= 1.0
+    usage = source.usage()
+    assert usage["failures"] == 0 and usage["cached"] == 1 and usage["requests"] == 5  # 4 chats + /v1/models
+    source.close()
+    spent = usage["prompt_tokens"] + usage["completion_tokens"]
+    budget = RubricSource(**settings, budget_tokens=max(1, spent // 8), cache="off")
+    stopped = budget.score_batch(records)
+    assert any("judge budget exhausted" in (r.error or "") for r in stopped)
+    assert budget.usage()["requests"] < 5
+    budget.close()
+
+
 def test_server_disk_sync_pushes_the_policy_and_a_lora_policy_merged(server, tmp_path):
     """Weights written to the sync folder and reloaded in place: the server then samples from the new
     policy (greedy equal, log-probs equal to its forward pass), LoRA adapters merged."""

@@ -158,6 +158,19 @@ def source_kind(name: str, *, in_run: bool = True) -> SourceKind:
     return VERIFIER
 
 
+def source_class(name: str) -> Any:
+    """What a source name builds outside an RL run: the verifier's class, or its kind's builder (a class, or a
+    function for kinds built by one), for class-level hooks such as ``summary_tallies``; ``None`` when the
+    name is unknown or its builder does not import (scoring then says why, in its rows)."""
+    try:
+        kind = source_kind(name, in_run=False)
+        if kind is VERIFIER:
+            return VERIFIERS.get(name)
+        return _resolve(kind.build)
+    except Exception:  # an unknown name, or a builder that does not import: no hook
+        return None
+
+
 def build_source(
     name: str, config: Mapping[str, Any] | None = None, run: Mapping[str, Any] | None = None
 ) -> Any:

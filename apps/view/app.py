@@ -3,7 +3,8 @@
 Pages: ``/`` lists the sources; ``/s/N`` is source N (a table of scored rows, an eval run, an RL run);
 ``/s/N/row/I`` is one row. Every filter of a table page lives in its URL's query string (``?error=timeout``,
 ``?reward_max=0``), so a view is a link. The JSON API under ``/api/s/N/`` pages, filters and sorts on the
-server (``rows.RowIndex``): the browser never holds a whole file. Nothing here writes to disk.
+server (``rows.RowIndex``): the browser never holds a whole file; ``/api/s/N/criteria`` is the rubric summary
+of rows carrying criteria (``criteria.py``). Nothing here writes to disk.
 """
 
 from __future__ import annotations
@@ -110,8 +111,11 @@ def create_app(path: str | Path) -> FastAPI:
 
     @app.get("/api/s/{sid}/facets")
     def facets(sid: int):
-        index = viewer.get(sid).index()
-        return _json(index.facets() if index else {"error": {}, "verifier": {}})
+        return _json(viewer.get(sid).facets())
+
+    @app.get("/api/s/{sid}/criteria")
+    def criteria(sid: int):
+        return _json(viewer.get(sid).criteria())
 
     @app.get("/api/s/{sid}/problems")
     def problems(sid: int):

@@ -15,7 +15,8 @@ import numpy as np
 
 from rewardlab.eval import metrics as M
 from rewardlab.view import flags as F
-from rewardlab.view.rows import MALFORMED, SCORED_COLUMNS, Column, Query, RowIndex, parse_line
+from rewardlab.view.criteria import criteria_rows, criteria_summary, judge_view
+from rewardlab.view.rows import MALFORMED, RUBRIC_SCORE, SCORED_COLUMNS, Column, Query, RowIndex, parse_line
 from rewardlab.view.sources import Source, read_json
 
 EVAL_COLUMNS = (
@@ -27,6 +28,7 @@ EVAL_COLUMNS = (
     Column("answer", "answer"),
     Column("finish_reason", "finish_reason"),
     Column("completion_chars", "completion", "length"),
+    RUBRIC_SCORE,
 )
 RL_COLUMNS = (
     Column("step", "step", "number"),
@@ -36,6 +38,7 @@ RL_COLUMNS = (
     Column("error", "error"),
     Column("completion_chars", "completion", "length"),
     Column("reward_time_s", "reward_time_s", "number"),
+    RUBRIC_SCORE,
 )
 PREVIEW_CHARS = 160
 # Entropy collapse, as RL runs log it: percentiles of a step's per-token policy entropies (``entropy/p10``
@@ -84,6 +87,7 @@ class SourceData:
         self._lock = threading.Lock()
         self._index: RowIndex | None = None
         self._problems: tuple[int, list[dict]] | None = None
+        self._criteria: tuple[int, dict[str, Any]] | None = None
         self.fields = Fields()
         self.default_verifier: str | None = None
         if source.kind == "scored":
@@ -152,6 +156,29 @@ class SourceData:
         out["preview"] = (text or "")[:PREVIEW_CHARS]
         return out
 
+    def facets(self) -> dict[str, Any]:
+        """The filter menus' counts (error kinds, verifiers) and ``columns``: how many rows have a value in
+        each optional column (``rubric_score``: the table shows it when some rows have one)."""
+        index = self.index()
+        if index is None:
+            return {"error": {}, "verifier": {}, "columns": {}}
+        present = {RUBRIC_SCORE.name: int(np.isfinite(index.column(RUBRIC_SCORE.name)).sum())}
+        return {**index.facets(), "columns": present}
+
+    def criteria(self) -> dict[str, Any]:
+        """The rubric summary of every row carrying criteria, and of each RL step's (cached until the
+        file changes): :func:`rewardlab.view.criteria.criteria_summary`."""
+        index = self.index()
+        if index is None:
+            return {"summary": {}, "steps": {}}
+        index.error_kinds()  # the columns first: their arrival is a change of the index
+        if self._criteria and self._criteria[0] == index.generation:
+            return self._criteria[1]
+        generation = index.generation
+        out = criteria_summary(index, by_step=self.source.kind == "rl")
+        self._criteria = (generation, out)
+        return out
+
     # -- a row's page --------------------------------------------------------------------------------------
     def row_view(self, i: int) -> dict[str, Any] | None:
         """Everything a row's page shows: its fields, the answer's place, test output, instruction verdicts."""
@@ -199,6 +226,8 @@ class SourceData:
             "instructions": details.get("instructions")
             if isinstance(details.get("instructions"), list)
             else None,
+            "criteria": criteria_rows(details),
+            "judge": judge_view(details),
             "flags": F.sample_flags(
                 {**row, "completion": row.get(self.fields.completion), "details": details}
             ),

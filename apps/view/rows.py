@@ -36,14 +36,18 @@ _BLANK = b" \t\r\n"
 
 @dataclass(frozen=True)
 class Column:
-    """A column of the index: ``key`` is the row's field, ``kind`` one of ``text``, ``number``, ``length``
-    (the length of the field's text, or of its JSON when it is not text; NaN, shown blank, when the row has
-    no such field or it is null, so that an empty string's 0 stays apart from a missing field)."""
+    """A column of the index: ``key`` is the row's field (``details.rubric_score``: a field of an object
+    field, one level down), ``kind`` one of ``text``, ``number``, ``length`` (the length of the field's
+    text, or of its JSON when it is not text; NaN, shown blank, when the row has no such field or it is
+    null, so that an empty string's 0 stays apart from a missing field)."""
 
     name: str
     key: str
     kind: str = "text"
 
+
+RUBRIC_SCORE = Column("rubric_score", "details.rubric_score", "number")
+"""A rubric reward source's score (``details["rubric_score"]``): NaN in rows of other sources."""
 
 SCORED_COLUMNS = (
     Column("id", "id"),
@@ -53,6 +57,7 @@ SCORED_COLUMNS = (
     Column("prompt_chars", "prompt", "length"),
     Column("completion_chars", "completion", "length"),
     Column("reward_time_s", "reward_time_s", "number"),
+    RUBRIC_SCORE,
 )
 """The columns of ``rewardlab score`` output (also eval ``samples.jsonl``, with ``problem_id`` added)."""
 
@@ -94,8 +99,18 @@ def _as_text(value: Any) -> str | None:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
+def _field(row: dict, key: str) -> Any:
+    """``row[key]``, or for ``outer.inner`` the field ``inner`` of the object ``row[outer]`` (``None`` where
+    either is missing or ``row[outer]`` is not an object)."""
+    outer, dot, inner = key.partition(".")
+    value = row.get(outer)
+    if not dot:
+        return value
+    return value.get(inner) if isinstance(value, dict) else None
+
+
 def _cell(row: dict, column: Column) -> Any:
-    value = row.get(column.key)
+    value = _field(row, column.key)
     if column.kind == "number":  # as DuckDB reads a DOUBLE: numbers, booleans and numeric strings
         try:
             return float(value) if isinstance(value, int | float | str) else np.nan
@@ -153,9 +168,13 @@ def _duckdb_columns(
     """The columns read by DuckDB, or ``None`` when its rows cannot be matched to the lines one to one."""
     import duckdb
 
-    keys = {c.key: _DUCK_TYPES[c.kind] for c in columns}
+    keys = _duck_spec(columns)
+    if keys is None:
+        return None
     spec = "{" + ", ".join(f"'{k}': '{t}'" for k, t in keys.items()) + "}"
-    selects = ", ".join(f'length("{c.key}")' if c.kind == "length" else f'"{c.key}"' for c in columns)
+    selects = ", ".join(
+        f"length({_duck_name(c.key)})" if c.kind == "length" else _duck_name(c.key) for c in columns
+    )
     nulls = " and ".join(f'"{k}" is null' for k in keys)
     query = (
         f"select {selects}, ({nulls}) from read_json(?, format='newline_delimited', columns={spec}, "
@@ -170,6 +189,25 @@ def _duckdb_columns(
     if len(arrays[-1]) != len(starts):
         return None
     return _from_duckdb(arrays, data, starts, ends, columns)
+
+
+def _duck_spec(columns: Sequence[Column]) -> dict[str, str] | None:
+    """DuckDB's type of each top-level field the columns read (a struct of the inner fields for
+    ``outer.inner`` keys), or ``None`` when a field is read both whole and as an object."""
+    flat = {c.key: _DUCK_TYPES[c.kind] for c in columns if "." not in c.key}
+    nested: dict[str, dict[str, str]] = {}
+    for c in columns:
+        outer, dot, inner = c.key.partition(".")
+        if dot:
+            nested.setdefault(outer, {})[inner] = _DUCK_TYPES[c.kind]
+    if set(flat) & set(nested):
+        return None
+    structs = {k: "STRUCT(" + ", ".join(f'"{f}" {t}' for f, t in v.items()) + ")" for k, v in nested.items()}
+    return {**flat, **structs}
+
+
+def _duck_name(key: str) -> str:
+    return ".".join(f'"{part}"' for part in key.split(".", 1))
 
 
 def _from_duckdb(arrays: list, data: Any, starts: np.ndarray, ends: np.ndarray, columns) -> _Columns:
@@ -273,6 +311,12 @@ class RowIndex:
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    @property
+    def generation(self) -> int:
+        """Counts the index's changes (lines appended, columns added, the file replaced): a summary computed
+        at one generation holds until it changes."""
+        return self._generation
 
     # -- building ------------------------------------------------------------------------------------------
     def refresh(self) -> bool:
@@ -419,6 +463,13 @@ class RowIndex:
                     self._results.popitem(last=False)
         return result
 
+    def rows_containing(self, needle: bytes) -> np.ndarray:
+        """Row numbers, in order, of the lines holding ``needle`` as written (case-sensitive): a scan of the
+        file (about 1 GB/s) that finds the few rows worth parsing for a summary (``b'"criteria"'``)."""
+        with self._lock:
+            snapshot = _Snapshot(self.starts, self.ends, {}, None)
+        return np.flatnonzero(_scan(snapshot, self.path, [needle], lower=False))
+
 
 class _ColumnBuild:
     """The columns of a whole file, read in a thread (the first build of a ``background`` index)."""
@@ -497,6 +548,11 @@ def _search(s: _Snapshot, path: Path, text: str) -> np.ndarray:
     forms = {text.encode(), orjson.dumps(text)[1:-1], _ascii_json(text)}
     # a raw newline never occurs inside a JSON line: a form holding one would match across two rows
     needles = sorted({f.translate(_LOWER) for f in forms if f and b"\n" not in f})
+    return _scan(s, path, needles, lower=True)
+
+
+def _scan(s: _Snapshot, path: Path, needles: Sequence[bytes], *, lower: bool) -> np.ndarray:
+    """Rows whose line contains one of ``needles`` (``lower``: in the line with ASCII letters lowered)."""
     hit = np.zeros(len(s.starts), dtype=bool)
     if not len(s.starts) or not needles:
         return hit
@@ -504,7 +560,8 @@ def _search(s: _Snapshot, path: Path, text: str) -> np.ndarray:
     with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         for begin in range(0, end, _SEARCH_CHUNK):
             stop = min(begin + _SEARCH_CHUNK, end)
-            chunk = data[begin : min(stop + overlap, end)].translate(_LOWER)
+            chunk = data[begin : min(stop + overlap, end)]
+            chunk = chunk.translate(_LOWER) if lower else chunk
             for needle in needles:
                 _mark_hits(chunk, needle, begin, stop, s, hit)
     return hit

@@ -36,6 +36,7 @@ from typing import Any
 from rewardlab.extras import require
 from rewardlab.generation import SamplingParams, get_backend
 from rewardlab.remote import Failed
+from rewardlab.rewardmodels.judge.cost import BUDGET_EXHAUSTED
 from rewardlab.rewardmodels.judge.parse import KINDS, Verdict, try_parse_verdict
 from rewardlab.rewardmodels.judge.remote import ChatAPIBackend
 from rewardlab.rewardmodels.judge.templates import get_template, render
@@ -206,6 +207,10 @@ class LLMJudge:
 
     # ---- prompts ----------------------------------------------------------------------------------------
 
+    def wrap_prompt(self, text: str) -> str | list[dict[str, str]]:
+        """A rendered template as the backend's prompt (what :meth:`run` takes)."""
+        return self._wrap(text)
+
     def _wrap(self, text: str) -> str | list[dict[str, str]]:
         """A rendered template as the backend's prompt: chat messages, or text in the local chat template."""
         if self.chat_messages:
@@ -289,10 +294,43 @@ class LLMJudge:
             return p if judgment.value == "A" else 1.0 - p if judgment.value == "B" else 0.5
         return p
 
+    def sampling_params(self) -> SamplingParams:
+        """How every judge prompt is sampled: ``k`` judgments, with log-probabilities."""
+        cfg = self.config
+        return SamplingParams(
+            n=max(1, cfg.k),
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed,
+            logprobs=True,
+        )
+
+    def run(
+        self, prompts: Sequence[Any], swapped: Sequence[bool] | None = None
+    ) -> list[list[Judgment] | Failed]:
+        """The parsed judgments of ready prompts (:meth:`wrap_prompt`'s), all in ONE backend call: ``k`` per
+        prompt, or :class:`~rewardlab.remote.Failed` for a prompt whose request failed for good (or that the
+        budget did not send). ``swapped[i]``: prompt ``i`` shows B first (pairwise)."""
+        if not prompts:
+            return []
+        orders = list(swapped) if swapped is not None else [False] * len(prompts)
+        groups = self.backend.generate(list(prompts), self.sampling_params())
+        if len(groups) != len(prompts):  # a broken backend: every prompt's error, not a misaligned verdict
+            return [Failed(f"the backend returned {len(groups)} results for {len(prompts)} prompts")] * len(
+                prompts
+            )
+        out: list[list[Judgment] | Failed] = []
+        for order, gens in zip(orders, groups, strict=True):
+            if isinstance(gens, Failed):
+                out.append(gens)
+            else:
+                out.append([self._parse(g, order) for g in gens])
+        return out
+
     def judge(self, records: Sequence[Record]) -> list[Result]:
         """Judges every record; one :class:`Result` each, in order."""
 
-        cfg = self.config
         results: list[Result | None] = [None] * len(records)
         prompts: list[Any] = []
         owners: list[tuple[int, bool]] = []
@@ -303,27 +341,19 @@ class LLMJudge:
                     owners.append((i, swapped))
             except (KeyError, ValueError) as exc:
                 results[i] = Result.failure(f"judge input error: {exc}")
-        params = SamplingParams(
-            n=max(1, cfg.k),
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            max_new_tokens=cfg.max_new_tokens,
-            seed=cfg.seed,
-            logprobs=True,
-        )
-        groups = self.backend.generate(prompts, params) if prompts else []
+        groups = self.run(prompts, [swapped for _, swapped in owners])
         per_record: dict[int, list[Judgment]] = {}
         failed: dict[int, str] = {}
-        for (i, swapped), gens in zip(owners, groups, strict=False):
-            if isinstance(gens, Failed):  # a server request that failed for good: this row's error
-                failed.setdefault(i, gens.error)
+        for (i, _), judgments in zip(owners, groups, strict=True):
+            if isinstance(judgments, Failed):  # a server request that failed for good: this row's error
+                failed.setdefault(i, judgments.error)
                 continue
-            per_record.setdefault(i, []).extend(self._parse(g, swapped) for g in gens)
+            per_record.setdefault(i, []).extend(judgments)
         for i, judgments in per_record.items():
             if i not in failed:
                 results[i] = self.decide(judgments)
         for i, error in failed.items():
-            results[i] = Result.failure(f"judge request failed: {error}")
+            results[i] = Result.failure(request_error(error))
         return [r if r is not None else Result.failure("judge error: no judgment") for r in results]
 
     def usage(self) -> dict[str, int] | None:
@@ -387,6 +417,12 @@ class LLMJudge:
             close()
 
 
+def request_error(error: str) -> str:
+    """A row's error for a prompt that got no judgment: ``judge request failed: <why>``, or the budget's own
+    message (``judge budget exhausted: ...``) for a prompt the budget did not send."""
+    return error if error.startswith(BUDGET_EXHAUSTED) else f"judge request failed: {error}"
+
+
 def verdict_probability(
     tokenizer: Any, token_ids: Sequence[int], logprobs: Sequence[float], verdict: Verdict
 ) -> float | None:
@@ -420,4 +456,11 @@ def span_probability(
     return math.exp(total)
 
 
-__all__ = ["JudgeConfig", "Judgment", "LLMJudge", "span_probability", "verdict_probability"]
+__all__ = [
+    "JudgeConfig",
+    "Judgment",
+    "LLMJudge",
+    "request_error",
+    "span_probability",
+    "verdict_probability",
+]

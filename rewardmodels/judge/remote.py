@@ -19,6 +19,14 @@ until there are ``n``; ``n_per_request=False`` always sends ``k`` requests of on
 * **Soft scores**: with log-probabilities, each choice carries its tokens' text and log-probability
   (``logprobs.content[j].token`` / ``.logprob``); the verdict's probability is read from the tokens that
   cover its characters (:func:`rewardlab.rewardmodels.judge.judge.span_probability`).
+* **Cost and budget**: with a price (``price_prompt`` / ``price_completion``, a ``prices`` file, or the
+  built-in table of :mod:`rewardlab.rewardmodels.judge.cost` for a known model) the usage has ``cost_usd``.
+  With ``budget_usd`` and/or ``budget_tokens`` the requests a batch must send go out in chunks of
+  ``concurrency``; before each chunk the backend compares what the run has spent (the tokens the server
+  reported) with the budget, and once it is spent the remaining prompts are not sent: each is
+  ``Failed("judge budget exhausted: spent $X of $Y")``. The overshoot is bounded by one chunk: a run spends
+  at most its budget plus what ``concurrency`` requests cost (per thread calling :meth:`generate` at once).
+  Cache hits cost nothing and are served whatever the budget.
 * **API key**: read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``); unset means no
   ``Authorization`` header (local servers). Only the variable's name is ever part of a config or a record.
 """
@@ -31,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardlab.remote import Failed, HTTPClient, RemoteError, ResponseCache, cache_key
+from rewardlab.rewardmodels.judge.cost import Budget, Price, resolve_price
 
 
 @dataclass
@@ -56,12 +65,42 @@ class ChatAPIConfig:
     """Ask for token log-probabilities (soft scores); turn off for servers that refuse them."""
     n_per_request: bool = True
     """Ask for all ``k`` samples in one request (``n = k``); ``false``: ``k`` requests of one sample."""
+    price_prompt: float | None = None
+    """USD per million prompt tokens of the judge model (with ``price_completion``; default: the ``prices``
+    file's or the built-in table's entry for the model)."""
+    price_completion: float | None = None
+    """USD per million completion tokens of the judge model."""
+    prices: str | None = None
+    """A JSON or YAML file of prices by model name: ``{MODEL: {prompt: USD, completion: USD}}`` per 1M tokens."""
+    budget_usd: float | None = None
+    """Most USD this run may spend (needs a price); once spent, the rows left are error rows, not sent."""
+    budget_tokens: int | None = None
+    """Most tokens (prompt + completion) this run may spend; once spent, the rows left are error rows."""
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http:// or https:// URL, got {self.base_url!r}")
         if self.concurrency < 1 or not (self.timeout > 0) or self.retries < 0 or self.backoff < 0:
             raise ValueError("concurrency >= 1, timeout > 0, retries >= 0 and backoff >= 0 are needed")
+        if (self.price_prompt is None) != (self.price_completion is None):
+            raise ValueError("give price_prompt and price_completion together (USD per 1M tokens)")
+        if self.price_prompt is not None:
+            Price(self.price_prompt, self.price_completion)  # checks the values  # type: ignore[arg-type]
+        Budget(self.budget_usd, self.budget_tokens)  # checks the values
+
+    @property
+    def price(self) -> Price | None:
+        """The price given for the run, if any."""
+        if self.price_prompt is None or self.price_completion is None:
+            return None
+        return Price(self.price_prompt, self.price_completion)
+
+    @property
+    def budget(self) -> Budget | None:
+        """The run's budget, if any."""
+        if self.budget_usd is None and self.budget_tokens is None:
+            return None
+        return Budget(self.budget_usd, self.budget_tokens)
 
 
 @dataclass
@@ -116,6 +155,13 @@ class ChatAPIBackend:
         )
         self._lock = threading.Lock()
         self._tokens = {"prompt_tokens": 0, "completion_tokens": 0, "cached": 0}
+        self.budget = config.budget
+        self.price = resolve_price(model, config.price, config.prices)
+        if self.budget is not None and self.budget.usd is not None and self.price is None:
+            raise ValueError(
+                f"budget_usd needs the judge model's price: model {model!r} is not in the built-in table "
+                "(give price_prompt and price_completion, or a prices file)"
+            )
 
     # -- the backend interface --------------------------------------------------------------------------------
     def generate(
@@ -131,7 +177,7 @@ class ChatAPIBackend:
         wanted = max(1, int(params.n))
         bodies = [self._body(model, messages, params) for messages in prompts]
         if self.cache is None:  # every prompt its own request, identical ones included
-            fetched = self.client.map(lambda body: self._sample(body, wanted), bodies)
+            fetched = self._fetch(bodies, wanted)
             return [self._generations(answer) for answer in fetched]
         keys = [cache_key(self.url, {"request": body, "samples": wanted}) for body in bodies]
         answers: dict[str, Any] = {}
@@ -144,18 +190,37 @@ class ChatAPIBackend:
                     answers[key] = hit
             else:
                 todo[key] = body
-        fetched = self.client.map(lambda body: self._sample(body, wanted), list(todo.values()))
+        fetched = self._fetch(list(todo.values()), wanted)
         for key, answer in zip(todo, fetched, strict=True):
             answers[key] = answer
             if not isinstance(answer, Failed):
                 self.cache.put(key, answer)
         return [self._generations(answers[key]) for key in keys]
 
-    def usage(self) -> dict[str, int]:
-        """Requests made (retries not counted), cache hits, retries, failed requests, and tokens."""
+    def usage(self) -> dict[str, float]:
+        """Requests made (retries not counted), cache hits, retries, failed requests, tokens, and
+        ``cost_usd`` when the model has a price."""
         with self._lock:
             totals = {**self.client.stats, **self._tokens}
-        return {key: int(totals.get(key, 0)) for key in USAGE_KEYS}
+        usage: dict[str, float] = {key: int(totals.get(key, 0)) for key in USAGE_KEYS}
+        cost = self.cost_usd()
+        if cost is not None:
+            usage["cost_usd"] = round(cost, 6)
+        return usage
+
+    def cost_usd(self) -> float | None:
+        """What the tokens this backend used cost, or ``None`` without a price."""
+        with self._lock:
+            prompt, completion = self._tokens["prompt_tokens"], self._tokens["completion_tokens"]
+        return None if self.price is None else self.price.cost(prompt, completion)
+
+    def budget_left(self) -> str | None:
+        """``None`` while the budget (if any) is not spent; else the error of a row not sent."""
+        if self.budget is None:
+            return None
+        with self._lock:
+            tokens = self._tokens["prompt_tokens"] + self._tokens["completion_tokens"]
+        return self.budget.exhausted(self.cost_usd(), tokens)
 
     def close(self) -> None:
         self.client.close()
@@ -167,6 +232,21 @@ class ChatAPIBackend:
         with self._lock:
             self._tokens[key] += n
 
+    def _fetch(self, bodies: list[dict[str, Any]], wanted: int) -> list[Any]:
+        """The answers of ``bodies``, ``concurrency`` at a time; with a budget, a chunk at a time, each sent
+        only while the budget is not spent (the others: ``Failed`` with the budget's message)."""
+        if self.budget is None:
+            return self.client.map(lambda body: self._sample(body, wanted), bodies)
+        answers: list[Any] = []
+        step = self.config.concurrency
+        for start in range(0, len(bodies), step):
+            spent = self.budget_left()
+            if spent is not None:
+                answers += [Failed(spent)] * (len(bodies) - start)
+                break
+            answers += self.client.map(lambda body: self._sample(body, wanted), bodies[start : start + step])
+        return answers
+
     def _model_name(self) -> str | Failed:
         """The configured model, or the first one the server lists (asked once)."""
         if self.model:
@@ -174,6 +254,8 @@ class ChatAPIBackend:
         try:
             listed = self.client.request("GET", "/models")
             self.model = str(listed["data"][0]["id"])
+            if self.price is None:  # the listed model may be one the table prices
+                self.price = resolve_price(self.model, self.config.price, self.config.prices)
         except RemoteError as exc:
             return Failed(f"cannot list the server's models: {exc}")
         except (KeyError, IndexError, TypeError):

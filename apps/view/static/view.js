@@ -35,11 +35,12 @@ const rk = (() => {
   }
 
   // ---- tables of rows (scored files, eval samples) ---------------------------------------------------
-  async function fillFacets(sid, form) {
+  async function fillFacets(sid, form, table) {
     const facets = await getJSON(`/api/s/${sid}/facets`);
+    for (const name of OPTIONAL) if ((facets.columns || {})[name] > 0) table.showColumn(name);
     for (const [name, counts] of Object.entries(facets)) {
       const select = form.elements[name];
-      if (!select) continue;
+      if (!select || name === "columns") continue;
       for (const [value, n] of Object.entries(counts)) {
         if (value) select.add(new Option(`${value} (${n})`, value));
       }
@@ -60,6 +61,19 @@ const rk = (() => {
     return v === null || v === undefined ? "" : (+v).toFixed(4);
   }
 
+  // a rubric's score, blank where the row has none (rows of other reward sources)
+  function scoreCell(cell) {
+    const v = cell.getValue();
+    return v === null || v === undefined ? "" : String(+(+v).toFixed(4));
+  }
+
+  // optional columns: hidden until some row has a value (the facets count them; a page's rows show it at once)
+  const OPTIONAL = ["rubric_score"];
+
+  function rubricColumn() {
+    return {title: "rubric", field: "rubric_score", formatter: scoreCell, width: 80, hozAlign: "right", visible: params().get("sort") === "rubric_score"};
+  }
+
   function linkCell(sid) {
     return (cell) => el("a", {href: `/s/${sid}/row/${cell.getRow().getData().row}`, class: "rowlink", text: String(cell.getValue())});
   }
@@ -74,6 +88,7 @@ const rk = (() => {
       {title: "prompt chars", field: "prompt_chars", width: 110, hozAlign: "right"},
       {title: "completion chars", field: "completion_chars", width: 130, hozAlign: "right"},
       {title: "reward s", field: "reward_time_s", formatter: secondsCell, width: 90, hozAlign: "right"},
+      rubricColumn(),
       {title: "completion", field: "preview", headerSort: false},
     ],
     eval: (sid) => [
@@ -85,6 +100,7 @@ const rk = (() => {
       {title: "error", field: "error", width: 150},
       {title: "finish", field: "finish_reason", width: 80},
       {title: "completion chars", field: "completion_chars", width: 130, hozAlign: "right"},
+      rubricColumn(),
       {title: "completion", field: "preview", headerSort: false},
     ],
   };
@@ -93,7 +109,6 @@ const rk = (() => {
     const form = document.querySelector("#filters");
     const start = params();
     fillForm(form, start);
-    fillFacets(sid, form).catch((e) => showError("#count", e));
     const table = new Tabulator(where, {
       layout: "fitColumns",
       pagination: true,
@@ -122,6 +137,9 @@ const rk = (() => {
       },
       ajaxResponse: (url, p, response) => {
         document.querySelector("#count").textContent = `${response.last_row} of ${response.total} rows`;
+        for (const name of OPTIONAL) {
+          if (response.data.some((r) => r[name] !== null && r[name] !== undefined)) table.showColumn(name);
+        }
         return response;
       },
       initialSort: start.get("sort") ? [{column: start.get("sort"), dir: start.get("dir") || "asc"}] : [],
@@ -131,7 +149,40 @@ const rk = (() => {
     table.on("rowClick", (e, row) => {
       if (e.target.tagName !== "A") location.href = `/s/${sid}/row/${row.getData().row}`;
     });
+    table.on("tableBuilt", () => fillFacets(sid, form, table).catch((e) => showError("#count", e)));
     return table;
+  }
+
+  // ---- rubric criteria: mean share met per category (every page whose rows carry details.criteria) ----
+  // steps: an RL run's two compared steps, each a column beside all logged samples
+  async function criteriaPanel({sid, steps = []}) {
+    const box = document.querySelector("#criteria");
+    if (!box) return;
+    try {
+      const {summary, steps: bySteps} = await getJSON(`/api/s/${sid}/criteria`);
+      if (!summary || !summary.samples) return;
+      const shown = steps.filter((s) => s !== undefined && s !== null && s !== "");
+      const columns = [["all", summary], ...shown.map((s) => [`step ${s}`, (bySteps || {})[String(s)] || {}])];
+      const pct = (v) => (v === null || v === undefined ? "—" : `${(100 * v).toFixed(1)}%`);
+      const head = el("tr", {}, el("th", {text: "category"}), ...columns.map(([name]) => el("th", {text: `${name}: mean share met`})),
+        el("th", {text: "samples"}), el("th", {text: "criteria"}), el("th", {text: "without a verdict"}));
+      const body = el("tbody");
+      for (const [category, entry] of Object.entries(summary.categories)) {
+        const cells = columns.map(([, s]) => el("td", {class: "share", text: pct(((s.categories || {})[category] || {}).mean_share_met)}));
+        body.append(el("tr", {"data-category": category}, el("td", {text: category}), ...cells,
+          el("td", {text: String(entry.samples)}), el("td", {text: String(entry.criteria)}), el("td", {text: String(entry.no_verdict)})));
+      }
+      const score = summary.mean_rubric_score === null ? "" : ` · mean rubric score ${(+summary.mean_rubric_score).toFixed(4)}`;
+      const errors = summary.errors ? ` · ${summary.errors} rows with an error left out` : "";
+      box.replaceChildren(
+        el("h2", {text: "Rubric criteria "}, el("span", {class: "muted", text: `(${summary.samples} samples with criteria${score}${errors}; share met among criteria with a verdict, per sample, then the mean)`})),
+        el("table", {class: "plain criteria-summary", id: "criteria-summary"}, el("thead", {}, head), body),
+      );
+      box.hidden = false;
+    } catch (e) {
+      box.hidden = false;
+      showError("#criteria", e);
+    }
   }
 
   // ---- eval runs ----------------------------------------------------------------------------------------
@@ -139,6 +190,7 @@ const rk = (() => {
     const start = params();
     if (start.get("problem")) document.querySelector("#problem-label").textContent = `of problem ${start.get("problem")}`;
     rowsTable({sid, el: "#rows", kind: "eval"});
+    criteriaPanel({sid});
     try {
       const {data} = await getJSON(`/api/s/${sid}/problems`);
       const metricCols = Object.keys(data[0] || {}).filter((k) => k.includes("@"));
@@ -393,6 +445,7 @@ const rk = (() => {
         for (const s of steps) select.add(new Option(`step ${s}`, s));
         if (value !== undefined) select.value = value;
       }
+      criteriaPanel({sid, steps: [a, b]});
       const flaggedOnly = start.get("flagged") === "1";
       document.querySelector("#flagged").checked = flaggedOnly;
       const slowestFirst = start.get("sort") === "reward_time_s";
@@ -403,5 +456,5 @@ const rk = (() => {
     }
   }
 
-  return {rowsTable, evalPage, rlPage};
+  return {rowsTable, criteriaPanel, evalPage, rlPage};
 })();
