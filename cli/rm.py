@@ -4,13 +4,14 @@ Subcommands::
 
     rewardlab rm train --type orm --model PATH --train-file prefs.jsonl --output-dir runs/rm [--config c.yaml]
     rewardlab rm train --type prm --model PATH --train-file steps.jsonl --output-dir runs/prm
+    rewardlab rm train --type implicit_prm --model PATH --train-file outcomes.jsonl --output-dir runs/iprm
     rewardlab rm eval  --model runs/rm --data test.jsonl [-o scores.jsonl] [--json]
     rewardlab rm score INPUT -o OUTPUT --model runs/rm [--shape group_norm] [--normalize sigmoid] [--resume]
     rewardlab rm label-steps INPUT -o OUTPUT --policy PATH --verifier math --k 8
 
 The ``train`` and ``label-steps`` flags are generated from the config dataclasses
-(:class:`~rewardlab.rewardmodels.orm.config.ORMTrainConfig`, the PRM's ``PRMTrainConfig`` and
-``LabelConfig``): every field ``foo_bar`` is a flag ``--foo-bar`` with the field's documentation as help.
+(:class:`~rewardlab.rewardmodels.orm.config.ORMTrainConfig`, the PRM's ``PRMTrainConfig``, the implicit PRM's
+``ImplicitPRMTrainConfig`` and ``LabelConfig``): every field ``foo_bar`` is a flag ``--foo-bar`` with the field's documentation as help.
 A YAML/JSON ``--config`` file gives the same fields; flags override it. Torch and transformers are only
 imported inside the functions that run.
 """
@@ -35,6 +36,7 @@ from rewardlab.cli.judge import add_judge_parser
 from rewardlab.errors import UserError
 from rewardlab.extras import require
 from rewardlab.hub import check_model
+from rewardlab.rewardmodels.implicit_prm.config import ImplicitPRMTrainConfig
 from rewardlab.rewardmodels.orm.config import ORMTrainConfig
 from rewardlab.rewardmodels.prm.config import PRMTrainConfig
 from rewardlab.rewardmodels.prm.label import LabelConfig, label_steps_with_policy
@@ -66,16 +68,24 @@ def _add_train_parser(sub: Any) -> None:
     """``rm train``: flags from the ORM and PRM training configs."""
     train = sub.add_parser(
         "train",
-        help="Train an outcome (--type orm) or process (--type prm) reward model.",
+        help=(
+            "Train an outcome (--type orm), process (--type prm) or implicit process (--type implicit_prm) "
+            "reward model."
+        ),
         description=(
             "Train a reward model. ORM data: JSONL rows (prompt, chosen, rejected[, margin]) for "
             "Bradley-Terry, or (prompt, completion, label) for BCE. PRM data: step-labelled rows "
-            "(Math-Shepherd, PRM800K or stepwise layout; see docs/prm.md). Flags marked [orm] / [prm] "
-            "apply to that type only."
+            "(Math-Shepherd, PRM800K or stepwise layout; see docs/prm.md). Implicit PRM (PRIME) data: "
+            "(prompt, completion, label 0/1 or reward) rows; the model is a causal LM whose log-ratio to a "
+            "frozen reference is the reward (see docs/rl.md, PRIME). Flags marked [orm] / [prm] / "
+            "[implicit_prm] apply to that type only."
         ),
     )
     train.add_argument(
-        "--type", choices=["orm", "prm"], default=None, help="which model to train (default orm)"
+        "--type",
+        choices=["orm", "prm", "implicit_prm"],
+        default=None,
+        help="which model to train (default orm)",
     )
     train.add_argument("--config", default=None, help="YAML/JSON file of config fields (flags override it)")
     train.add_argument(
@@ -89,7 +99,9 @@ def _add_train_parser(sub: Any) -> None:
         dest="overrides",
         help="override a config field, applied last (repeatable), e.g. --set learning_rate=5e-5",
     )
-    owners = add_dataclass_arguments(train, {"orm": ORMTrainConfig, "prm": PRMTrainConfig})
+    owners = add_dataclass_arguments(
+        train, {"orm": ORMTrainConfig, "prm": PRMTrainConfig, "implicit_prm": ImplicitPRMTrainConfig}
+    )
     train.set_defaults(func=run_train, _owners=owners)
 
 
@@ -251,6 +263,8 @@ def run_train(args: argparse.Namespace) -> int:
         summary.pop("model", None)
         print(json.dumps({"event": "summary", **summary}, default=str))
         return 0
+    if kind == "implicit_prm":
+        return _train_implicit_prm(values, args)
     # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
     from rewardlab.rewardmodels.prm.train import train_prm
 
@@ -269,6 +283,26 @@ def run_train(args: argparse.Namespace) -> int:
             default=str,
         )
     )
+    return 0
+
+
+def _train_implicit_prm(values: dict[str, Any], args: argparse.Namespace) -> int:
+    """``rm train --type implicit_prm``: PRIME's implicit PRM from outcome labels."""
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.rewardmodels.implicit_prm.train import train_implicit_prm
+
+    config = build_config(ImplicitPRMTrainConfig, values, "rm train --type implicit_prm", args.overrides)
+    if not config.model or not config.train_file:
+        raise UserError("rm train needs --model and --train-file")
+    check_model(config.model)
+    if config.reference:
+        check_model(config.reference, what="reference model")
+    try:
+        summary = train_implicit_prm(config, progress=False if args.no_progress else None)
+    except (ValueError, KeyError) as exc:
+        raise UserError(str(exc).splitlines()[0]) from exc
+    summary.pop("prm", None)
+    print(json.dumps({"event": "summary", **summary}, default=str))
     return 0
 
 

@@ -23,9 +23,9 @@ sampling), ``advantages`` (GRPO, Dr.GRPO, RLOO, REINFORCE++, GAE, signed REINFOR
 :class:`AdvantageInputs`), ``passk``, ``gdpo``, ``step_return``, ``aggregation``, ``kl`` (estimators, loss and
 reward terms, controllers), ``logits`` (log-probs, entropy, self-certainty), ``entropy`` (the high-entropy
 token mask, entropy-collapse statistics), ``covariance`` (Clip-Cov, KL-Cov), ``tree`` (tree rollouts' branch
-points, intra-tree advantages, shared-prefix loss weights), ``importance`` (rollout IS
-weights), ``losses`` (policy and value losses), ``registries``. Every public name is importable from this
-package, as when it was one module.
+points, intra-tree advantages, shared-prefix loss weights), ``prime`` (PRIME's implicit process rewards,
+implicit PRM loss and advantage), ``importance`` (rollout IS weights), ``losses`` (policy and value losses),
+``registries``. Every public name is importable from this package, as when it was one module.
 
 Registries and traits
 ---------------------
@@ -37,8 +37,9 @@ check read the traits (:func:`estimator_traits`, ...), never a list of names. A 
 
 * :data:`ADVANTAGE_ESTIMATORS` -- ``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``, ``reinforce_pp_baseline``,
   ``gae``, ``step_return``, ``passk`` (Pass@k Training), ``grpo_passk`` (verl's max-minus-second), ``gdpo``
-  (per-source normalisation), ``reinforce_signed`` (+1/-1, no baseline). Uniform signature ``fn(token_level_rewards, response_mask, **kw) -> (advantages, returns)``, both
-  ``(B, T)``; outcome estimators sum the token rewards into one score per sample.
+  (per-source normalisation), ``reinforce_signed`` (+1/-1, no baseline), ``prime`` (PRIME's RLOO on
+  implicit process rewards and outcomes). Uniform signature ``fn(token_level_rewards, response_mask, **kw) ->
+  (advantages, returns)``, both ``(B, T)``; outcome estimators sum the token rewards into one score per sample.
 * :data:`POLICY_LOSSES` -- ``ppo`` (clipped surrogate, clip-higher, dual clip), ``gspo`` (sequence ratio),
   ``cispo`` (clipped importance weight), ``clip_cov`` and ``kl_cov`` (``covariance``: Cui et al., 2025).
 * :data:`LOSS_AGG_MODES` -- ``token-mean``, ``seq-mean-token-mean``, ``seq-mean-token-sum``,
@@ -134,6 +135,17 @@ from .passk import (
     passk_advantage_estimator,
     passk_advantages,
 )
+from .prime import (
+    PRIME_GRANULARITIES,
+    PRIME_LOSSES,
+    PRIME_NORMS,
+    implicit_outcome_logits,
+    implicit_prm_loss,
+    implicit_token_rewards,
+    prime_advantage_estimator,
+    prime_advantages,
+    prime_token_rewards,
+)
 from .registries import (
     ADVANTAGE_ESTIMATORS,
     KL_ESTIMATORS,
@@ -175,6 +187,9 @@ __all__ = [
     "KL_ESTIMATORS",
     "LOSS_AGG_MODES",
     "POLICY_LOSSES",
+    "PRIME_GRANULARITIES",
+    "PRIME_LOSSES",
+    "PRIME_NORMS",
     "PolicyLossOutput",
     "PolicyLossTraits",
     "STEP_BASELINES",
@@ -205,6 +220,9 @@ __all__ = [
     "grpo_passk_advantage_estimator",
     "gspo_policy_loss",
     "high_entropy_mask",
+    "implicit_outcome_logits",
+    "implicit_prm_loss",
+    "implicit_token_rewards",
     "kl_controller",
     "kl_cov_policy_loss",
     "kl_k1",
@@ -224,6 +242,9 @@ __all__ = [
     "policy_loss_traits",
     "ppo_policy_loss",
     "ppo_value_loss",
+    "prime_advantage_estimator",
+    "prime_advantages",
+    "prime_token_rewards",
     "reinforce_pp_advantage_estimator",
     "reinforce_pp_baseline_advantage_estimator",
     "reinforce_signed_advantage_estimator",

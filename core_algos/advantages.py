@@ -273,6 +273,13 @@ class AdvantageInputs:
     """``(B, K)`` each reward source's reward (``gdpo``)."""
     source_weights: Tensor | None = None
     """``(K,)`` the sources' weights (``gdpo``)."""
+    process_rewards: Tensor | None = None
+    """``(B, T)`` token-level process rewards kept apart from the outcome in ``token_level_rewards``
+    (``prime``: the implicit PRM's, after its granularity and norm)."""
+    rm_coef: float = 5.0
+    """``prime``: weight of the process rewards' leave-one-out term (PRIME's ``reward_dpo_coef``)."""
+    outcome_coef: float = 5.0
+    """``prime``: weight of the outcome's leave-one-out term (PRIME's ``reward_gt_coef``)."""
 
     def estimate(self, name: str) -> tuple[Tensor, Tensor]:
         """``(advantages, returns)`` of the estimator ``name``."""

@@ -40,6 +40,8 @@ class EstimatorTraits:
     every group is so, the policy gradient of the reward is 0 and the update may be skipped."""
     needs_source_rewards: bool = False
     """It reads ``source_rewards`` / ``source_weights`` (each reward source's reward, before combining)."""
+    needs_process_rewards: bool = False
+    """It reads ``process_rewards`` (token-level rewards apart from the outcome: PRIME's implicit PRM's)."""
 
 
 ADVANTAGE_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
@@ -57,6 +59,7 @@ def advantage_estimator(
     centres_by_group: bool = False,
     zero_on_equal_rewards: bool = False,
     needs_source_rewards: bool = False,
+    needs_process_rewards: bool = False,
     override: bool = False,
 ) -> Callable[[F], F]:
     """Decorator: registers an advantage estimator under ``name`` with its traits (see
@@ -66,6 +69,7 @@ def advantage_estimator(
         centres_by_group=centres_by_group,
         zero_on_equal_rewards=zero_on_equal_rewards,
         needs_source_rewards=needs_source_rewards,
+        needs_process_rewards=needs_process_rewards,
     )
 
     def decorator(fn: F) -> F:

@@ -291,7 +291,10 @@ class RewardConfig:
     """DAPO soft overlong punishment: its scale."""
     process: str | None = None
     """Per-step (process) reward scorer: ``prm:PATH`` (a trained ``ProcessRewardModel``),
-    ``correct_looking`` (the reward-hacking testbed's scripted scorer) or ``py:module:Class``; ``None``: off."""
+    ``correct_looking`` (the reward-hacking testbed's scripted scorer), ``py:module:Class``, or PRIME's
+    implicit PRM trained online for ``algorithm.adv_estimator: prime``: ``implicit_prm:PATH`` (a saved one, or
+    any causal LM: both it and its frozen reference start there) or ``implicit_prm`` (both from the policy's
+    initial weights, as PRIME); ``None``: off."""
     process_kwargs: dict[str, Any] = field(default_factory=dict)
     """Constructor / ``from_pretrained`` arguments of the process scorer."""
     step_shaping: str = option("clip+delta", choices=names_in("rewardlab.rewardmodels.shaping:STEP_SHAPINGS"))
@@ -302,6 +305,30 @@ class RewardConfig:
     """Weight of the outcome (verifier) reward on the last token when process rewards are on."""
     step_weight: float = 1.0
     """Weight of the shaped step rewards on their step-end tokens."""
+    implicit_prm_beta: float | None = option(None, gt=0, finite=True, must="> 0, or null (the PRM's own)")
+    """``implicit_prm``: beta of its rewards ``beta * log(pi_phi / pi_ref)``; ``None``: a saved PRM's own
+    (``rewardlab_implicit_prm.json``), else PRIME's ``beta_train`` 0.05."""
+    implicit_prm_update: bool = True
+    """``implicit_prm``: train it online on each step's outcomes (label: reward > 0) after scoring the step's
+    samples and before the advantages (PRIME's ``prime_model.update: after``); off: a fixed PRM."""
+    implicit_prm_lr: float = option(1e-6, gt=0, finite=True)
+    """``implicit_prm``: its AdamW learning rate, constant, weight decay 0 (PRIME's ``prime_model.optim``)."""
+    implicit_prm_loss: str = option("ce", choices=("ce",))
+    """``implicit_prm``: the update's loss; ``ce``, the cross-entropy of ``sigmoid(sum of token rewards)``
+    against the outcome label (PRIME's ``loss_type``)."""
+    implicit_prm_grad_clip: float = option(10.0, gt=0, finite=True)
+    """``implicit_prm``: gradient-norm clip of its steps (PRIME's runs: ``optim.grad_clip=10.0``)."""
+    implicit_prm_minibatches: int = option(1, ge=1)
+    """``implicit_prm``: its optimiser steps per RL step, the batch cut in order; a later minibatch is scored
+    after the earlier steps (PRIME's runs: 4, their batch over ``reward_model.mini_batch_size``)."""
+    implicit_prm_granularity: str = option(
+        "token", choices=names_in("rewardlab.core_algos.prime:PRIME_GRANULARITIES")
+    )
+    """``implicit_prm``: ``token``, a process reward on every response token, or ``whole``, their sum on the
+    last (PRIME's ``prime_granularity``)."""
+    implicit_prm_norm: str = option("batch_norm", choices=names_in("rewardlab.core_algos.prime:PRIME_NORMS"))
+    """``implicit_prm``: ``batch_norm`` divides the process rewards by the batch's largest absolute
+    reward-to-go, ``none`` keeps beta's scale (PRIME's ``prime_norm``)."""
     length_budget: str = option(
         "none", choices=names_in("rewardlab.rewardmodels.shaping.functional:LENGTH_BUDGET_MODES", "none")
     )
@@ -442,7 +469,8 @@ class AlgorithmConfig:
     }
 
     adv_estimator: str = option("grpo", choices=names_in("rewardlab.core_algos:ADVANTAGE_ESTIMATORS"))
-    """Advantage estimator (``gae`` is PPO's; ``step_return`` uses process rewards)."""
+    """Advantage estimator (``gae`` is PPO's; ``step_return`` uses process rewards; ``prime``, PRIME's, an
+    implicit PRM's, ``reward.process: implicit_prm``)."""
     adv_eps: float = option(1e-6, gt=0)
     """GRPO: epsilon added to the group std."""
     adv_scale: str = option("group", choices=names_in("rewardlab.core_algos:ADV_SCALES"))
@@ -526,6 +554,12 @@ class AlgorithmConfig:
     passk_k: int = option(4, ge=1)
     """``passk`` estimator (Chen et al., 2025, Pass@k Training): the k whose pass@k the advantages optimise;
     at most ``rollout.n``; set it to the k you evaluate pass@k at."""
+    prime_rm_coef: float = option(5.0, ge=0, finite=True)
+    """``prime`` estimator: weight of the implicit process rewards' leave-one-out term (PRIME's
+    ``reward_dpo_coef`` / ``rm_coef``: 5)."""
+    prime_outcome_coef: float = option(5.0, ge=0, finite=True)
+    """``prime`` estimator: weight of the outcome reward's leave-one-out term (PRIME's ``reward_gt_coef`` /
+    ``verifier.reward_coef``: 5)."""
     positive_adv_weight: float = option(1.0, ge=0, finite=True)
     """Positive sample reinforcement weight (Zhu et al., 2025, "The Surprising Effectiveness of Negative
     Reinforcement"): multiplies advantages > 0. Their W-REINFORCE uses 0.1; 0 trains on negative samples

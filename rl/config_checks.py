@@ -22,7 +22,7 @@ from rewardlab.verifiers.python import check_python_path
 if TYPE_CHECKING:
     from rewardlab.rl.config import RLConfig
 
-__all__ = ["CHECKS", "validate"]
+__all__ = ["CHECKS", "is_implicit_prm", "validate"]
 
 
 def validate(cfg: RLConfig) -> RLConfig:
@@ -174,12 +174,55 @@ def _check_process(cfg: RLConfig) -> None:
     spec = cfg.reward.process
     if spec is None or spec == "correct_looking" or (spec.startswith("prm:") and spec[4:]):
         return
+    if is_implicit_prm(spec) and spec != "implicit_prm:":
+        return
     if spec.startswith("py:"):
         check_python_path(spec[3:], "reward.process")
         return
     raise ConfigError(
-        f"reward.process: unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)"
+        f"reward.process: unknown process scorer {spec!r} (prm:PATH, implicit_prm[:PATH], correct_looking, "
+        "py:module:Class)"
     )
+
+
+def is_implicit_prm(spec: str | None) -> bool:
+    """``reward.process`` names PRIME's implicit PRM (``implicit_prm`` or ``implicit_prm:PATH``)."""
+    return spec is not None and (spec == "implicit_prm" or spec.startswith("implicit_prm:"))
+
+
+def _reads_process_rewards(estimator: str) -> bool:
+    """The estimator takes token-level process rewards apart from the outcome (its ``needs_process_rewards``
+    trait, as ``prime``'s): only an implicit PRM gives them."""
+    # lazy: pulls in torch (this module loads for `rewardlab --help`, which imports no torch)
+    from rewardlab.core_algos.estimators import estimator_traits
+
+    return estimator_traits(estimator).needs_process_rewards
+
+
+def _check_implicit_prm(cfg: RLConfig) -> None:
+    """PRIME's pieces come together: the ``prime`` estimator reads an implicit PRM's rewards (and groups of
+    two or more), an implicit PRM feeds only it, and one copied from a 4-bit QLoRA policy cannot train."""
+    estimator, implicit = cfg.algorithm.adv_estimator, is_implicit_prm(cfg.reward.process)
+    reads = _reads_process_rewards(estimator)
+    if reads and not implicit:
+        raise ConfigError(
+            f"algorithm.adv_estimator: {estimator} needs PRIME's implicit PRM: set reward.process to "
+            "implicit_prm (from the policy) or implicit_prm:PATH"
+        )
+    if implicit and not reads:
+        raise ConfigError(
+            f"reward.process: the implicit PRM's process rewards are read by algorithm.adv_estimator: prime, "
+            f"not {estimator}"
+        )
+    if reads and cfg.rollout.n < 2:
+        raise ConfigError(
+            f"algorithm.adv_estimator: {estimator}'s leave-one-out baseline needs rollout.n >= 2"
+        )
+    if cfg.reward.process == "implicit_prm" and cfg.model.lora.load_in_4bit:
+        raise ConfigError(
+            "reward.process: implicit_prm copies the policy's weights to train them, which a 4-bit QLoRA "
+            "base cannot give: use implicit_prm:PATH"
+        )
 
 
 def _check_shaping(cfg: RLConfig) -> None:
@@ -280,6 +323,7 @@ CHECKS: tuple[Callable[[RLConfig], None], ...] = (
     _check_vllm_modes,
     _check_sources,
     _check_process,
+    _check_implicit_prm,
     _check_shaping,
     _check_lora,
     _check_strategy,

@@ -138,4 +138,32 @@ PRESETS: dict[str, dict[str, Any]] = {
         "reward": {"step_shaping": "clip+delta", "step_eta": 0.0},
         "train": {"learning_rate": 1e-6},
     },
+    # PRIME (Cui et al., 2025; PRIME-RL/PRIME's run_prime_main.sh): an implicit PRM started from the policy
+    # (reference: the same frozen weights) and updated online from each step's outcomes (beta 0.05, lr 1e-6,
+    # grad clip 10, four PRM steps per rollout batch), token-level process rewards normalised by the batch's
+    # largest return; RLOO on process and outcome rewards (coefficients 5 and 5), whitened; 4 samples per
+    # prompt with groups whose outcomes all agree dropped (its accuracy filter 0.2-0.8 at n = 4); actor lr
+    # 5e-7, no KL, no entropy bonus, token-mean loss.
+    "prime": {
+        "algorithm": {
+            "adv_estimator": "prime",
+            "prime_rm_coef": 5.0,
+            "prime_outcome_coef": 5.0,
+            "loss_agg_mode": "token-mean",
+            "kl_coef": 0.0,
+            "dynamic_sampling": True,
+        },
+        "reward": {
+            "process": "implicit_prm",
+            "implicit_prm_beta": 0.05,
+            "implicit_prm_update": True,
+            "implicit_prm_lr": 1e-6,
+            "implicit_prm_grad_clip": 10.0,
+            "implicit_prm_minibatches": 4,
+            "implicit_prm_granularity": "token",
+            "implicit_prm_norm": "batch_norm",
+        },
+        "rollout": {"n": 4},
+        "train": {"learning_rate": 5e-7},
+    },
 }

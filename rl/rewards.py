@@ -11,7 +11,9 @@ One :class:`RewardPipeline` per run, built from the config, called twice per bat
 2. :meth:`RewardPipeline.token_rewards` (at update time, when the padded response mask exists): the
    outcome reward on the last response token, plus, with a process scorer (``reward.process``), its step
    scores shaped (``reward.step_shaping``, ``reward.step_eta``) and placed on their step-end tokens
-   (``success_weight``, ``step_weight``).
+   (``success_weight``, ``step_weight``). An implicit PRM (``implicit_prm``, PRIME) is no step scorer: its
+   token rewards come from its own forward passes over the update's batch (:attr:`RewardPipeline.implicit_prm`,
+   called by the update stage), which the ``prime`` estimator keeps apart from the outcome here.
 
 With ``rollout.stream_rewards`` (the default) the sources that score row by row, those behind a warm scoring
 pool (verifiers, ``http:``, ``rm:``: the engine chunks their rows as it likes, so no row's reward can depend on
@@ -36,12 +38,17 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from rewardlab import core_algos as ca
 from rewardlab.registry import lazy
+from rewardlab.rewardmodels.implicit_prm.config import DEFAULT_BETA
+from rewardlab.rewardmodels.implicit_prm.model import ImplicitPRM
+from rewardlab.rewardmodels.implicit_prm.online import CHECKPOINT_NAME as IMPLICIT_PRM
+from rewardlab.rewardmodels.implicit_prm.online import OnlineImplicitPRM
 from rewardlab.rewardmodels.prm import ProcessRewardModel
 from rewardlab.rewardmodels.shaping import (
     ShapingBatch,
@@ -55,6 +62,8 @@ from rewardlab.rl.sources import build_source, source_kind
 from rewardlab.rl.step_rewards import CorrectLookingStepScorer, shaped_step_token_rewards
 from rewardlab.scoring.pool import WarmPool
 from rewardlab.scoring.summary import time_stats
+from rewardlab.training import lora
+from rewardlab.training.device import use_bf16
 from rewardlab.types import Record, Result, error_kind, result_reward
 from rewardlab.verifiers.combine import CombinedSource, PartScores, combine_rewards
 from rewardlab.verifiers.python import CallableSource
@@ -66,6 +75,7 @@ __all__ = [
     "RewardStream",
     "ScoredBatch",
     "build_sample_shaping",
+    "load_implicit_prm",
     "load_process_scorer",
 ]
 
@@ -283,6 +293,18 @@ class RewardSources:
             parts.rewards, parts.values, correct, errors, num_errors, details, first_error, times
         )
 
+    def usage_metrics(self) -> dict[str, float]:
+        """What the sources that count their usage (an LLM judge: requests, cache hits, retries, failures,
+        tokens, ``cost_usd`` with a price) have used in the run so far: ``usage/<source>/<key>``."""
+        out: dict[str, float] = {}
+        for (source, _), name in zip(self.sources, self.combined.names, strict=True):
+            usage = getattr(source, "usage", None)
+            totals = usage() if callable(usage) else None
+            for key, value in (totals or {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    out[f"usage/{name}/{key}"] = value
+        return out
+
     def close(self) -> None:
         self.combined.close()
 
@@ -345,18 +367,71 @@ class RewardStream:
             return [self._rows.get((i, k)) for i, group in enumerate(groups) for k in range(len(group))]
 
 
-def load_process_scorer(cfg: RLConfig) -> Any | None:
-    """The per-step scorer named by ``reward.process`` (``None`` when process rewards are off)."""
+def load_process_scorer(cfg: RLConfig, *, policy: Any | None = None) -> Any | None:
+    """The per-step scorer named by ``reward.process`` (``None`` when process rewards are off); for
+    ``implicit_prm`` the online implicit PRM on the policy's device (``policy``: what it starts from
+    without a path)."""
     spec, kwargs = cfg.reward.process, cfg.reward.process_kwargs or {}
     if not spec:
         return None
     if spec.startswith("prm:"):
         return ProcessRewardModel.from_pretrained(spec[4:], **kwargs)
+    if spec == "implicit_prm" or spec.startswith("implicit_prm:"):
+        return load_implicit_prm(cfg, policy=policy)
     if spec == "correct_looking":
         return CorrectLookingStepScorer(**kwargs)
     if spec.startswith("py:"):
         return lazy(spec[3:])(**kwargs)
-    raise ValueError(f"unknown process scorer {spec!r} (prm:PATH, correct_looking, py:module:Class)")
+    raise ValueError(
+        f"unknown process scorer {spec!r} (prm:PATH, implicit_prm[:PATH], correct_looking, py:module:Class)"
+    )
+
+
+def load_implicit_prm(cfg: RLConfig, *, policy: Any | None = None) -> OnlineImplicitPRM:
+    """PRIME's online implicit PRM of ``reward.process``: ``implicit_prm:PATH`` loads a saved one (or starts
+    one from any causal LM), ``implicit_prm`` copies the policy's initial weights (a LoRA policy's base) for
+    both the trained model and the frozen reference; on the policy's device, the trained weights in float32
+    as PRIME keeps them (its AdamW state too); ``reward.implicit_prm_*`` set its beta and updates. It reads
+    the policy's token ids, so its vocabulary must be the policy's. One process only (no torchrun yet)."""
+    rw = cfg.reward
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        raise ValueError("reward.process: implicit_prm trains on one process; torchrun is not supported yet")
+    path = rw.process.partition(":")[2]
+    if path:
+        prm = ImplicitPRM.from_pretrained(path, beta=rw.implicit_prm_beta, **(rw.process_kwargs or {}))
+    elif policy is None:
+        raise ValueError(
+            "reward.process: implicit_prm without a path starts from the policy: pass the policy"
+        )
+    else:
+        start = lora.plain_copy(lora.base_model(policy))  # the policy's weights now: before any update
+        prm = ImplicitPRM.from_model(start, beta=rw.implicit_prm_beta or DEFAULT_BETA)
+    if policy is not None:
+        _check_vocabulary(prm, policy)
+        prm.to(next(policy.parameters()).device)
+    if rw.implicit_prm_update:
+        prm.model.float()
+    return OnlineImplicitPRM(
+        prm,
+        update=rw.implicit_prm_update,
+        learning_rate=rw.implicit_prm_lr,
+        grad_clip=rw.implicit_prm_grad_clip,
+        minibatches=rw.implicit_prm_minibatches,
+        micro_batch_size=cfg.train.per_device_train_batch_size,
+        loss_type=rw.implicit_prm_loss,
+        bf16=use_bf16(cfg.train.bf16),
+    )
+
+
+def _check_vocabulary(prm: ImplicitPRM, policy: Any) -> None:
+    """The implicit PRM scores the policy's token ids: both output layers must cover one vocabulary."""
+    ours = prm.model.get_output_embeddings().weight.shape[0]
+    theirs = lora.base_model(policy).get_output_embeddings().weight.shape[0]
+    if ours != theirs:
+        raise ValueError(
+            f"reward.process: the implicit PRM's vocabulary ({ours} tokens) is not the policy's ({theirs}): "
+            "it reads the policy's token ids"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -473,16 +548,20 @@ class RewardPipeline:
         *,
         tokenizer: Any | None = None,
         self_certainty: Callable[..., Any] | None = None,
+        policy: Any | None = None,
     ) -> RewardPipeline:
         """The pipeline of ``cfg.reward`` (plus ``extra_reward_fns``, weight 1 each); ``process_scorer``
-        overrides ``reward.process``; ``self_certainty`` scores that label-free source."""
+        overrides ``reward.process``; ``self_certainty`` scores that label-free source; ``policy``: what an
+        implicit PRM starts from and runs beside (:func:`load_process_scorer`)."""
         rw = cfg.reward
         if not (rw.sources or extra_reward_fns):
             raise ValueError("no reward source configured")
+        if process_scorer is None:
+            process_scorer = load_process_scorer(cfg, policy=policy)
         return cls(
             RewardSources.from_config(cfg, extra_reward_fns, self_certainty=self_certainty),
             build_sample_shaping(cfg),
-            process=process_scorer if process_scorer is not None else load_process_scorer(cfg),
+            process=process_scorer,
             tokenizer=tokenizer,
             step_shaping=rw.step_shaping,
             step_eta=rw.step_eta,
@@ -555,8 +634,9 @@ class RewardPipeline:
         """Step shaping -> token rewards ``[B, T]``: the outcome on the last response token (of
         ``response_mask``); with a process scorer, ``success_weight * outcome`` there plus
         ``step_weight *`` the shaped step scores on their step-end tokens, over ``loss_mask`` (the response
-        mask without the samples removed from the loss). Returns the rewards and the step statistics."""
-        if self.process is None:
+        mask without the samples removed from the loss). Returns the rewards and the step statistics. An
+        implicit PRM's rewards are not added here (the ``prime`` estimator reads them apart)."""
+        if self.process is None or self.implicit_prm is not None:
             steps = torch.zeros(response_mask.shape, dtype=torch.float32)
             return success_plus_steps(batch.rewards, steps, response_mask), {}
 
@@ -573,6 +653,31 @@ class RewardPipeline:
             batch.rewards, steps, loss_mask, success_weight=self.success_weight, step_weight=self.step_weight
         )
         return rewards, stats
+
+    @property
+    def implicit_prm(self) -> OnlineImplicitPRM | None:
+        """The process scorer when it is PRIME's online implicit PRM (scored and trained by the update)."""
+        return self.process if isinstance(self.process, OnlineImplicitPRM) else None
+
+    def checkpoint_models(self) -> dict[str, Any]:
+        """The reward side's trainable models as checkpoint folders (an implicit PRM's), by name."""
+        return self.implicit_prm.checkpoint_models() if self.implicit_prm is not None else {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The reward side's ``trainer_state.pt`` entries (an implicit PRM's optimiser)."""
+        prm = self.implicit_prm
+        return {} if prm is None else {IMPLICIT_PRM: prm.state_dict()}
+
+    def load_checkpoint(self, checkpoint: Any, state: dict[str, Any]) -> None:
+        """Restores what :meth:`checkpoint_models` and :meth:`state_dict` saved, in place."""
+        prm = self.implicit_prm
+        if prm is not None and IMPLICIT_PRM in state:
+            prm.load_weights(Path(checkpoint) / IMPLICIT_PRM)
+            prm.load_state_dict(state[IMPLICIT_PRM])
+
+    def usage_metrics(self) -> dict[str, float]:
+        """The run's totals of what the reward sources used (:meth:`RewardSources.usage_metrics`)."""
+        return self.sources.usage_metrics()
 
     def close(self) -> None:
         """Stops the sources' scoring pools."""

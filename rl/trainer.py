@@ -140,7 +140,12 @@ class RLTrainer:
         )
         self.passes = ForwardPasses(cfg, self.device, models.use_bf16)
         self.reward_pipeline = RewardPipeline.from_config(
-            cfg, reward_fns, process_scorer, tokenizer=self.tokenizer, self_certainty=self._self_certainty
+            cfg,
+            reward_fns,
+            process_scorer,
+            tokenizer=self.tokenizer,
+            self_certainty=self._self_certainty,
+            policy=self.policy,  # an implicit PRM without a path starts from it, before any update
         )
         self.prompt_filter = build_prompt_filter(cfg)
         self._build_stages(optimisers, backend, env)
@@ -276,6 +281,7 @@ class RLTrainer:
             train_rollout, all_parts = rollout, [rollout]
         everything = Rollout.concat(all_parts) if len(all_parts) > 1 else rollout
         metrics.update(rollout_metrics(everything, n))
+        metrics.update(self.reward_pipeline.usage_metrics())  # a judge's requests, tokens, cost so far
         metrics["frac_reward_zero_std"] = (
             zero_std
             if not ac.dynamic_sampling
@@ -339,7 +345,7 @@ class RLTrainer:
         if self.value_opt is not None:
             state["value_optimizer"] = parallel.optimizer_state_dict(self.value, self.value_opt)
             state["value_scheduler"] = self.value_sched.state_dict()
-        return state
+        return {**state, **self.reward_pipeline.state_dict()}
 
     @property
     def _sharded(self) -> bool:
@@ -351,12 +357,14 @@ class RLTrainer:
         return CheckpointManager(run_dir or self.cfg.run.output_dir, keep=self.cfg.train.save_total_limit)
 
     def save(self, run_dir: str | Path | None = None) -> Path:
-        """Writes ``checkpoints/step-N`` (``policy/``, ``value/`` for PPO, ``trainer_state.pt``, config). With
-        LoRA ``policy/`` is the merged model (loads with ``from_pretrained``) and ``adapter/`` the adapter.
-        Under FSDP every rank calls it: weights and optimiser state are gathered to rank 0, which writes."""
+        """Writes ``checkpoints/step-N`` (``policy/``, ``value/`` for PPO, ``implicit_prm/`` for PRIME,
+        ``trainer_state.pt``, config). With LoRA ``policy/`` is the merged model (loads with
+        ``from_pretrained``) and ``adapter/`` the adapter. Under FSDP every rank calls it: weights and
+        optimiser state are gathered to rank 0, which writes."""
         models = lora.checkpoint_models("policy", self.policy)
         if self.value is not None:
             models["value"] = parallel.unwrap(self.value)
+        models.update(self.reward_pipeline.checkpoint_models())  # an implicit PRM's trained model
         weights = {name: parallel.full_state_dict(m) for name, m in models.items()} if self._sharded else None
         state, manager = self.state_dict(), self.checkpoints(run_dir)
         if self.rank == 0:
@@ -383,6 +391,7 @@ class RLTrainer:
             parallel.load_weights(self.value, checkpoint / "value")  # unwraps DDP
             parallel.load_optimizer_state_dict(self.value, self.value_opt, state["value_optimizer"])
             self.value_sched.load_state_dict(state["value_scheduler"])
+        self.reward_pipeline.load_checkpoint(checkpoint, state)
         self.step = state["step"]
         self.prompts.seek(state["data_epoch"], state["data_index"])
         self.tokens = TokenCounts(state.get("num_tokens", 0), state.get("num_completion_tokens", 0))

@@ -1,8 +1,9 @@
 """The RL step's update stage: from a scored rollout to new weights.
 
 :meth:`PolicyUpdate.prepare` fills an :class:`~rewardlab.rl.batch.UpdateBatch` stage by stage (forward
-passes without gradient for pi_old, the reference and the critic; token rewards with the KL penalty in the
-reward; advantages; rollout importance weights); :meth:`PolicyUpdate.optimise` then takes
+passes without gradient for pi_old, the reference and the critic; with PRIME's implicit PRM, its process
+rewards and its online update on the step's outcomes; token rewards with the KL penalty in the reward;
+advantages; rollout importance weights); :meth:`PolicyUpdate.optimise` then takes
 ``epochs x minibatches`` optimiser steps, each accumulating gradients over micro-batches with the loss
 normalised by the token / sequence count of the whole optimiser step. The math is
 :mod:`rewardlab.core_algos`'s.
@@ -104,8 +105,9 @@ class PolicyUpdate:
         m: dict[str, Any] = {}
         u = self.batch(r, step)
         self.reference_passes(u)
+        process = self.implicit_process_rewards(u, r, m)
         self.token_rewards(u, r, m)
-        self.advantages(u, r)
+        self.advantages(u, r, process)
         self.importance_weights(u, m)
         return u, m
 
@@ -129,6 +131,30 @@ class PolicyUpdate:
         if models.value is not None:
             u.old_values = self.passes.no_grad_values(models.value, u.tensors)
 
+    def implicit_process_rewards(self, u: UpdateBatch, r: Rollout, m: dict[str, Any]) -> torch.Tensor | None:
+        """PRIME (``reward.process: implicit_prm``), in the order of its trainer (PRIME-RL/PRIME
+        ``ray_trainer.py``: reference log-probs, then ``compute_rm_score``, then the advantages): the implicit
+        PRM scores the samples and, with ``reward.implicit_prm_update``, takes its optimiser step(s) on their
+        outcome labels (reward > 0; the samples in the loss), the scores read before each step
+        (``update: after``); returns its process rewards after PRIME's granularity and norm, ``None``
+        without an implicit PRM."""
+        prm, rw = self.reward_pipeline.implicit_prm, self.cfg.reward
+        if prm is None:
+            return None
+        tensors = u.tensors
+        labels = (r.rewards > 0).float()
+        raw, stats = prm.score_and_update(
+            tensors["input_ids"],
+            tensors["attention_mask"],
+            tensors["response_mask"],
+            labels,
+            r.valid & r.keep,
+        )
+        m.update(stats)
+        return ca.prime_token_rewards(
+            raw, u.mask, granularity=rw.implicit_prm_granularity, norm=rw.implicit_prm_norm
+        )
+
     def token_rewards(self, u: UpdateBatch, r: Rollout, m: dict[str, Any]) -> None:
         """The reward pipeline's token rewards, then the KL penalty in the reward (REINFORCE++, RLOO, PPO)."""
         ac = self.cfg.algorithm
@@ -147,8 +173,9 @@ class PolicyUpdate:
             )
             m["kl"] = kstats["kl"]
 
-    def advantages(self, u: UpdateBatch, r: Rollout) -> None:
-        """The estimator's advantages (and the critic's returns), reweighted by sign when asked."""
+    def advantages(self, u: UpdateBatch, r: Rollout, process: torch.Tensor | None = None) -> None:
+        """The estimator's advantages (and the critic's returns), reweighted by sign when asked; ``process``:
+        token-level process rewards kept apart from the outcome (PRIME's implicit PRM)."""
         ac = self.cfg.algorithm
         inputs = ca.AdvantageInputs(
             u.token_rewards,
@@ -162,6 +189,9 @@ class PolicyUpdate:
             scale=ac.adv_scale,
             baseline=ac.step_baseline,
             k=ac.passk_k,
+            process_rewards=process,
+            rm_coef=ac.prime_rm_coef,
+            outcome_coef=ac.prime_outcome_coef,
         )
         if needs_source_rewards(self.cfg):
             inputs.source_rewards, inputs.source_weights = self.reward_pipeline.source_rewards(r.reward)

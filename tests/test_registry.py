@@ -162,6 +162,7 @@ GROUP_CENTRED = {
     "passk",
     "grpo_passk",
     "gdpo",
+    "prime",
 }
 ZERO_ON_EQUAL = {"grpo", "dr_grpo", "rloo", "passk", "grpo_passk"}
 
@@ -173,6 +174,7 @@ def test_the_traits_of_the_built_in_estimators():
         assert traits.zero_on_equal_rewards == (name in ZERO_ON_EQUAL), name
         assert traits.needs_critic == (name == "gae"), name
         assert traits.needs_source_rewards == (name == "gdpo"), name
+        assert traits.needs_process_rewards == (name == "prime"), name
     assert ca.policy_loss_traits("ppo").dual_clip and not ca.policy_loss_traits("gspo").dual_clip
     assert ca.aggregation_traits("seq-mean-token-sum-norm").counts_masked_samples
     assert not ca.aggregation_traits("token-mean").counts_masked_samples
@@ -190,6 +192,7 @@ def _outcome_inputs(scores: list[float]) -> ca.AdvantageInputs:
         mask,
         group_size=3,
         values=torch.rand(6, 4, generator=torch.Generator().manual_seed(0)) * mask,
+        process_rewards=torch.rand(6, 4, generator=torch.Generator().manual_seed(1)) * mask,
         source_rewards=torch.stack([s, torch.tensor([0.2, 0.5, 0.9, 0.1, 0.7, 0.3])], dim=1),
         source_weights=torch.ones(2),
     )

@@ -29,6 +29,7 @@ def test_one_inputs_object_serves_every_estimator(name):
     mask[1, 3:] = 0
     rewards[torch.arange(6), mask.sum(-1).long() - 1] = torch.rand(6, generator=g)
     values = torch.rand(6, 4, generator=g) * mask
+    process = torch.rand(6, 4, generator=g) * mask
     valid = torch.tensor([True, True, False, True, True, True])
     own = {
         "grpo": {"group_size": 3, "valid": valid, "eps": 1e-6, "scale": "group"},
@@ -42,11 +43,20 @@ def test_one_inputs_object_serves_every_estimator(name):
         "grpo_passk": {"group_size": 3, "valid": valid, "scale": "group"},
         "gdpo": {"group_size": 3, "valid": valid},
         "reinforce_signed": {"valid": valid},
+        "prime": {"group_size": 3, "valid": valid, "gamma": 0.9, "process_rewards": process},
     }.get(name)
     if own is None:
         pytest.skip(f"no reference call written for {name}")
     inputs = ca.AdvantageInputs(
-        rewards, mask, group_size=3, valid=valid, values=values, gamma=0.9, lam=0.95, scale="group"
+        rewards,
+        mask,
+        group_size=3,
+        valid=valid,
+        values=values,
+        gamma=0.9,
+        lam=0.95,
+        scale="group",
+        process_rewards=process,
     )
     adv, ret = inputs.estimate(name)
     ref_adv, ref_ret = ca.compute_advantages(name, rewards, mask, **own)
