@@ -39,6 +39,8 @@ _rl_tc_main() {
         "cargo /usr/bin/cargo"
         "librust-rand-dev /usr/share/cargo/registry/rand-0.8.5"
         "librust-regex-dev /usr/share/cargo/registry/regex-1.7.1"
+        # regex's default features (aho-corasick, memchr) come as a Recommends, which --no-install-recommends skips
+        "librust-regex+default-dev /usr/share/cargo/registry/aho-corasick-0.7.19"
         "librust-md5-dev /usr/share/cargo/registry/md5-0.7.0"
         "libboost-dev /usr/include/boost/any.hpp"
         "libssl-dev /usr/include/openssl/md5.h"
@@ -83,7 +85,7 @@ _rl_tc_absent() {  # "package:path" for each "package path" whose path is not th
 _rl_tc_packages() {  # the packages' versions: the stamp hashes them with this file (cheap: no tool runs)
     dpkg-query -W -f '${Package}=${Version}\n' gcc g++ openjdk-17-jdk-headless nodejs node-typescript \
         node-lodash golang-go golang-github-stretchr-testify-dev rustc cargo librust-rand-dev librust-regex-dev \
-        librust-md5-dev libboost-dev libssl-dev 2> /dev/null || true
+        librust-regex+default-dev librust-md5-dev libboost-dev libssl-dev 2> /dev/null || true
 }
 
 _rl_tc_versions() {  # what each tool says it is, for versions.json
