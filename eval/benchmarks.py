@@ -270,7 +270,7 @@ def resolve(
     """
     if spec.startswith("sample:"):
         name = spec.split(":", 1)[1]
-        bench = _lookup(name)
+        bench = _own_verifier(_lookup(name), verifier)
         if not bench.sample_file:
             raise ValueError(f"benchmark {name!r} ships no sample")
         if bench.sample_verifier_config:
@@ -280,7 +280,7 @@ def resolve(
             bench = replace(bench, verifier_config={**bench.verifier_config, **extra})
         return bench, sample_path(*bench.sample_file.split("/"))
     if spec in BENCHMARKS:
-        return BENCHMARKS[spec], data
+        return _own_verifier(BENCHMARKS[spec], verifier), data
     path = Path(spec)
     if path.exists():
         for name, bench in BENCHMARKS.items():
@@ -288,6 +288,21 @@ def resolve(
                 return bench, str(path)
         return custom_benchmark(path.stem, verifier or "math"), str(path)
     raise KeyError(f"unknown benchmark {spec!r}: not a file, and not one of {', '.join(list_benchmarks())}")
+
+
+def _own_verifier(bench: Benchmark, verifier: str | None) -> Benchmark:
+    """``bench`` itself: a named benchmark is scored by its own verifier, so another one asked for is refused
+    rather than silently ignored.
+
+    Raises:
+        ValueError: ``verifier`` is given and is not the benchmark's.
+    """
+    if verifier is not None and verifier != bench.verifier:
+        raise ValueError(
+            f"--verifier {verifier}: benchmark {bench.name} is scored by its own verifier ({bench.verifier}); "
+            "to score its rows with another, give them as a data file"
+        )
+    return bench
 
 
 def _lookup(name: str) -> Benchmark:

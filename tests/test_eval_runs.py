@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rewardlab.eval import EvalConfig, evaluate_completions, load_benchmark
+from rewardlab.eval import EvalConfig, benchmarks, evaluate_completions, load_benchmark
 from rewardlab.verifiers.math import group_answers
 
 
@@ -278,6 +278,30 @@ def test_truncated_completions_count_as_wrong_unless_asked():
         bench, problems, rows, config=EvalConfig(ks=[1], workers=1, bootstrap=0, score_truncated=True)
     )
     assert scored.summary["metrics"]["pass@1"]["mean"] == pytest.approx(1.0)
+
+
+def test_a_named_benchmark_refuses_another_verifier(tmp_path, capsys):
+    """--verifier applies to data files; a named benchmark asked for another verifier says so in one line
+    instead of scoring with its own (the same verifier is accepted)."""
+    from rewardlab.cli import main
+
+    completions = tmp_path / "c.jsonl"
+    completions.write_text(json.dumps({"problem_id": "x", "completion": "1"}) + "\n")
+    argv = [
+        "eval",
+        "--completions",
+        str(completions),
+        "--benchmark",
+        "sample:gsm8k",
+        "-o",
+        str(tmp_path / "o"),
+    ]
+    assert main([*argv, "--verifier", "rubric"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "benchmark gsm8k is scored by its own verifier (math)" in err and len(err.splitlines()) == 1
+    assert benchmarks.resolve("sample:gsm8k", verifier="math")[0].verifier == "math"
+    with pytest.raises(ValueError, match="its own verifier"):
+        benchmarks.resolve("math500", verifier="code")
 
 
 def test_benchmark_verifier_settings_reach_the_verifier(tmp_path, monkeypatch):
