@@ -58,6 +58,7 @@ from rewardlab.rewardmodels.shaping import (
 )
 from rewardlab.rewardmodels.shaping.functional import success_plus_steps
 from rewardlab.rl.config import RLConfig
+from rewardlab.rl.config_checks import is_implicit_prm
 from rewardlab.rl.sources import build_source, source_kind
 from rewardlab.rl.step_rewards import CorrectLookingStepScorer, shaped_step_token_rewards
 from rewardlab.scoring.pool import WarmPool
@@ -376,7 +377,7 @@ def load_process_scorer(cfg: RLConfig, *, policy: Any | None = None) -> Any | No
         return None
     if spec.startswith("prm:"):
         return ProcessRewardModel.from_pretrained(spec[4:], **kwargs)
-    if spec == "implicit_prm" or spec.startswith("implicit_prm:"):
+    if is_implicit_prm(spec):
         return load_implicit_prm(cfg, policy=policy)
     if spec == "correct_looking":
         return CorrectLookingStepScorer(**kwargs)

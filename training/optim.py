@@ -90,14 +90,15 @@ def build_scheduler(
 def optimizer_step(
     params: Iterable[torch.nn.Parameter],
     optimizer: torch.optim.Optimizer,
-    scheduler: Any,
+    scheduler: Any | None,
     max_grad_norm: float,
 ) -> float:
-    """Clips the gradient norm (when ``max_grad_norm > 0``), steps the optimiser and the schedule; returns
-    the norm before clipping (``nan`` when not clipped)."""
+    """Clips the gradient norm (when ``max_grad_norm > 0``), steps the optimiser and the schedule (``None``: a
+    constant learning rate); returns the norm before clipping (``nan`` when not clipped)."""
     norm = math.nan
     if max_grad_norm and max_grad_norm > 0:
         norm = float(torch.nn.utils.clip_grad_norm_(list(params), max_grad_norm))
     optimizer.step()
-    scheduler.step()
+    if scheduler is not None:
+        scheduler.step()
     return norm

@@ -26,7 +26,7 @@ from rewardlab.rewardmodels.implicit_prm.model import ImplicitPRM
 from rewardlab.rewardmodels.orm.model import disable_dropout
 from rewardlab.training.checkpoint import load_pretrained_weights
 from rewardlab.training.device import autocast
-from rewardlab.training.optim import build_optimizer
+from rewardlab.training.optim import build_optimizer, optimizer_step
 
 __all__ = ["CHECKPOINT_NAME", "OnlineImplicitPRM"]
 
@@ -146,9 +146,7 @@ class OnlineImplicitPRM:
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        norm = float(torch.nn.utils.clip_grad_norm_(params, self.grad_clip))
-        self.optimizer.step()
-        return norm
+        return optimizer_step(params, self.optimizer, None, self.grad_clip)  # PRIME's PRM lr is constant
 
     @staticmethod
     def _metrics(

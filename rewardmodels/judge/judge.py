@@ -208,11 +208,8 @@ class LLMJudge:
     # ---- prompts ----------------------------------------------------------------------------------------
 
     def wrap_prompt(self, text: str) -> str | list[dict[str, str]]:
-        """A rendered template as the backend's prompt (what :meth:`run` takes)."""
-        return self._wrap(text)
-
-    def _wrap(self, text: str) -> str | list[dict[str, str]]:
-        """A rendered template as the backend's prompt: chat messages, or text in the local chat template."""
+        """A rendered template as the backend's prompt (what :meth:`run` takes): chat messages, or text in the
+        local chat template."""
         if self.chat_messages:
             system = (
                 [{"role": "system", "content": self.config.system_prompt}]
@@ -237,7 +234,7 @@ class LLMJudge:
             text = render(
                 self.template, prompt=record.prompt_text, response=record.completion_text, reference=reference
             )
-            return [(self._wrap(text), False)]
+            return [(self.wrap_prompt(text), False)]
         meta = record.metadata or {}
         if self.config.b_field not in meta:
             raise KeyError(f"pairwise judging needs metadata[{self.config.b_field!r}] (response B)")
@@ -246,7 +243,7 @@ class LLMJudge:
         orders = [(a, b, False), (b, a, True)] if self.config.swap else [(a, b, False)]
         return [
             (
-                self._wrap(
+                self.wrap_prompt(
                     render(
                         self.template,
                         prompt=record.prompt_text,
