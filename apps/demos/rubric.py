@@ -42,10 +42,10 @@ from rewardlab.demos import rl as rl_demo
 from rewardlab.demos.rl import parse_seeds, run_seeds, sft_config
 from rewardlab.demos.scripted_judge import MODEL, JudgeServer
 from rewardlab.generation import SamplingParams, get_backend
+from rewardlab.rewardmodels.judge.criteria import CATEGORIES, CriteriaTally
 from rewardlab.rl.sources import build_source
 from rewardlab.types import Record
 
-CATEGORIES = ("essential", "important", "optional", "pitfall")
 USAGE_KEYS = ("requests", "cached", "prompt_tokens", "completion_tokens", "failures")
 EXAMPLES = 3
 """Held-out answers shown before and after."""
@@ -136,14 +136,15 @@ def as_records(rows: Sequence[dict[str, Any]]) -> list[Record]:
 
 
 def category_shares(results: Sequence[Any]) -> dict[str, float | None]:
-    """Per category, the share of judged criteria met (for ``pitfall``: the share of pitfalls made), over
-    every answer; ``None`` where no verdict was given (implicit aggregation)."""
-    met: dict[str, list[bool]] = {c: [] for c in CATEGORIES}
+    """Per category, the mean share of judged criteria met (for ``pitfall``: of pitfalls made), by
+    :class:`~rewardlab.rewardmodels.judge.criteria.CriteriaTally`'s rule, the one ``score``, ``eval`` and the
+    viewer report; every answer's criteria count, an error row's judged ones too; ``None`` where no verdict
+    was given (implicit aggregation)."""
+    tally = CriteriaTally()
     for result in results:
-        for entry in (result.details or {}).get("criteria", []):
-            if entry.get("met") is not None and entry.get("category") in met:
-                met[entry["category"]].append(bool(entry["met"]))
-    return {c: (sum(v) / len(v) if v else None) for c, v in met.items()}
+        tally.add({"details": result.details})
+    categories = tally.to_dict().get("categories", {})
+    return {c: categories.get(c, {}).get("mean_share_met") for c in CATEGORIES}
 
 
 def evaluate(

@@ -29,8 +29,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
-CATEGORIES = ("essential", "important", "optional", "pitfall")
-"""Rubrics as Rewards' categories, in the order summaries list them (others follow, sorted)."""
+from rewardlab.rewardmodels.judge.rubric import CATEGORIES  # RaR's, in the order summaries list them
+
 NO_CATEGORY = "(no category)"
 """How a criterion without a category is listed."""
 MET, NOT_MET, NO_VERDICT = "met", "not met", "no verdict"
